@@ -1,0 +1,326 @@
+"""Turn user payloads into Arrow tables that match a table's schema exactly.
+
+Accepted payloads: a dict (one row, or a columnar dict of equal-length lists), a list of
+dicts, a JSON string (object, array of objects, or JSON lines), CSV text with a header,
+a pyarrow Table / RecordBatch / RecordBatchReader, a pandas or polars DataFrame, and any
+object with ``__arrow_c_stream__``.
+
+Conversion never truncates: a value that does not fit its column (1.5 into Int64, 300
+into Int8, "abc" into Int64, a string into Boolean) is a :class:`SchemaError` naming the
+column, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake.errors import SchemaError, SerializationError
+
+__all__ = ["conform", "is_arrow_like", "to_arrow"]
+
+
+def is_arrow_like(data: object) -> bool:
+    """Return whether ``data`` is an in-memory Arrow-convertible table (not rows or text)."""
+    if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        return True
+    return hasattr(data, "__arrow_c_stream__") or _is_dataframe(data)
+
+
+def _is_dataframe(data: object) -> bool:
+    mod = type(data).__module__
+    return (mod.startswith("pandas") or mod.startswith("polars")) and type(
+        data
+    ).__name__ == "DataFrame"
+
+
+def to_arrow(data: object, schema: pa.Schema) -> pa.Table:
+    """Convert a payload to a table with exactly ``schema`` (names, order, types).
+
+    Args:
+        data: any accepted payload (see the module docstring).
+        schema: the table's Arrow schema.
+
+    Returns:
+        A table that can be appended to the Delta table as is.
+
+    Raises:
+        SerializationError: malformed JSON or CSV, or a payload of an unsupported kind.
+        SchemaError: unknown column, missing non-nullable column, a value of the wrong type.
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise SerializationError(f"payload is not UTF-8 text: {err}") from err
+    if isinstance(data, str):
+        return _from_text(data, schema)
+    if isinstance(data, Mapping):
+        return _from_mapping(data, schema)
+    if isinstance(data, Sequence):
+        return _from_rows(list(data), schema)
+    if isinstance(data, pa.RecordBatch):
+        return conform(pa.Table.from_batches([data]), schema)
+    if isinstance(data, pa.RecordBatchReader):
+        return conform(data.read_all(), schema)
+    if isinstance(data, pa.Table):
+        return conform(data, schema)
+    if _is_dataframe(data):
+        if type(data).__module__.startswith("pandas"):
+            return conform(pa.Table.from_pandas(data, preserve_index=False), schema)
+        return conform(pa.table(data.to_arrow()), schema)  # type: ignore[attr-defined]
+    if hasattr(data, "__arrow_c_stream__"):
+        return conform(pa.table(data), schema)  # type: ignore[arg-type]
+    raise SerializationError(
+        f"cannot insert a {type(data).__name__}: pass dicts, JSON, CSV text, Arrow, pandas or polars data"
+    )
+
+
+def _from_text(text: str, schema: pa.Schema) -> pa.Table:
+    stripped = text.lstrip()
+    if not stripped:
+        return schema.empty_table()
+    if stripped[0] in "[{":
+        return _from_json(stripped, schema)
+    from posixlake.csvcodec import CsvFormatError, parse_csv
+
+    header = stripped.split("\n", 1)[0].rstrip("\r")
+    names = [n.strip().strip('"') for n in header.split(",")]
+    _check_columns(names, schema)
+    sub = pa.schema([schema.field(n) for n in names])
+    try:
+        table = parse_csv(stripped, sub, header="require")
+    except CsvFormatError as err:
+        raise SerializationError(f"bad CSV: {err}") from err
+    return conform(table, schema)
+
+
+def _from_json(text: str, schema: pa.Schema) -> pa.Table:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if len(lines) > 1 and all(ln.lstrip().startswith("{") for ln in lines):
+            rows: list[Any] = []
+            for i, line in enumerate(lines, 1):
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as line_err:
+                    raise SerializationError(
+                        f"malformed JSON on line {i}: {line_err}"
+                    ) from line_err
+            return _from_rows(rows, schema)
+        raise SerializationError(f"malformed JSON: {err}") from err
+    if isinstance(value, dict):
+        return _from_mapping(value, schema)
+    if isinstance(value, list):
+        return _from_rows(value, schema)
+    raise SerializationError(
+        f"JSON must be an object or an array of objects, not {type(value).__name__}"
+    )
+
+
+def _is_columnar(data: Mapping[str, Any], schema: pa.Schema) -> bool:
+    if not data:
+        return False
+    for name, value in data.items():
+        if not isinstance(value, list | tuple):
+            return False
+        idx = schema.get_field_index(name) if isinstance(name, str) else -1
+        if idx >= 0 and _nested_list(schema.field(idx).type):
+            if not all(v is None or isinstance(v, list | tuple) for v in value):
+                return False
+    return True
+
+
+def _nested_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t))
+
+
+def _from_mapping(data: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
+    if _is_columnar(data, schema):
+        lengths = {len(v) for v in data.values()}
+        if len(lengths) != 1:
+            raise SchemaError(f"columnar data has columns of different lengths: {sorted(lengths)}")
+        return _from_columns({k: list(v) for k, v in data.items()}, lengths.pop(), schema)
+    return _from_rows([data], schema)
+
+
+def _from_rows(rows: list[Any], schema: pa.Schema) -> pa.Table:
+    columns: dict[str, list[Any]] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise SerializationError(f"row {i} is a {type(row).__name__}, not an object")
+        for key in row:
+            if key not in columns:
+                columns[key] = [None] * i
+        for key, values in columns.items():
+            values.append(row.get(key))
+    return _from_columns(columns, len(rows), schema)
+
+
+def _check_columns(names: Sequence[Any], schema: pa.Schema) -> None:
+    known = set(schema.names)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SchemaError(
+            f"unknown column(s) {', '.join(map(repr, unknown))}; the table has {', '.join(schema.names)}"
+        )
+    if len(set(names)) != len(names):
+        raise SchemaError(f"duplicate column names in {list(names)}")
+
+
+def _from_columns(columns: dict[str, list[Any]], n_rows: int, schema: pa.Schema) -> pa.Table:
+    _check_columns(list(columns), schema)
+    arrays: list[pa.Array] = []
+    for fld in schema:
+        values = columns.get(fld.name)
+        if values is None:
+            arrays.append(pa.nulls(n_rows, fld.type))
+            continue
+        arrays.append(_python_column(fld, values))
+    table = pa.Table.from_arrays(
+        arrays, schema=pa.schema([pa.field(f.name, f.type, True) for f in schema])
+    )
+    return conform(table, schema)
+
+
+def _python_column(fld: pa.Field, values: list[Any]) -> pa.Array:
+    t = fld.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    if pa.types.is_decimal(t):
+        from decimal import Decimal
+
+        values = [
+            Decimal(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values
+        ]
+    if pa.types.is_nested(t):
+        try:
+            return pa.array(values, type=t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
+            raise SchemaError(f"column {fld.name!r}: {err}") from err
+    try:
+        inferred = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
+        raise SchemaError(f"column {fld.name!r} ({t}): mixed or unsupported values: {err}") from err
+    return _cast_column(fld.name, inferred, t)
+
+
+_INT = "integer"
+
+
+def _category(t: pa.DataType) -> str:
+    if pa.types.is_null(t):
+        return "null"
+    if pa.types.is_integer(t):
+        return _INT
+    if pa.types.is_floating(t):
+        return "floating"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_dictionary(t):
+        return _category(t.value_type)
+    if pa.types.is_nested(t):
+        return "nested"
+    return str(t)
+
+
+_ACCEPTS: dict[str, frozenset[str]] = {
+    _INT: frozenset({_INT, "floating", "decimal"}),
+    "floating": frozenset({_INT, "floating", "decimal"}),
+    "decimal": frozenset({_INT, "floating", "decimal", "string"}),
+    "bool": frozenset({"bool"}),
+    "string": frozenset({"string"}),
+    "binary": frozenset({"binary", "string"}),
+    "date": frozenset({"date", "timestamp", "string"}),
+    "timestamp": frozenset({"timestamp", "date", "string"}),
+    "nested": frozenset({"nested"}),
+}
+
+
+def _cast_column(
+    name: str, arr: pa.Array | pa.ChunkedArray, target: pa.DataType
+) -> pa.Array | pa.ChunkedArray:
+    if arr.type == target:
+        return arr
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    src, dst = _category(arr.type), _category(target)
+    if src != "null" and src not in _ACCEPTS.get(dst, frozenset({dst})):
+        raise SchemaError(f"column {name!r} is {target}, but the data holds {arr.type} values")
+    if src == "floating" and dst == _INT:
+        # safe cast refuses fractions; NaN and inf are refused explicitly
+        if pc.any(pc.invert(pc.is_finite(arr))).as_py():
+            raise SchemaError(f"column {name!r} is {target}: NaN or infinity does not fit")
+    if src == "timestamp" and dst == "date":
+        raise SchemaError(f"column {name!r} is a date; a timestamp would lose its time of day")
+    try:
+        return arr.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        raise SchemaError(f"column {name!r} ({target}): {err}") from err
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Reorder, cast and check ``table`` so it has exactly ``schema``.
+
+    Raises:
+        SchemaError: unknown or missing non-nullable columns, values of the wrong type,
+            values that do not fit, or NULLs in a non-nullable column.
+    """
+    _check_columns(table.column_names, schema)
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    for fld in schema:
+        if fld.name in table.column_names:
+            col = _cast_column(fld.name, table.column(fld.name), fld.type)
+        elif fld.nullable:
+            col = pa.nulls(table.num_rows, fld.type)
+        else:
+            raise SchemaError(f"missing value for non-nullable column {fld.name!r}")
+        if not fld.nullable and col.null_count:
+            raise SchemaError(
+                f"column {fld.name!r} is NOT NULL but {col.null_count} row(s) have no value"
+            )
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def json_value(value: Any) -> Any:
+    """Make a Python value from Arrow ``as_py`` JSON-serialisable (ISO times, base64 bytes)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return {str(k): json_value(v) for k, v in value}
+        return [json_value(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, float) and value != value:
+        return None
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return str(value)
+    return value

@@ -1,0 +1,171 @@
+"""Preparing MERGE sources and primary-key checks (pure Arrow, no I/O).
+
+A merge source is rows that each carry ``_op`` = INSERT, UPDATE or DELETE. DELETE rows
+need only the key. UPDATE rows set the columns the source carries (columns absent from
+the whole source keep their values); INSERT rows leave absent nullable columns NULL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake._convert import to_arrow
+from posixlake.errors import DuplicateKeyError, InvalidOperation, SchemaError, SerializationError
+
+__all__ = ["OP_COLUMN", "MergeSource", "duplicate_keys", "existing_mask", "prepare_merge_source"]
+
+OP_COLUMN = "_op"
+_OPS = ("INSERT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class MergeSource:
+    """A validated merge source: data columns present in the input plus ``_op``."""
+
+    table: pa.Table
+    key: tuple[str, ...]
+
+    def count(self, op: str) -> int:
+        """Rows with this op."""
+        return int(pc.sum(pc.equal(self.table[OP_COLUMN], op)).as_py() or 0)
+
+
+def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) -> MergeSource:
+    """Validate merge rows against the table schema and normalise ``_op``.
+
+    Raises:
+        SerializationError: malformed payload, or a row without a valid ``_op``.
+        SchemaError: unknown columns, wrong types, a missing key, NULL in a NOT NULL column
+            of an INSERT or UPDATE row.
+        InvalidOperation: the same key twice in one merge.
+    """
+    for k in key:
+        if k not in schema.names:
+            raise SchemaError(f"merge key column {k!r} is not in the table")
+    loose = pa.schema(
+        [pa.field(f.name, f.type, True) for f in schema] + [pa.field(OP_COLUMN, pa.string(), True)]
+    )
+    table = to_arrow(rows, loose)
+    if table.num_rows == 0:
+        return MergeSource(table.select([*schema.names, OP_COLUMN]), tuple(key))
+    ops = pc.utf8_upper(pc.utf8_trim_whitespace(table[OP_COLUMN]))
+    valid = pc.is_in(ops, value_set=pa.array(_OPS))
+    if not pc.all(pc.fill_null(valid, False)).as_py():
+        bad_idx = pc.index(pc.fill_null(valid, False), False).as_py()
+        raise SerializationError(
+            f"merge row {bad_idx}: _op must be INSERT, UPDATE or DELETE, got {table[OP_COLUMN][bad_idx].as_py()!r}"
+        )
+    table = table.set_column(table.schema.get_field_index(OP_COLUMN), OP_COLUMN, ops)
+    for k in key:
+        if table[k].null_count:
+            raise SchemaError(f"every merge row needs the key column {k!r}")
+    dups = duplicate_keys(table, key)
+    if dups:
+        raise InvalidOperation(f"the merge names key(s) {dups[:5]} more than once; one row per key")
+    present = _present_columns(rows, table, schema)
+    is_insert = pc.equal(table[OP_COLUMN], "INSERT")
+    is_update = pc.equal(table[OP_COLUMN], "UPDATE")
+    for f in schema:
+        if f.nullable or not table[f.name].null_count:
+            continue
+        nulls = pc.is_null(table[f.name])
+        if pc.any(pc.and_(nulls, is_insert)).as_py():
+            raise SchemaError(f"column {f.name!r} is NOT NULL: INSERT rows need a value")
+        if f.name in present and pc.any(pc.and_(nulls, is_update)).as_py():
+            raise SchemaError(f"column {f.name!r} is NOT NULL: UPDATE rows cannot set it to NULL")
+    keep = [c for c in schema.names if c in present or c in key] + [OP_COLUMN]
+    return MergeSource(table.select(keep), tuple(key))
+
+
+def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> set[str]:
+    """Columns the input actually carried (for partial UPDATEs)."""
+    import json
+
+    def from_dicts(items: list[object]) -> set[str]:
+        names: set[str] = set()
+        for item in items:
+            if isinstance(item, dict):
+                names.update(str(k) for k in item)
+        return names
+
+    if isinstance(rows, str | bytes):
+        text = rows.decode() if isinstance(rows, bytes) else rows
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            lines = [json.loads(ln) for ln in text.splitlines() if ln.strip().startswith("{")]
+            if lines:
+                return from_dicts(lines)
+            header = text.lstrip().split("\n", 1)[0]
+            return {c.strip().strip('"') for c in header.split(",")}
+        return from_dicts(value if isinstance(value, list) else [value])
+    if isinstance(rows, dict):
+        return {str(k) for k in rows}
+    if isinstance(rows, list | tuple):
+        return from_dicts(list(rows))
+    names = set(
+        getattr(rows, "column_names", None) or getattr(rows, "columns", None) or table.column_names
+    )
+    return {n for n in names if n in schema.names}
+
+
+def duplicate_keys(table: pa.Table, key: Sequence[str]) -> list[object]:
+    """Return key values that occur more than once in ``table`` (empty when unique)."""
+    if table.num_rows < 2:
+        return []
+    counts = table.select(list(key)).group_by(list(key)).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts["count_all"], 1))
+    if dup.num_rows == 0:
+        return []
+    rows = dup.select(list(key)).to_pylist()
+    return [r[key[0]] if len(key) == 1 else tuple(r[k] for k in key) for r in rows]
+
+
+def existing_mask(
+    candidates: pa.Table, existing: pa.Table, key: Sequence[str]
+) -> pa.ChunkedArray | pa.Array:
+    """Return a boolean mask over ``candidates``: True where its key is in ``existing``."""
+    if candidates.num_rows == 0 or existing.num_rows == 0:
+        return pa.array([False] * candidates.num_rows)
+    cand = candidates.select(list(key))
+    if len(key) == 1:
+        k = key[0]
+        # scan the (large) existing column against the (small) candidate set
+        wanted = pc.unique(cand[k].combine_chunks())
+        hit = existing.filter(pc.is_in(existing[k], value_set=wanted))
+        if hit.num_rows == 0:
+            return pa.array([False] * candidates.num_rows)
+        return pc.is_in(cand[k], value_set=hit[k].combine_chunks())
+    hits = existing.select(list(key)).join(
+        cand.group_by(list(key)).aggregate([]), keys=list(key), join_type="left semi"
+    )
+    marker = "__posixlake_hit"
+    joined = cand.append_column("__row", pa.array(range(cand.num_rows), pa.int64())).join(
+        hits.append_column(marker, pa.array([True] * hits.num_rows)),
+        keys=list(key),
+        join_type="left outer",
+    )
+    joined = joined.sort_by("__row")
+    return pc.fill_null(joined[marker], False)
+
+
+def check_insert_keys(batch: pa.Table, existing: pa.Table, key: Sequence[str]) -> None:
+    """Raise DuplicateKeyError if ``batch`` repeats a key or holds one that exists.
+
+    Raises:
+        DuplicateKeyError: naming up to five offending keys.
+    """
+    dups = duplicate_keys(batch, key)
+    if dups:
+        raise DuplicateKeyError(f"duplicate primary key in the inserted rows: {dups[:5]}")
+    mask = existing_mask(batch, existing, key)
+    if pc.any(mask).as_py():
+        clash = batch.filter(mask).select(list(key)).to_pylist()[:5]
+        shown = [r[key[0]] if len(key) == 1 else tuple(r.values()) for r in clash]
+        raise DuplicateKeyError(
+            f"primary key already exists: {shown} (use merge, or insert(..., upsert=True), to update rows)"
+        )

@@ -1,0 +1,1051 @@
+"""DatabaseOps: the Python face of a posixlake table.
+
+A facade: each method checks permission, converts the payload to Arrow, asks the engine
+or the Delta log to do the work, and returns a typed result. Every write is one Delta
+commit, and a write that changes nothing makes no commit.
+
+The original project's method names are kept as thin aliases at the end of the class.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake._authz import AllowAll, Authorizer, Permission
+from posixlake._convert import conform, is_arrow_like, to_arrow
+from posixlake._merge import (
+    OP_COLUMN,
+    check_insert_keys,
+    duplicate_keys,
+    existing_mask,
+    prepare_merge_source,
+)
+from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
+from posixlake.delta import DeltaLog, quote_ident
+from posixlake.engines import Engine, resolve_engine
+from posixlake.engines.local import expand_paths
+from posixlake.errors import (
+    AlreadyExists,
+    InvalidOperation,
+    NotFound,
+    PosixLakeError,
+    QueryError,
+    SchemaError,
+    VersionError,
+)
+from posixlake.result import QueryResult
+from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
+from posixlake.types import (
+    CommitInfo,
+    DataSkippingStats,
+    HealthStatus,
+    MergeMetrics,
+    Metrics,
+    OptimizeResult,
+    Schema,
+    VacuumResult,
+    delta_schema,
+)
+
+__all__ = ["Credentials", "DatabaseOps", "Optimizer"]
+
+logger = logging.getLogger(__name__)
+
+PRIMARY_KEY_PROPERTY = "posixlake.primaryKey"
+Credentials = tuple[str, str]
+StorageArg = StorageConfig | Mapping[str, str] | None
+_T = TypeVar("_T")
+
+
+class _Counters:
+    """Operation counters behind :meth:`DatabaseOps.get_metrics`."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.started = clock()
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = dict.fromkeys(
+            (
+                "queries",
+                "inserts",
+                "merges",
+                "deletes",
+                "updates",
+                "rows_written",
+                "rows_deleted",
+                "commits",
+                "errors",
+            ),
+            0,
+        )
+        self.commit_ms_total = 0.0
+        self.commit_ms_last = 0.0
+
+    def bump(self, **deltas: int) -> None:
+        with self.lock:
+            for k, v in deltas.items():
+                self.counts[k] += v
+
+    def commit(self, started: float) -> None:
+        ms = (self._clock() - started) * 1000
+        with self.lock:
+            self.counts["commits"] += 1
+            self.commit_ms_total += ms
+            self.commit_ms_last = ms
+
+    def snapshot(self) -> Metrics:
+        with self.lock:
+            c = dict(self.counts)
+            avg = self.commit_ms_total / c["commits"] if c["commits"] else 0.0
+            return Metrics(
+                queries=c["queries"],
+                inserts=c["inserts"],
+                merges=c["merges"],
+                deletes=c["deletes"],
+                updates=c["updates"],
+                rows_written=c["rows_written"],
+                rows_deleted=c["rows_deleted"],
+                commits=c["commits"],
+                errors=c["errors"],
+                avg_commit_latency_ms=avg,
+                last_commit_latency_ms=self.commit_ms_last,
+                uptime_seconds=self._clock() - self.started,
+            )
+
+
+class _KeyIndex:
+    """The primary-key columns of the current version, kept in memory.
+
+    Our own appends extend it; any other change (a merge, a delete, another writer)
+    makes it reload lazily on the next keyed insert.
+    """
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.keys: pa.Table | None = None
+
+    def get(self, log: DeltaLog, key: Sequence[str]) -> pa.Table:
+        if self.keys is None or self.version != log.version or self.keys.column_names != list(key):
+            self.keys = log.read_columns(key)
+            self.version = log.version
+        return self.keys
+
+    def appended(self, before: int, after: int, rows: pa.Table, key: Sequence[str]) -> None:
+        if self.keys is not None and self.version == before and after == before + 1:
+            self.keys = pa.concat_tables([self.keys, rows.select(list(key)).cast(self.keys.schema)])
+            self.version = after
+        else:
+            self.invalidate()
+
+    def invalidate(self) -> None:
+        self.keys = None
+        self.version = -1
+
+
+class Optimizer:
+    """``db.optimize``: call it to compact, or use ``.compact()`` / ``.z_order(columns)``."""
+
+    def __init__(self, db: DatabaseOps) -> None:
+        self._db = db
+
+    def __call__(
+        self,
+        *,
+        target_size: int | None = None,
+        partition_filters: list[tuple[str, str, Any]] | None = None,
+    ) -> OptimizeResult:
+        """Compact small files (bin-packing); see :meth:`compact`."""
+        return self.compact(target_size=target_size, partition_filters=partition_filters)
+
+    def compact(
+        self,
+        *,
+        target_size: int | None = None,
+        partition_filters: list[tuple[str, str, Any]] | None = None,
+    ) -> OptimizeResult:
+        """Rewrite small files into files of about ``target_size`` bytes, in one commit.
+
+        Args:
+            target_size: bytes per output file (delta-rs' default, 100 MiB, when None).
+            partition_filters: limit to partitions, e.g. ``[("day", "=", "2024-01-01")]``.
+        """
+        db = self._db
+        db._authorize("write", "optimize")
+        with db._write("optimize"):
+            metrics, version = db._log.compact(
+                target_size=target_size, partition_filters=partition_filters
+            )
+        return _optimize_result(metrics, version)
+
+    def z_order(
+        self,
+        columns: Sequence[str],
+        *,
+        target_size: int | None = None,
+        partition_filters: list[tuple[str, str, Any]] | None = None,
+    ) -> OptimizeResult:
+        """Rewrite files clustered by a Z-order curve over ``columns`` (better data skipping).
+
+        Raises:
+            SchemaError: a column is not in the table.
+        """
+        db = self._db
+        db._authorize("write", "zorder")
+        cols = [columns] if isinstance(columns, str) else list(columns)
+        if not cols:
+            raise InvalidOperation("z-order needs at least one column")
+        unknown = [c for c in cols if c not in db._log.arrow_schema.names]
+        if unknown:
+            raise SchemaError(f"z-order: unknown column(s) {unknown}")
+        with db._write("zorder"):
+            metrics, version = db._log.z_order(
+                cols, target_size=target_size, partition_filters=partition_filters
+            )
+        return _optimize_result(metrics, version)
+
+
+def _optimize_result(metrics: Mapping[str, Any], version: int | None) -> OptimizeResult:
+    return OptimizeResult(
+        files_added=int(metrics.get("numFilesAdded", 0) or 0),
+        files_removed=int(metrics.get("numFilesRemoved", 0) or 0),
+        partitions_optimized=int(metrics.get("partitionsOptimized", 0) or 0),
+        version=version,
+    )
+
+
+def _sql_literal(value: Any, column: str, t: pa.DataType) -> str:
+    """Render a Python value, checked against the column type, as a SQL literal."""
+    arr = conform(
+        pa.table({column: pa.array([value]) if value is not None else pa.nulls(1)}),
+        pa.schema([pa.field(column, t)]),
+    )
+    v = arr.column(0)[0].as_py()
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int | float | Decimal):
+        return (
+            f"CAST({v!r} AS {_sql_type(t)})"
+            if isinstance(v, float)
+            else f"CAST({v} AS {_sql_type(t)})"
+        )
+    if isinstance(v, datetime):
+        return f"CAST('{v.isoformat()}' AS TIMESTAMP)"
+    if isinstance(v, date):
+        return f"CAST('{v.isoformat()}' AS DATE)"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    raise InvalidOperation(
+        f"update: column {column!r} of type {t} cannot be set to a literal; use expressions="
+    )
+
+
+def _sql_type(t: pa.DataType) -> str:
+    names = {
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+    }
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    return names.get(t, "DOUBLE")
+
+
+def _as_of(value: datetime | int | float | str) -> datetime:
+    """Accept a datetime, epoch milliseconds or an ISO string."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, bool):
+        raise VersionError("as_of must be a datetime, epoch milliseconds or an ISO string")
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as err:
+            raise VersionError(f"as_of: not an ISO timestamp: {value!r}") from err
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise VersionError(
+        f"as_of must be a datetime, epoch milliseconds or an ISO string, not {type(value).__name__}"
+    )
+
+
+class DatabaseOps:
+    """A posixlake table: Delta transactions through one object.
+
+    Build one with :meth:`create`, :meth:`open`, :meth:`create_from_csv` or
+    :meth:`create_from_parquet`. Safe to share between threads. Use it as a context
+    manager (or call :meth:`close`) so buffered rows are flushed.
+    """
+
+    def __init__(
+        self,
+        log: DeltaLog,
+        *,
+        engine: Engine,
+        authorizer: Authorizer | None = None,
+        buffer_rows: int = DEFAULT_BUFFER_ROWS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log = log
+        self._engine = engine
+        self._auth: Authorizer = authorizer or AllowAll()
+        self._buffer = WriteBuffer(buffer_rows, clock=clock)
+        self._clock = clock
+        self._counters = _Counters(clock)
+        self._keys = _KeyIndex()
+        self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
+        self._closed = False
+        self.optimize = Optimizer(self)
+
+    # -- construction ----------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        schema: Schema | pa.Schema | Mapping[str, Any] | Sequence[Any],
+        *,
+        storage: StorageArg = None,
+        credentials: Credentials | None = None,
+        engine: str | Engine | None = None,
+        partition_by: Sequence[str] | None = None,
+        primary_key: str | Sequence[str] | None = None,
+        auth: bool = False,
+        master: str | None = None,
+        spark: Any = None,
+        buffer_rows: int = DEFAULT_BUFFER_ROWS,
+        name: str | None = None,
+    ) -> DatabaseOps:
+        """Create an empty table.
+
+        Args:
+            path: a local path, ``s3://bucket/prefix``, ``az://container/prefix`` or ``abfs[s]://...``.
+            schema: a :class:`Schema`, a pyarrow schema, ``{"col": "Type"}`` or a list of fields.
+            storage: S3/Azure configuration or delta-rs storage options.
+            credentials: ``(user, password)`` of the first admin when ``auth`` is true.
+            engine: ``"spark"`` (default, or ``$POSIXLAKE_ENGINE``), ``"local"`` or an Engine.
+            partition_by: partition columns.
+            primary_key: overrides the schema's primary key; enforced on insert.
+            auth: enable users and roles (see :mod:`posixlake.security`).
+            master: Spark master URL for the Spark engine (``local[*]`` by default).
+            spark: an existing SparkSession to use.
+            buffer_rows: ``insert_buffered`` flushes automatically at this many rows.
+            name: an optional table name stored in the Delta metadata.
+
+        Raises:
+            AlreadyExists: a Delta table exists at ``path``.
+            SchemaError: an invalid schema or key.
+        """
+        sch = Schema.coerce(schema)
+        if primary_key is not None:
+            sch = Schema(sch.fields, primary_key=primary_key)
+        arrow = delta_schema(sch.to_arrow())
+        for col in partition_by or ():
+            if col not in arrow.names:
+                raise SchemaError(f"partition column {col!r} is not in the schema")
+        uri = normalize_uri(path)
+        options = storage_options_for(uri, storage)
+        _prepare_storage(uri, storage, create=True)
+        if DeltaLog.exists(uri, options):
+            raise AlreadyExists(f"a Delta table already exists at {uri}")
+        config = {PRIMARY_KEY_PROPERTY: ",".join(sch.key_columns)} if sch.key_columns else None
+        eng = resolve_engine(engine, master=master, spark=spark)
+        authorizer: Authorizer | None = None
+        log = DeltaLog.create(
+            uri,
+            arrow,
+            partition_by=partition_by,
+            configuration=config,
+            storage_options=options,
+            name=name,
+        )
+        if auth:
+            from posixlake import security
+
+            authorizer = security.enable_auth(uri, options, credentials)
+        return cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        storage: StorageArg = None,
+        credentials: Credentials | None = None,
+        engine: str | Engine | None = None,
+        master: str | None = None,
+        spark: Any = None,
+        buffer_rows: int = DEFAULT_BUFFER_ROWS,
+    ) -> DatabaseOps:
+        """Open an existing table (its latest version).
+
+        Raises:
+            NotFound: no Delta table at ``path``.
+            AuthenticationError: the table has users and ``credentials`` are missing or wrong.
+        """
+        uri = normalize_uri(path)
+        options = storage_options_for(uri, storage)
+        _prepare_storage(uri, storage, create=False)
+        log = DeltaLog.open(uri, options)
+        from posixlake import security
+
+        authorizer = security.login(uri, options, credentials)
+        eng = resolve_engine(engine, master=master, spark=spark)
+        return cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
+
+    @classmethod
+    def create_from_csv(
+        cls,
+        db_path: str | os.PathLike[str],
+        csv_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        primary_key: str | Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        **options: Any,
+    ) -> DatabaseOps:
+        """Create a table from CSV file(s), inferring column types over the whole input.
+
+        Types are Int64, Float64, Boolean, Date, Timestamp or String; a later value that
+        breaks a type widens it (Int64 -> Float64 -> String). Empty fields are NULL.
+
+        Raises:
+            NotFound: no such CSV file. SerializationError: malformed CSV.
+            AlreadyExists: a table exists at ``db_path``.
+        """
+        return cls._create_from_files(
+            db_path,
+            expand_paths(csv_path, suffix=".csv"),
+            "csv",
+            primary_key,
+            partition_by,
+            options,
+        )
+
+    @classmethod
+    def create_from_parquet(
+        cls,
+        db_path: str | os.PathLike[str],
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        primary_key: str | Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        **options: Any,
+    ) -> DatabaseOps:
+        """Create a table from a Parquet file, a directory of them or a glob.
+
+        Raises:
+            NotFound: nothing matches. SerializationError: unreadable Parquet.
+        """
+        return cls._create_from_files(
+            db_path,
+            expand_paths(source, suffix=".parquet"),
+            "parquet",
+            primary_key,
+            partition_by,
+            options,
+        )
+
+    @classmethod
+    def _create_from_files(
+        cls,
+        db_path: str | os.PathLike[str],
+        paths: list[str],
+        fmt: Literal["csv", "parquet"],
+        primary_key: str | Sequence[str] | None,
+        partition_by: Sequence[str] | None,
+        options: dict[str, Any],
+    ) -> DatabaseOps:
+        eng = resolve_engine(
+            options.pop("engine", None), master=options.get("master"), spark=options.get("spark")
+        )
+        uri = normalize_uri(db_path)
+        if DeltaLog.exists(uri, storage_options_for(uri, options.get("storage"))):
+            raise AlreadyExists(f"a Delta table already exists at {uri}")
+        data = eng.read_files(paths, fmt=fmt, schema=None)
+        if data is None:
+            raise InvalidOperation(f"engine {eng.name} cannot create a table from files")
+        arrow = delta_schema(data.schema)
+        keys = Schema.from_arrow(arrow, primary_key=primary_key).key_columns
+        if keys:
+            arrow = pa.schema([f.with_nullable(False) if f.name in keys else f for f in arrow])
+        data = conform(data, arrow)
+        dups = duplicate_keys(data, keys) if keys else []
+        if dups:
+            raise SchemaError(f"primary key {keys} is not unique in the input: {dups[:5]}")
+        db = cls.create(
+            uri, arrow, engine=eng, primary_key=primary_key, partition_by=partition_by, **options
+        )
+        if data.num_rows:
+            db._append(data, operation="CREATE FROM " + fmt.upper())
+        return db
+
+    # -- internals -------------------------------------------------------------------
+
+    def _authorize(self, permission: Permission, operation: str) -> None:
+        if self._closed:
+            raise InvalidOperation(f"{operation}: the database is closed")
+        self._auth.check(permission, operation)
+
+    def _metadata(self, operation: str) -> dict[str, str]:
+        meta = {"posixlake.operation": operation}
+        if self._auth.user:
+            meta["posixlake.user"] = self._auth.user
+        return meta
+
+    class _WriteScope:
+        def __init__(self, db: DatabaseOps, operation: str) -> None:
+            self.db, self.operation = db, operation
+
+        def __enter__(self) -> None:
+            self.db._log.lock.acquire()
+            self.started = self.db._clock()
+            self.db._log.refresh()
+
+        def __exit__(
+            self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+        ) -> None:
+            try:
+                if e is not None:
+                    self.db._counters.bump(errors=1)
+                else:
+                    self.db._counters.commit(self.started)
+            finally:
+                self.db._log.lock.release()
+
+    def _write(self, operation: str) -> DatabaseOps._WriteScope:
+        return DatabaseOps._WriteScope(self, operation)
+
+    @property
+    def _schema(self) -> pa.Schema:
+        return self._log.arrow_schema
+
+    def _append(self, table: pa.Table, *, operation: str, upsert: bool = False) -> int:
+        """Append (or upsert) a conformed table in one commit; return the new version."""
+        key = self.primary_key()
+        with self._write(operation):
+            if key and upsert:
+                source = table.append_column(OP_COLUMN, pa.array(["INSERT"] * table.num_rows))
+                exists = existing_mask(table, self._keys.get(self._log, key), key)
+                source = source.set_column(
+                    source.num_columns - 1, OP_COLUMN, pc.if_else(exists, "UPDATE", "INSERT")
+                )
+                dups = duplicate_keys(table, key)
+                if dups:
+                    raise InvalidOperation(f"upsert names key(s) {dups[:5]} more than once")
+                outcome = self._engine.merge(
+                    self._log, source, key, metadata=self._metadata(operation)
+                )
+                self._keys.invalidate()
+                return outcome.version if outcome.version is not None else self._log.version
+            before = self._log.version
+            if key:
+                check_insert_keys(table, self._keys.get(self._log, key), key)
+            version = self._log.append(table, metadata=self._metadata(operation))
+            if key:
+                self._keys.appended(before, version, table, key)
+        self._counters.bump(inserts=1, rows_written=table.num_rows)
+        return version
+
+    def _snapshot(
+        self, version: int | None, as_of: datetime | int | float | str | None
+    ) -> DeltaLog:
+        if version is not None and as_of is not None:
+            raise InvalidOperation("give version or as_of, not both")
+        if version is None and as_of is None:
+            self._log.refresh()
+            return self._log
+        self._log.refresh()
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise VersionError(f"version must be an int, not {type(version).__name__}")
+            cached = self._snapshots.get(version)
+            if cached is not None:
+                self._snapshots.move_to_end(version)
+                return cached
+            snap = self._log.at(version)
+            self._snapshots[version] = snap
+            while len(self._snapshots) > 8:
+                self._snapshots.popitem(last=False)
+            return snap
+        assert as_of is not None
+        return self._log.at(_as_of(as_of))
+
+    # -- writes ----------------------------------------------------------------------
+
+    def insert(self, data: Any, *, upsert: bool = False) -> int:
+        """Insert rows in one commit; return how many rows were written.
+
+        Args:
+            data: a dict (one row, or a columnar dict of lists), a list of dicts, JSON text
+                (object, array or JSON lines), CSV text with a header, a pyarrow Table or
+                RecordBatch, a pandas or polars DataFrame, any ``__arrow_c_stream__`` object;
+                with the Spark engine also a Spark DataFrame.
+            upsert: with a primary key, update rows whose key exists instead of failing.
+
+        Raises:
+            SerializationError: malformed JSON or CSV. SchemaError: unknown column, missing
+                NOT NULL column, wrong type. DuplicateKeyError: a key exists (or repeats).
+        """
+        self._authorize("write", "insert")
+        external = getattr(self._engine, "insert_external", None)
+        if (
+            external is not None
+            and not is_arrow_like(data)
+            and getattr(self._engine, "accepts", lambda d: False)(data)
+        ):
+            with self._write("INSERT"):
+                outcome = external(
+                    self._log, data, key=self.primary_key(), metadata=self._metadata("INSERT")
+                )
+            self._keys.invalidate()
+            self._counters.bump(inserts=1, rows_written=outcome.rows)
+            return int(outcome.rows)
+        table = to_arrow(data, self._schema)
+        if table.num_rows == 0:
+            return 0
+        self._append(table, operation="INSERT", upsert=upsert)
+        return table.num_rows
+
+    def insert_buffered(self, data: Any) -> int:
+        """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.
+
+        Returns:
+            How many rows were accepted. Bad rows raise here and are not buffered.
+        """
+        self._authorize("write", "insert_buffered")
+        table = to_arrow(data, self._schema)
+        key = self.primary_key()
+        if key and table.num_rows:
+            check_insert_keys(table, self._keys.get(self._log, key), key)
+        if self._buffer.add(table):
+            self.flush()
+        return table.num_rows
+
+    def flush(self) -> int:
+        """Commit buffered rows (one commit); return how many rows were written."""
+        table = self._buffer.take()
+        if table is None:
+            return 0
+        try:
+            self._append(table, operation="INSERT BUFFERED")
+        except PosixLakeError:
+            self._buffer.put_back(table)
+            raise
+        return table.num_rows
+
+    @property
+    def buffered_rows(self) -> int:
+        """Rows waiting in the insert buffer."""
+        return self._buffer.rows
+
+    def merge(
+        self, rows: Any, key: str | Sequence[str] | None = None, *, strict: bool = False
+    ) -> MergeMetrics:
+        """Apply INSERT / UPDATE / DELETE rows (each with ``_op``) in ONE commit.
+
+        Rows are matched on ``key`` (the primary key by default). DELETE rows need only
+        the key. UPDATE rows set the columns the input carries; others keep their values.
+        An UPDATE or DELETE of a missing key, or an INSERT of an existing key, is counted
+        in ``rows_skipped`` (with ``strict=True`` it raises and nothing is committed).
+
+        Raises:
+            InvalidOperation: no key; a key twice in the input; skipped rows with ``strict``.
+            SerializationError / SchemaError: malformed or mistyped rows.
+        """
+        self._authorize("write", "merge")
+        key_cols = ([key] if isinstance(key, str) else list(key)) if key else self.primary_key()
+        if not key_cols:
+            raise InvalidOperation("merge needs a key: pass key= or set a primary key")
+        source = prepare_merge_source(rows, self._schema, key_cols)
+        n_total = source.table.num_rows
+        if source.count("DELETE"):
+            self._authorize("delete", "merge")
+        if n_total == 0:
+            return MergeMetrics(0, 0, 0, 0, None)
+        with self._write("MERGE"):
+            exists = existing_mask(source.table, self._keys.get(self._log, key_cols), key_cols)
+            op = source.table[OP_COLUMN]
+            applies = pc.if_else(pc.equal(op, "INSERT"), pc.invert(exists), exists)
+            skipped = n_total - int(pc.sum(applies).as_py() or 0)
+            if skipped and strict:
+                bad = (
+                    source.table.filter(pc.invert(applies))
+                    .select([*key_cols, OP_COLUMN])
+                    .to_pylist()[:5]
+                )
+                raise InvalidOperation(
+                    f"merge: {skipped} row(s) do not apply (missing or existing keys): {bad}"
+                )
+            todo = source.table.filter(applies)
+            if todo.num_rows == 0:
+                return MergeMetrics(0, 0, 0, skipped, None)
+            outcome = self._engine.merge(
+                self._log, todo, key_cols, metadata=self._metadata("MERGE")
+            )
+            self._keys.invalidate()
+        applied = outcome.inserted + outcome.updated + outcome.deleted
+        self._counters.bump(
+            merges=1, rows_written=outcome.inserted + outcome.updated, rows_deleted=outcome.deleted
+        )
+        return MergeMetrics(
+            outcome.inserted, outcome.updated, outcome.deleted, n_total - applied, outcome.version
+        )
+
+    def delete_rows_where(self, predicate: str) -> int:
+        """Delete the rows matching a SQL predicate in one commit; return how many.
+
+        No commit is made when nothing matches.
+
+        Raises:
+            QueryError: the predicate is empty or invalid.
+        """
+        self._authorize("delete", "delete")
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise QueryError(
+                "delete needs a SQL predicate, e.g. \"id = 3\" (use 'true' for all rows)"
+            )
+        with self._write("DELETE"):
+            outcome = self._engine.delete(self._log, predicate, metadata=self._metadata("DELETE"))
+            if outcome.version is not None:
+                self._keys.invalidate()
+        self._counters.bump(deletes=1, rows_deleted=outcome.rows)
+        return outcome.rows
+
+    def update(
+        self,
+        predicate: str | None,
+        values: Mapping[str, Any] | None = None,
+        *,
+        expressions: Mapping[str, str] | None = None,
+    ) -> int:
+        """Set columns on the rows matching ``predicate`` (all rows with None), in one commit.
+
+        Args:
+            predicate: SQL predicate, or None for every row.
+            values: column -> Python value (type-checked against the column).
+            expressions: column -> SQL expression (e.g. ``{"qty": "qty + 1"}``).
+
+        Returns:
+            How many rows were updated (no commit when none).
+
+        Raises:
+            SchemaError: unknown column or a value of the wrong type.
+            InvalidOperation: an update of a primary-key column.
+        """
+        self._authorize("write", "update")
+        schema = self._schema
+        sets: dict[str, str] = {}
+        for col, value in (values or {}).items():
+            if col not in schema.names:
+                raise SchemaError(f"update: unknown column {col!r}")
+            sets[quote_ident(col)] = _sql_literal(value, col, schema.field(col).type)
+        for col, expr in (expressions or {}).items():
+            if col not in schema.names:
+                raise SchemaError(f"update: unknown column {col!r}")
+            sets[quote_ident(col)] = expr
+        if not sets:
+            raise InvalidOperation("update needs values or expressions")
+        key = self.primary_key()
+        touched = set(values or {}) | set(expressions or {})
+        if key and touched & set(key):
+            raise InvalidOperation(
+                f"update cannot change primary key column(s) {sorted(touched & set(key))}; use merge"
+            )
+        with self._write("UPDATE"):
+            outcome = self._engine.update(
+                self._log, predicate, sets, metadata=self._metadata("UPDATE")
+            )
+        self._counters.bump(updates=1, rows_written=outcome.rows)
+        return outcome.rows
+
+    # -- reads -----------------------------------------------------------------------
+
+    def query(
+        self,
+        sql: str,
+        *,
+        version: int | None = None,
+        as_of: datetime | int | float | str | None = None,
+    ) -> QueryResult:
+        """Run SQL over the table (named ``data``), now or at a past version or time.
+
+        Args:
+            sql: the query, e.g. ``"SELECT name, count(*) FROM data GROUP BY name"``.
+            version: a table version for time travel.
+            as_of: a datetime, epoch milliseconds or ISO string for time travel.
+
+        Raises:
+            QueryError: invalid SQL. VersionError: no such version or time.
+        """
+        self._authorize("read", "query")
+        if not isinstance(sql, str) or not sql.strip():
+            raise QueryError("query needs SQL text")
+        with self._log.lock:
+            snap = self._snapshot(version, as_of)
+            try:
+                table = self._engine.query(snap, sql)
+            except PosixLakeError:
+                self._counters.bump(errors=1)
+                raise
+        self._counters.bump(queries=1)
+        return QueryResult(table)
+
+    def to_arrow(
+        self, *, version: int | None = None, as_of: datetime | int | float | str | None = None
+    ) -> pa.Table:
+        """Return every row of the table (now, or at a version or time) as Arrow."""
+        self._authorize("read", "read")
+        with self._log.lock:
+            snap = self._snapshot(version, as_of)
+            return snap.read_columns(None)
+
+    def history(self, limit: int | None = None) -> list[CommitInfo]:
+        """Return the commits, newest first."""
+        self._authorize("read", "history")
+        self._log.refresh()
+        return self._log.history(limit)
+
+    @property
+    def version(self) -> int:
+        """The latest version (catching up with other writers)."""
+        return self._log.refresh()
+
+    @property
+    def uri(self) -> str:
+        """Where the table lives."""
+        return self._log.uri
+
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        """The delta-rs storage options in use."""
+        return self._log.storage_options
+
+    @property
+    def engine(self) -> Engine:
+        """The compute engine."""
+        return self._engine
+
+    @property
+    def user(self) -> str | None:
+        """The authenticated user (None without auth)."""
+        return self._auth.user
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """The permission checker in use."""
+        return self._auth
+
+    def commit_time(self, version: int) -> datetime:
+        """Return when ``version`` was committed."""
+        return self._log.commit_time(version)
+
+    @property
+    def schema(self) -> Schema:
+        """The table schema (with its primary key)."""
+        return Schema.from_arrow(self._schema, primary_key=self.primary_key() or None)
+
+    def get_schema(self) -> Schema:
+        """Return the table schema."""
+        self._authorize("read", "get_schema")
+        return self.schema
+
+    def primary_key(self) -> list[str]:
+        """Return the primary-key columns (empty when the table has none)."""
+        value = self._log.configuration.get(PRIMARY_KEY_PROPERTY, "")
+        return [c for c in value.split(",") if c]
+
+    def set_primary_key(self, columns: str | Sequence[str] | None) -> None:
+        """Set (or with None/empty, remove) the primary key; existing rows must be unique.
+
+        Raises:
+            SchemaError: unknown column. InvalidOperation: existing duplicates or NULL keys.
+        """
+        self._authorize("admin", "set_primary_key")
+        cols = (
+            [c.strip() for c in columns.split(",")]
+            if isinstance(columns, str)
+            else list(columns or [])
+        )
+        for c in cols:
+            if c not in self._schema.names:
+                raise SchemaError(f"primary key column {c!r} is not in the table")
+        with self._write("SET PRIMARY KEY"):
+            if cols:
+                current = self._log.read_columns(cols)
+                for c in cols:
+                    if current[c].null_count:
+                        raise InvalidOperation(
+                            f"column {c!r} has NULLs: it cannot be part of a primary key"
+                        )
+                dups = duplicate_keys(current, cols)
+                if dups:
+                    raise InvalidOperation(f"existing rows repeat key(s) {dups[:5]}")
+            self._log.set_configuration({PRIMARY_KEY_PROPERTY: ",".join(cols)})
+            self._keys.invalidate()
+
+    def vacuum(
+        self,
+        retention_hours: int | None = None,
+        *,
+        dry_run: bool = False,
+        enforce_retention_duration: bool = True,
+    ) -> VacuumResult:
+        """Delete data files that no version within the retention needs.
+
+        Args:
+            retention_hours: keep files needed by versions newer than this (Delta default 168).
+            dry_run: only list the files.
+            enforce_retention_duration: refuse retentions shorter than the table's minimum.
+        """
+        self._authorize("admin", "vacuum")
+        if retention_hours is not None and (
+            isinstance(retention_hours, bool)
+            or not isinstance(retention_hours, int)
+            or retention_hours < 0
+        ):
+            raise InvalidOperation("retention_hours must be a non-negative integer")
+        with self._write("VACUUM"):
+            files = self._log.vacuum(
+                retention_hours,
+                dry_run=dry_run,
+                enforce_retention_duration=enforce_retention_duration,
+            )
+        return VacuumResult(tuple(files), dry_run)
+
+    def zorder(self, columns: Sequence[str], *, target_size: int | None = None) -> OptimizeResult:
+        """Z-order the table by ``columns`` (same as ``db.optimize.z_order``)."""
+        return self.optimize.z_order(columns, target_size=target_size)
+
+    def get_data_skipping_stats(self, predicate: str | None = None) -> DataSkippingStats:
+        """Count active files, and those a predicate lets a scan skip by min/max statistics.
+
+        Raises:
+            QueryError: the predicate cannot be parsed.
+        """
+        self._authorize("read", "get_data_skipping_stats")
+        from posixlake._skipping import skipping_stats
+
+        self._log.refresh()
+        return skipping_stats(self._log.add_actions(), self._schema, predicate)
+
+    def get_metrics(self) -> Metrics:
+        """Return operation counters since this object was opened."""
+        return self._counters.snapshot()
+
+    def health_check(self) -> HealthStatus:
+        """Check that the table can be read; count only ACTIVE files and their bytes."""
+        try:
+            version = self._log.refresh()
+            actions = self._log.add_actions()
+            rows = actions["num_records"] if "num_records" in actions.column_names else None
+            return HealthStatus(
+                status="healthy",
+                version=version,
+                active_files=actions.num_rows,
+                active_bytes=int(pc.sum(actions["size_bytes"]).as_py() or 0),
+                rows=int(pc.sum(rows).as_py() or 0) if rows is not None else 0,
+                location=self._log.uri,
+            )
+        except PosixLakeError as err:
+            return HealthStatus("unhealthy", -1, 0, 0, 0, self._log.uri, message=str(err))
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush buffered rows and release the engine. Further calls raise."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> DatabaseOps:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DatabaseOps({self._log.uri!r}, engine={self._engine.name!r})"
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.to_arrow().to_pylist())
+
+    # -- the original project's names (thin aliases) ---------------------------------
+
+    def insert_json(self, data: Any) -> int:
+        """Alias of :meth:`insert` (original name)."""
+        return self.insert(data)
+
+    def insert_buffered_json(self, data: Any) -> int:
+        """Alias of :meth:`insert_buffered` (original name)."""
+        return self.insert_buffered(data)
+
+    def flush_write_buffer(self) -> int:
+        """Alias of :meth:`flush` (original name)."""
+        return self.flush()
+
+    def merge_json(self, data: Any, key_column: str | None = None) -> str:
+        """Alias of :meth:`merge` returning the metrics as JSON (original name)."""
+        return json.dumps(self.merge(data, key_column).to_dict())
+
+    def delete(self, predicate: str) -> int:
+        """Alias of :meth:`delete_rows_where`."""
+        return self.delete_rows_where(predicate)
+
+    def query_json(self, sql: str) -> str:
+        """Alias of :meth:`query` returning JSON rows (original name)."""
+        return self.query(sql).to_json()
+
+    def query_version(self, sql: str, version: int) -> QueryResult:
+        """Alias of ``query(sql, version=...)`` (original name)."""
+        return self.query(sql, version=version)
+
+    def query_version_json(self, sql: str, version: int) -> str:
+        """Alias of ``query(sql, version=...).to_json()`` (original name)."""
+        return self.query(sql, version=version).to_json()
+
+    def query_timestamp(self, sql: str, timestamp: datetime | int | float | str) -> QueryResult:
+        """Alias of ``query(sql, as_of=...)`` (original name)."""
+        return self.query(sql, as_of=timestamp)
+
+    def query_timestamp_json(self, sql: str, timestamp: datetime | int | float | str) -> str:
+        """Alias of ``query(sql, as_of=...).to_json()`` (original name)."""
+        return self.query(sql, as_of=timestamp).to_json()
+
+    def get_history(self, limit: int | None = None) -> list[CommitInfo]:
+        """Alias of :meth:`history`."""
+        return self.history(limit)
+
+
+def _prepare_storage(uri: str, storage: StorageArg, *, create: bool) -> None:
+    """Let the storage layer check (and with ``create``, make) a bucket or container."""
+    if "://" in uri and not uri.startswith("file://"):
+        from posixlake import storage as storage_mod
+
+        prepare = getattr(storage_mod, "prepare", None)
+        if prepare is not None:
+            prepare(uri, storage, create=create)
+    elif not create and not os.path.exists(uri):
+        raise NotFound(f"no table at {uri}: the path does not exist")

@@ -1,0 +1,592 @@
+"""DeltaLog: the only code that talks to delta-rs.
+
+Every commit, conflict retry, time-travel resolution, history entry, optimize and vacuum
+goes through here; nothing else writes ``_delta_log/``. delta-rs errors are translated
+into the posixlake error tree in :func:`translate`, once.
+
+A DeltaLog keeps one ``DeltaTable`` loaded and moves it forward incrementally
+(``update_incremental``), so per-operation cost stays flat as the table grows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
+
+from posixlake.errors import (
+    CommitConflict,
+    DeltaLakeError,
+    InvalidOperation,
+    NetworkError,
+    NotFound,
+    PosixLakeError,
+    QueryError,
+    SchemaError,
+    StorageError,
+    VersionError,
+)
+from posixlake.types import CommitInfo
+
+__all__ = ["DeltaLog", "plain_types", "quote_ident", "translate"]
+
+logger = logging.getLogger(__name__)
+
+MAX_COMMIT_RETRIES: Final = 25
+_T = TypeVar("_T")
+
+
+def quote_ident(name: str) -> str:
+    """Quote a column name for delta-rs / DataFusion SQL."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def translate(err: Exception, *, what: str) -> PosixLakeError:
+    """Map a delta-rs (or object store) error to the posixlake error tree.
+
+    Args:
+        err: the exception delta-rs raised.
+        what: a short description of the operation, used in the message.
+    """
+    text = str(err)
+    low = text.lower()
+    if isinstance(err, TableNotFoundError):
+        return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
+    if isinstance(err, CommitFailedError):
+        return CommitConflict(f"{what}: commit conflict: {text}")
+    if isinstance(err, SchemaMismatchError):
+        return SchemaError(f"{what}: {text}")
+    if isinstance(err, DeltaProtocolError):
+        return InvalidOperation(f"{what}: {text}")
+    if any(
+        s in low
+        for s in (
+            "connection refused",
+            "dns error",
+            "error sending request",
+            "timed out",
+            "tcp connect",
+        )
+    ):
+        return NetworkError(f"{what}: storage endpoint unreachable: {text}")
+    if any(
+        s in low
+        for s in (
+            "sql error",
+            "parsererror",
+            "schema error",
+            "no field named",
+            "plan(",
+            "error during planning",
+        )
+    ):
+        return QueryError(f"{what}: {text}")
+    if "invalid data type" in low or "cast error" in low or "arrow error" in low:
+        return SchemaError(f"{what}: {text}")
+    if any(
+        s in low
+        for s in (
+            "access denied",
+            "forbidden",
+            "invalidaccesskeyid",
+            "signaturedoesnotmatch",
+            "authorizationfailure",
+            "403",
+        )
+    ):
+        return StorageError(f"{what}: access denied by storage: {text}")
+    if isinstance(err, DeltaError):
+        return DeltaLakeError(f"{what}: {text}")
+    return DeltaLakeError(f"{what}: {type(err).__name__}: {text}")
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    try:
+        yield
+    except PosixLakeError:
+        raise
+    except (DeltaError, OSError, pa.ArrowException) as err:
+        raise translate(err, what=what) from err
+
+
+def plain_types(table: pa.Table) -> pa.Table:
+    """Cast view and large types that DataFusion returns to their plain forms."""
+
+    def plain(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_large_list_view(t):
+            return pa.list_(pa.field("element", plain(t.value_type), t.value_field.nullable))
+        if pa.types.is_list(t):
+            return pa.list_(
+                pa.field(t.value_field.name, plain(t.value_type), t.value_field.nullable)
+            )
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, plain(f.type), f.nullable) for f in t])
+        if pa.types.is_map(t):
+            return pa.map_(
+                plain(t.key_type), pa.field("value", plain(t.item_type), t.item_field.nullable)
+            )
+        return t
+
+    target = pa.schema(
+        [pa.field(f.name, plain(f.type), f.nullable, f.metadata) for f in table.schema]
+    )
+    if target.equals(table.schema):
+        return table
+    return table.cast(target)
+
+
+class DeltaLog:
+    """One Delta table, kept loaded. Thread-safe: operations hold an internal lock.
+
+    Use :meth:`create` or :meth:`open`; :meth:`at` gives a read-only snapshot.
+    """
+
+    def __init__(
+        self,
+        dt: DeltaTable,
+        uri: str,
+        storage_options: Mapping[str, str] | None,
+        *,
+        read_only: bool = False,
+    ):
+        self._dt = dt
+        self.uri = uri
+        self.storage_options: dict[str, str] | None = (
+            dict(storage_options) if storage_options else None
+        )
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._commit_times: dict[int, datetime] = {}
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        configuration: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> DeltaLog:
+        """Create a new, empty table at ``uri`` (version 0).
+
+        Raises:
+            AlreadyExists: there is a Delta table at ``uri`` already (raised by the caller,
+                which checks :meth:`exists` first).
+            SchemaError: delta-rs refuses the schema.
+        """
+        with _translated(f"create table at {uri}"):
+            dt = DeltaTable.create(
+                uri,
+                schema,
+                mode="error",
+                partition_by=list(partition_by) if partition_by else None,
+                name=name,
+                configuration=dict(configuration) if configuration else None,
+                storage_options=dict(storage_options) if storage_options else None,
+                raise_if_key_not_exists=False,
+            )
+        return cls(dt, uri, storage_options)
+
+    @classmethod
+    def open(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaLog:
+        """Load the latest version of the table at ``uri``.
+
+        Raises:
+            NotFound: there is no Delta table at ``uri``.
+        """
+        with _translated(f"open table at {uri}"):
+            dt = DeltaTable(uri, storage_options=dict(storage_options) if storage_options else None)
+        return cls(dt, uri, storage_options)
+
+    @staticmethod
+    def exists(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
+        """Return whether a Delta table exists at ``uri``."""
+        with _translated(f"check table at {uri}"):
+            return DeltaTable.is_deltatable(
+                uri, storage_options=dict(storage_options) if storage_options else None
+            )
+
+    def at(self, version: int | datetime) -> DeltaLog:
+        """Return a read-only snapshot at ``version`` (a number or a point in time).
+
+        Raises:
+            VersionError: no such version, or the time is before the table existed.
+        """
+        with self._lock:
+            latest = self._dt.version()
+        if isinstance(version, int) and not isinstance(version, bool):
+            if version < 0 or version > latest:
+                raise VersionError(
+                    f"version {version} does not exist (the table has versions 0..{latest})"
+                )
+        elif isinstance(version, datetime):
+            when = version if version.tzinfo else version.replace(tzinfo=UTC)
+            if when < self.commit_time(0):
+                raise VersionError(
+                    f"the table did not exist at {when.isoformat()} (created {self.commit_time(0).isoformat()})"
+                )
+            version = when
+        else:
+            raise VersionError(
+                f"a version must be an int or a datetime, not {type(version).__name__}"
+            )
+        with _translated(f"load version {version}"):
+            dt = DeltaTable(self.uri, storage_options=self.storage_options)
+            dt.load_as_version(version)
+        snap = DeltaLog(dt, self.uri, self.storage_options, read_only=True)
+        snap._commit_times = self._commit_times
+        return snap
+
+    # -- state -----------------------------------------------------------------------
+
+    @property
+    def table(self) -> DeltaTable:
+        """The loaded delta-rs table (for engines: do not refresh it yourself)."""
+        return self._dt
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock that serialises operations on this log."""
+        return self._lock
+
+    @property
+    def version(self) -> int:
+        """The loaded version."""
+        with self._lock:
+            return self._dt.version()
+
+    def refresh(self) -> int:
+        """Catch up with commits made by others (lists only new log entries); return the version."""
+        if self.read_only:
+            return self.version
+        with self._lock, _translated("refresh table"):
+            self._dt.update_incremental()
+            return self._dt.version()
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The table schema as pyarrow (plain string/binary types)."""
+        with self._lock:
+            raw = pa.schema(self._dt.schema().to_arrow())
+        return plain_types(raw.empty_table()).schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        """The partition columns, in order."""
+        with self._lock:
+            return list(self._dt.metadata().partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        """The table configuration (Delta table properties)."""
+        with self._lock:
+            return {k: v for k, v in self._dt.metadata().configuration.items() if v is not None}
+
+    def set_configuration(self, properties: Mapping[str, str]) -> int:
+        """Set table properties in one commit; return the new version."""
+        self._check_writable()
+        with self._lock, _translated("set table properties"):
+            self._dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False)
+            return self._dt.version()
+
+    def commit_time(self, version: int) -> datetime:
+        """Return the commit time of ``version`` (cached; versions never change)."""
+        cached = self._commit_times.get(version)
+        if cached is not None:
+            return cached
+        for info in self.history():
+            self._commit_times.setdefault(info.version, info.timestamp)
+        if version not in self._commit_times:
+            raise VersionError(f"version {version} does not exist")
+        return self._commit_times[version]
+
+    def history(self, limit: int | None = None) -> list[CommitInfo]:
+        """Return commits, newest first."""
+        with self._lock, _translated("read history"):
+            raw = self._dt.history(limit)
+        out: list[CommitInfo] = []
+        for entry in raw:
+            version = int(entry.get("version", -1))
+            ts = datetime.fromtimestamp(int(entry.get("timestamp", 0)) / 1000, tz=UTC)
+            self._commit_times.setdefault(version, ts)
+            params = dict(entry.get("operationParameters") or {})
+            custom = {k: v for k, v in entry.items() if k.startswith("posixlake.")}
+            out.append(
+                CommitInfo(
+                    version=version,
+                    timestamp=ts,
+                    operation=str(entry.get("operation", "")),
+                    parameters=params,
+                    metrics=dict(entry.get("operationMetrics") or {}),
+                    user=custom.get("posixlake.user"),
+                )
+            )
+        return out
+
+    def add_actions(self) -> pa.Table:
+        """Return the active files: path, size_bytes, num_records, partition values, min/max stats."""
+        with self._lock, _translated("list files"):
+            return pa.table(self._dt.get_add_actions(flatten=True))
+
+    def file_uris(self) -> list[str]:
+        """Return the absolute URIs of the active files."""
+        with self._lock, _translated("list files"):
+            return list(self._dt.file_uris())
+
+    # -- reads -----------------------------------------------------------------------
+
+    def query(self, sql: str) -> pa.Table:
+        """Run ``sql`` (table name ``data``) on the loaded version with DataFusion.
+
+        Raises:
+            QueryError: the SQL does not parse or plan, or fails while running.
+        """
+        with self._lock:
+            dt = self._dt
+            with _translated("query"):
+                reader = QueryBuilder().register("data", dt).execute(sql)
+        with _translated("query"):
+            table = pa.table(reader.read_all())
+        return plain_types(table)
+
+    def read_columns(
+        self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None
+    ) -> pa.Table:
+        """Read whole columns of the loaded version (optionally filtered by a SQL predicate)."""
+        cols = ", ".join(quote_ident(c) for c in columns) if columns else "*"
+        where = f" WHERE {filter_sql}" if filter_sql else ""
+        return self.query(f"SELECT {cols} FROM data{where}")
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise InvalidOperation("this is a time-travel snapshot: it cannot be written")
+
+    def _props(self, metadata: Mapping[str, Any] | None) -> CommitProperties:
+        return CommitProperties(
+            custom_metadata=dict(metadata) if metadata else None,
+            max_commit_retries=MAX_COMMIT_RETRIES,
+        )
+
+    def _retrying(self, what: str, fn: Callable[[], _T]) -> _T:
+        """Run ``fn`` (one commit attempt), retrying on commit conflicts after a refresh."""
+        last: Exception | None = None
+        for _attempt in range(MAX_COMMIT_RETRIES):
+            try:
+                with _translated(what):
+                    return fn()
+            except CommitConflict as err:
+                last = err
+                logger.debug("%s: commit conflict, retrying", what)
+                with _translated("refresh table"):
+                    self._dt.update_incremental()
+        assert last is not None
+        raise CommitConflict(
+            f"{what}: gave up after {MAX_COMMIT_RETRIES} conflicting attempts"
+        ) from last
+
+    def append(self, data: pa.Table, *, metadata: Mapping[str, Any] | None = None) -> int:
+        """Append ``data`` as one commit; return the new version (retried on conflicts)."""
+        self._check_writable()
+        with self._lock:
+
+            def attempt() -> int:
+                write_deltalake(
+                    self._dt, data, mode="append", commit_properties=self._props(metadata)
+                )
+                return self._dt.version()
+
+            return self._retrying("append", attempt)
+
+    def overwrite(self, data: pa.Table, *, metadata: Mapping[str, Any] | None = None) -> int:
+        """Replace all rows with ``data`` in one commit; return the new version."""
+        self._check_writable()
+        with self._lock:
+
+            def attempt() -> int:
+                write_deltalake(
+                    self._dt, data, mode="overwrite", commit_properties=self._props(metadata)
+                )
+                return self._dt.version()
+
+            return self._retrying("overwrite", attempt)
+
+    def delete(
+        self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None
+    ) -> tuple[int, int | None]:
+        """Delete rows matching ``predicate`` (all rows when None) in one commit.
+
+        Returns:
+            (rows deleted, new version or None when nothing matched and nothing was committed)
+        """
+        self._check_writable()
+        with self._lock:
+            before = self._dt.version()
+
+            def attempt() -> dict[str, Any]:
+                return self._dt.delete(predicate, commit_properties=self._props(metadata))
+
+            result = self._retrying("delete", attempt)
+            rows = int(result.get("num_deleted_rows", 0) or 0)
+            after = self._dt.version()
+            return rows, (after if after != before else None)
+
+    def update(
+        self,
+        predicate: str | None,
+        updates: Mapping[str, str],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[int, int | None]:
+        """Set columns to SQL expressions where ``predicate`` holds, in one commit.
+
+        Returns:
+            (rows updated, new version or None when nothing was committed)
+        """
+        self._check_writable()
+        with self._lock:
+            before = self._dt.version()
+
+            def attempt() -> dict[str, Any]:
+                return self._dt.update(
+                    updates=dict(updates),
+                    predicate=predicate,
+                    commit_properties=self._props(metadata),
+                )
+
+            result = self._retrying("update", attempt)
+            rows = int(result.get("num_updated_rows", 0) or 0)
+            after = self._dt.version()
+            return rows, (after if after != before else None)
+
+    def merge_ops(
+        self,
+        source: pa.Table,
+        key: Sequence[str],
+        *,
+        op_column: str = "_op",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[int, int, int, int | None]:
+        """Apply INSERT / UPDATE / DELETE rows of ``source`` (by ``op_column``) in one commit.
+
+        Returns:
+            (inserted, updated, deleted, new version or None when nothing changed)
+        """
+        self._check_writable()
+        data_cols = [c for c in source.column_names if c != op_column]
+        predicate = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(k)}" for k in key)
+        op = f"s.{quote_ident(op_column)}"
+        set_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols if c not in key}
+        all_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols}
+        with self._lock:
+            before = self._dt.version()
+
+            def attempt() -> dict[str, Any]:
+                merger = self._dt.merge(
+                    source,
+                    predicate,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=self._props(metadata),
+                )
+                if set_cols:
+                    merger = merger.when_matched_update(
+                        updates=set_cols, predicate=f"{op} = 'UPDATE'"
+                    )
+                merger = merger.when_matched_delete(predicate=f"{op} = 'DELETE'")
+                merger = merger.when_not_matched_insert(
+                    updates=all_cols, predicate=f"{op} = 'INSERT'"
+                )
+                return merger.execute()
+
+            result = self._retrying("merge", attempt)
+            after = self._dt.version()
+            return (
+                int(result.get("num_target_rows_inserted", 0) or 0),
+                int(result.get("num_target_rows_updated", 0) or 0),
+                int(result.get("num_target_rows_deleted", 0) or 0),
+                after if after != before else None,
+            )
+
+    def compact(
+        self,
+        *,
+        target_size: int | None = None,
+        partition_filters: list[tuple[str, str, Any]] | None = None,
+    ) -> tuple[dict[str, Any], int | None]:
+        """Run OPTIMIZE (bin-packing compaction); return delta-rs metrics and the new version."""
+        self._check_writable()
+        with self._lock:
+            before = self._dt.version()
+
+            def attempt() -> dict[str, Any]:
+                return self._dt.optimize.compact(
+                    partition_filters=partition_filters,  # type: ignore[arg-type]
+                    target_size=target_size,
+                    commit_properties=self._props(None),
+                )
+
+            result = self._retrying("optimize", attempt)
+            after = self._dt.version()
+            return result, (after if after != before else None)
+
+    def z_order(
+        self,
+        columns: Sequence[str],
+        *,
+        target_size: int | None = None,
+        partition_filters: list[tuple[str, str, Any]] | None = None,
+    ) -> tuple[dict[str, Any], int | None]:
+        """Run Z-ORDER on ``columns``; return delta-rs metrics and the new version."""
+        self._check_writable()
+        with self._lock:
+            before = self._dt.version()
+
+            def attempt() -> dict[str, Any]:
+                return self._dt.optimize.z_order(
+                    list(columns),
+                    partition_filters=partition_filters,  # type: ignore[arg-type]
+                    target_size=target_size,
+                    commit_properties=self._props(None),
+                )
+
+            result = self._retrying("z-order", attempt)
+            after = self._dt.version()
+            return result, (after if after != before else None)
+
+    def vacuum(
+        self, retention_hours: int | None, *, dry_run: bool, enforce_retention_duration: bool
+    ) -> list[str]:
+        """Delete (or list, with ``dry_run``) files no longer referenced and older than the retention."""
+        self._check_writable()
+        with self._lock, _translated("vacuum"):
+            return list(
+                self._dt.vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=dry_run,
+                    enforce_retention_duration=enforce_retention_duration,
+                )
+            )

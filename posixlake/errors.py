@@ -1,0 +1,131 @@
+"""The posixlake error tree.
+
+Every error posixlake raises is a :class:`PosixLakeError`. The categories are the
+original project's, reachable both as module-level classes
+(``posixlake.errors.QueryError``) and as attributes of the base class
+(``PosixLakeError.QueryError``) so that code written for the original runs unchanged.
+Finer errors subclass a category.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AlreadyExists",
+    "AuthenticationError",
+    "CommitConflict",
+    "DeltaLakeError",
+    "DuplicateKeyError",
+    "InvalidOperation",
+    "IoError",
+    "NetworkError",
+    "NotFound",
+    "PermissionDenied",
+    "PosixLakeError",
+    "QueryError",
+    "SchemaError",
+    "SerializationError",
+    "StorageError",
+    "TimeoutError",
+    "VersionError",
+]
+
+
+class PosixLakeError(Exception):
+    """Base class of every error raised by posixlake."""
+
+    IoError: ClassVar[type[IoError]]
+    SerializationError: ClassVar[type[SerializationError]]
+    DeltaLakeError: ClassVar[type[DeltaLakeError]]
+    InvalidOperation: ClassVar[type[InvalidOperation]]
+    QueryError: ClassVar[type[QueryError]]
+    AuthenticationError: ClassVar[type[AuthenticationError]]
+    PermissionDenied: ClassVar[type[PermissionDenied]]
+    SchemaError: ClassVar[type[SchemaError]]
+    VersionError: ClassVar[type[VersionError]]
+    StorageError: ClassVar[type[StorageError]]
+    NetworkError: ClassVar[type[NetworkError]]
+    TimeoutError: ClassVar[type[TimeoutError]]
+    NotFound: ClassVar[type[NotFound]]
+    AlreadyExists: ClassVar[type[AlreadyExists]]
+
+
+class IoError(PosixLakeError):
+    """A local file could not be read or written."""
+
+
+class SerializationError(PosixLakeError):
+    """A payload (JSON, CSV, Arrow) is malformed or cannot be converted."""
+
+
+class DeltaLakeError(PosixLakeError):
+    """delta-rs reported an error that fits no finer category."""
+
+
+class CommitConflict(DeltaLakeError):
+    """A concurrent writer won the commit race, and retries ran out."""
+
+
+class InvalidOperation(PosixLakeError):
+    """The operation is not valid for this table or these arguments."""
+
+
+class DuplicateKeyError(InvalidOperation):
+    """An insert carries a primary key that the table (or the batch) already holds."""
+
+
+class QueryError(PosixLakeError):
+    """A SQL query or predicate is invalid or failed to run."""
+
+
+class AuthenticationError(PosixLakeError):
+    """Credentials are missing or wrong."""
+
+
+class PermissionDenied(PosixLakeError):
+    """The authenticated user lacks the permission an operation needs."""
+
+
+class SchemaError(PosixLakeError):
+    """A schema is invalid, or data does not match the table's schema."""
+
+
+class VersionError(PosixLakeError):
+    """A requested table version or timestamp does not exist."""
+
+
+class StorageError(PosixLakeError):
+    """The object store or file system refused or failed an operation."""
+
+
+class NetworkError(StorageError):
+    """A storage endpoint could not be reached."""
+
+
+class TimeoutError(PosixLakeError):
+    """An operation did not finish in its allotted time."""
+
+
+class NotFound(PosixLakeError):
+    """A table, file, user, bucket or backup does not exist."""
+
+
+class AlreadyExists(PosixLakeError):
+    """A table, user or destination already exists."""
+
+
+PosixLakeError.IoError = IoError
+PosixLakeError.SerializationError = SerializationError
+PosixLakeError.DeltaLakeError = DeltaLakeError
+PosixLakeError.InvalidOperation = InvalidOperation
+PosixLakeError.QueryError = QueryError
+PosixLakeError.AuthenticationError = AuthenticationError
+PosixLakeError.PermissionDenied = PermissionDenied
+PosixLakeError.SchemaError = SchemaError
+PosixLakeError.VersionError = VersionError
+PosixLakeError.StorageError = StorageError
+PosixLakeError.NetworkError = NetworkError
+PosixLakeError.TimeoutError = TimeoutError
+PosixLakeError.NotFound = NotFound
+PosixLakeError.AlreadyExists = AlreadyExists

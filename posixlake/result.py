@@ -1,0 +1,120 @@
+"""QueryResult: what ``DatabaseOps.query`` returns, whichever engine ran the query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from posixlake._convert import json_value
+
+__all__ = ["QueryResult"]
+
+
+class QueryResult:
+    """The rows of a query, held as a pyarrow Table.
+
+    Iterating yields rows as tuples; ``len`` is the row count.
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    def arrow(self) -> pa.Table:
+        """Return the rows as a pyarrow Table."""
+        return self._table
+
+    def df(self) -> Any:
+        """Return the rows as a pandas DataFrame (needs pandas)."""
+        return self._table.to_pandas()
+
+    def pl(self) -> Any:
+        """Return the rows as a polars DataFrame (needs polars)."""
+        import polars
+
+        return polars.from_arrow(self._table)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """Return the rows as a list of dicts."""
+        return self._table.to_pylist()
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Return all rows as tuples, in column order."""
+        columns = [col.to_pylist() for col in self._table.columns]
+        return list(zip(*columns, strict=True)) if columns else []
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """Return the first row as a tuple, or None when there are no rows."""
+        if self._table.num_rows == 0:
+            return None
+        return tuple(col[0].as_py() for col in self._table.columns)
+
+    def scalar(self) -> Any:
+        """Return the first column of the first row (None when empty)."""
+        row = self.fetchone()
+        return row[0] if row else None
+
+    def to_json(self) -> str:
+        """Return the rows as a JSON array of objects (dates ISO, bytes base64, NaN null)."""
+        return json.dumps(
+            [{k: json_value(v) for k, v in row.items()} for row in self._table.to_pylist()]
+        )
+
+    def show(self, limit: int = 20) -> str:
+        """Print (and return) the first ``limit`` rows as an aligned text table."""
+        text = format_table(self._table, limit=limit)
+        print(text)
+        return text
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names."""
+        return self._table.column_names
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The result's Arrow schema."""
+        return self._table.schema
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+    def __repr__(self) -> str:
+        return f"QueryResult({self._table.num_rows} rows x {self._table.num_columns} columns)"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    v = json_value(value)
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def format_table(table: pa.Table, *, limit: int | None = None) -> str:
+    """Render rows as an aligned, boxed text table (for ``show`` and the CLI)."""
+    shown = table if limit is None else table.slice(0, limit)
+    headers = table.column_names
+    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines = [
+        sep,
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+        sep,
+    ]
+    lines += [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    lines.append(sep)
+    if limit is not None and table.num_rows > limit:
+        lines.append(f"({table.num_rows} rows, {limit} shown)")
+    else:
+        lines.append(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
+    return "\n".join(lines)
