@@ -1,8 +1,13 @@
 """Preparing MERGE sources and primary-key checks (pure Arrow, no I/O).
 
 A merge source is rows that each carry ``_op`` = INSERT, UPDATE or DELETE. DELETE rows
-need only the key. UPDATE rows set the columns the source carries (columns absent from
-the whole source keep their values); INSERT rows leave absent nullable columns NULL.
+need only the key. An UPDATE row sets exactly the columns it carries: the other columns of
+that row keep their values. INSERT rows leave absent nullable columns NULL.
+
+Engines receive the source as Arrow: the data columns, ``_op``, and for a column that only
+some UPDATE rows carry, a boolean column ``SET_PREFIX + name`` that is true where the row
+sets it (an engine assigns the column only there). A column with no such mask is set by
+every UPDATE row.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import pyarrow.compute as pc
 from posixlake._convert import to_arrow
 from posixlake.errors import DuplicateKeyError, InvalidOperation, SchemaError, SerializationError
 
-__all__ = ["OP_COLUMN", "MergeSource", "duplicate_keys", "existing_mask", "prepare_merge_source"]
+__all__ = ["OP_COLUMN", "SET_PREFIX", "MergeSource", "duplicate_keys", "existing_mask", "prepare_merge_source"]
 
 OP_COLUMN = "_op"
+SET_PREFIX = "__posixlake_set__"
 _OPS = ("INSERT", "UPDATE", "DELETE")
 
 
@@ -66,7 +72,7 @@ def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) ->
     dups = duplicate_keys(table, key)
     if dups:
         raise InvalidOperation(f"the merge names key(s) {dups[:5]} more than once; one row per key")
-    present = _present_columns(rows, table, schema)
+    present, masks = _present_columns(rows, table, schema)
     is_insert = pc.equal(table[OP_COLUMN], "INSERT")
     is_update = pc.equal(table[OP_COLUMN], "UPDATE")
     for f in schema:
@@ -75,22 +81,28 @@ def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) ->
         nulls = pc.is_null(table[f.name])
         if pc.any(pc.and_(nulls, is_insert)).as_py():
             raise SchemaError(f"column {f.name!r} is NOT NULL: INSERT rows need a value")
-        if f.name in present and pc.any(pc.and_(nulls, is_update)).as_py():
+        sets = pa.array(masks[f.name], pa.bool_()) if f.name in masks else pa.array([True] * table.num_rows)
+        if f.name in present and pc.any(pc.and_(pc.and_(nulls, is_update), sets)).as_py():
             raise SchemaError(f"column {f.name!r} is NOT NULL: UPDATE rows cannot set it to NULL")
     keep = [c for c in schema.names if c in present or c in key] + [OP_COLUMN]
-    return MergeSource(table.select(keep), tuple(key))
+    out = table.select(keep)
+    for name, mask in masks.items():
+        if name in present and name not in key and not all(mask):
+            out = out.append_column(SET_PREFIX + name, pa.array(mask, pa.bool_()))
+    return MergeSource(out, tuple(key))
 
 
-def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> set[str]:
-    """Columns the input actually carried (for partial UPDATEs)."""
+def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> tuple[set[str], dict[str, list[bool]]]:
+    """Return the columns the input carried, and per-row presence for row-wise input."""
     import json
 
-    def from_dicts(items: list[object]) -> set[str]:
+    def from_dicts(items: list[object]) -> tuple[set[str], dict[str, list[bool]]]:
         names: set[str] = set()
         for item in items:
             if isinstance(item, dict):
                 names.update(str(k) for k in item)
-        return names
+        masks = {n: [isinstance(item, dict) and n in item for item in items] for n in names}
+        return names, masks
 
     if isinstance(rows, str | bytes):
         text = rows.decode() if isinstance(rows, bytes) else rows
@@ -101,16 +113,20 @@ def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> set[st
             if lines:
                 return from_dicts(lines)
             header = text.lstrip().split("\n", 1)[0]
-            return {c.strip().strip('"') for c in header.split(",")}
-        return from_dicts(value if isinstance(value, list) else [value])
+            return {c.strip().strip('"') for c in header.split(",")}, {}
+        if isinstance(value, dict) and not all(isinstance(v, list) for v in value.values()):
+            return from_dicts([value])
+        if isinstance(value, list):
+            return from_dicts(value)
+        return {str(k) for k in value} if isinstance(value, dict) else set(), {}
     if isinstance(rows, dict):
-        return {str(k) for k in rows}
+        if rows and all(isinstance(v, list | tuple) for v in rows.values()):
+            return {str(k) for k in rows}, {}
+        return from_dicts([rows])
     if isinstance(rows, list | tuple):
         return from_dicts(list(rows))
-    names = set(
-        getattr(rows, "column_names", None) or getattr(rows, "columns", None) or table.column_names
-    )
-    return {n for n in names if n in schema.names}
+    names = set(getattr(rows, "column_names", None) or getattr(rows, "columns", None) or table.column_names)
+    return {n for n in names if n in schema.names}, {}
 
 
 def duplicate_keys(table: pa.Table, key: Sequence[str]) -> list[object]:

@@ -496,10 +496,19 @@ class DeltaLog:
             (inserted, updated, deleted, new version or None when nothing changed)
         """
         self._check_writable()
-        data_cols = [c for c in source.column_names if c != op_column]
+        from posixlake._merge import SET_PREFIX
+
+        data_cols = [c for c in source.column_names if c != op_column and not c.startswith(SET_PREFIX)]
         predicate = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(k)}" for k in key)
         op = f"s.{quote_ident(op_column)}"
-        set_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols if c not in key}
+
+        def assign(c: str) -> str:
+            mask = SET_PREFIX + c
+            if mask in source.column_names:
+                return f"CASE WHEN s.{quote_ident(mask)} THEN s.{quote_ident(c)} ELSE t.{quote_ident(c)} END"
+            return f"s.{quote_ident(c)}"
+
+        set_cols = {quote_ident(c): assign(c) for c in data_cols if c not in key}
         all_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols}
         with self._lock:
             before = self._dt.version()
