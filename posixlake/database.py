@@ -776,6 +776,49 @@ class DatabaseOps:
         self._counters.bump(updates=1, rows_written=outcome.rows)
         return outcome.rows
 
+    # -- replacing exact rows (a multiset diff; used by the NFS face's overwrites) --------
+
+    def replace_rows(self, *, delete: Any, insert: Any) -> tuple[int, int]:
+        """Delete one occurrence of each row of ``delete`` and insert ``insert``, in ONE commit.
+
+        Rows are whole rows compared on every column (NULL equals NULL); a row to delete
+        that is not in the table is skipped. No commit when nothing changes.
+
+        Returns:
+            (rows deleted, rows inserted)
+
+        Raises:
+            SerializationError / SchemaError: malformed or mistyped rows.
+            DuplicateKeyError: with a primary key, an inserted key repeats or stays taken.
+        """
+        from posixlake.delta import replace_rows
+        from posixlake.errors import DuplicateKeyError
+
+        self._authorize("write", "replace_rows")
+        dele, ins = to_arrow(delete, self._schema), to_arrow(insert, self._schema)
+        if dele.num_rows:
+            self._authorize("delete", "replace_rows")
+        if dele.num_rows == 0 and ins.num_rows == 0:
+            return 0, 0
+        key = self.primary_key()
+        with self._write("REPLACE ROWS"):
+            if key and ins.num_rows:
+                dups = duplicate_keys(ins, key)
+                freed = existing_mask(ins, dele.select(key), key)
+                taken = pc.and_(
+                    existing_mask(ins, self._keys.get(self._log, key), key), pc.invert(freed)
+                )
+                if dups or pc.any(taken).as_py():
+                    raise DuplicateKeyError(
+                        f"replace_rows: inserted keys repeat or exist: {dups[:5]}"
+                    )
+            done = replace_rows(
+                self._log, delete=dele, insert=ins, metadata=self._metadata("REPLACE ROWS")
+            )
+            self._keys.invalidate()
+        self._counters.bump(rows_written=done.inserted, rows_deleted=done.deleted)
+        return done.deleted, done.inserted
+
     # -- reads -----------------------------------------------------------------------
 
     def query(

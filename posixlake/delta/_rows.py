@@ -1,0 +1,171 @@
+"""Replace exact rows (a multiset) in one Delta commit, for tables without a usable key.
+
+``replace_rows(log, delete=D, insert=I)`` removes one occurrence of each row of ``D`` from
+the table and appends ``I``, as ONE commit. It is what an overwrite of a CSV file of a
+table without a primary key turns into: the diff of two multisets of whole rows.
+
+How: a delta-rs MERGE whose match condition is a null-safe equality of every column
+(``t.c IS NOT DISTINCT FROM s.c``) and that only the source's DELETE rows can satisfy.
+A matching target row is deleted, whatever its number of copies, so the copies that must
+survive (a row present three times of which one is deleted) are re-inserted in the same
+MERGE, together with ``I``, as source rows that never match. Each attempt reads the rows
+it counts from the version it commits on, so a retry after a conflict recounts.
+
+Row identity: NaN equals NaN and -0.0 differs from 0.0, as in Arrow's total order (which
+DataFusion's ``IS NOT DISTINCT FROM`` uses); nested values compare by content.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake.delta._log import DeltaLog, quote_ident
+
+__all__ = ["RowsReplaced", "replace_rows", "row_key"]
+
+_OP: Final = "__posixlake_rows_op"
+
+
+def row_key(value: Any) -> Any:
+    """Return a hashable key for a Python value of a row, equal exactly when Delta sees equal.
+
+    Floats compare by Arrow's total order (NaN == NaN, -0.0 != 0.0); lists, maps (lists of
+    pairs) and structs (dicts) compare by content.
+    """
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ("nan",)
+        return (value, math.copysign(1.0, value))
+    if isinstance(value, list | tuple):
+        return tuple(row_key(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, row_key(v)) for k, v in value.items())
+    return value
+
+
+def _keys(table: pa.Table) -> list[Any]:
+    return [tuple(row_key(v) for v in row.values()) for row in table.to_pylist()]
+
+
+class RowsReplaced:
+    """What :func:`replace_rows` did: rows deleted and inserted, and the new version."""
+
+    __slots__ = ("deleted", "inserted", "version")
+
+    def __init__(self, deleted: int, inserted: int, version: int | None) -> None:
+        self.deleted = deleted
+        self.inserted = inserted
+        self.version = version
+
+    def __repr__(self) -> str:
+        return f"RowsReplaced(deleted={self.deleted}, inserted={self.inserted}, version={self.version})"
+
+
+def _candidates(current: pa.Table, delete: pa.Table) -> pa.Table:
+    """Narrow ``current`` to rows that may equal a row of ``delete`` (cheap Arrow filter)."""
+    for i, fld in enumerate(current.schema):
+        t = fld.type
+        if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date(t):
+            values = delete.column(i).combine_chunks()
+            mask = pc.is_in(current.column(i), value_set=values, skip_nulls=False)
+            return current.filter(mask)
+    return current
+
+
+def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tuple[pa.Table, int]:
+    """Build the MERGE source: distinct rows to match (DELETE), surviving copies + inserts.
+
+    Returns:
+        (source with the ``_OP`` column, number of rows that will really be deleted)
+    """
+    wanted = Counter(_keys(delete))
+    cand = _candidates(current, delete)
+    present: Counter[Any] = Counter()
+    first_row: dict[Any, int] = {}
+    for idx, k in enumerate(_keys(cand)):
+        if k in wanted:
+            present[k] += 1
+            first_row.setdefault(k, idx)
+    match_idx: list[int] = []
+    survivor_idx: list[int] = []
+    deleted = 0
+    for k, n_present in present.items():
+        gone = min(wanted[k], n_present)
+        deleted += gone
+        match_idx.append(first_row[k])
+        survivor_idx.extend([first_row[k]] * (n_present - gone))
+    matches = cand.take(pa.array(match_idx, pa.int64()))
+    survivors = cand.take(pa.array(survivor_idx, pa.int64()))
+    parts = [
+        matches.append_column(_OP, pa.array(["DELETE"] * matches.num_rows, pa.string())),
+        survivors.append_column(_OP, pa.array(["INSERT"] * survivors.num_rows, pa.string())),
+        insert.append_column(_OP, pa.array(["INSERT"] * insert.num_rows, pa.string())),
+    ]
+    return pa.concat_tables(parts), deleted
+
+
+def replace_rows(
+    log: DeltaLog,
+    *,
+    delete: pa.Table,
+    insert: pa.Table,
+    metadata: Mapping[str, Any] | None = None,
+) -> RowsReplaced:
+    """Delete one occurrence of each row of ``delete`` and append ``insert``, in ONE commit.
+
+    A row of ``delete`` that is not in the table (or fewer copies than asked) is skipped.
+    Nothing is committed when nothing changes.
+
+    Args:
+        log: the writable table; the caller holds its lock and has refreshed it.
+        delete: rows to remove, with exactly the table's schema.
+        insert: rows to add, with exactly the table's schema.
+        metadata: custom commit metadata.
+
+    Raises:
+        DeltaLakeError / SchemaError / CommitConflict: from delta-rs, translated.
+    """
+    log._check_writable()
+    if delete.num_rows == 0:
+        if insert.num_rows == 0:
+            return RowsReplaced(0, 0, None)
+        return RowsReplaced(0, insert.num_rows, log.append(insert, metadata=metadata))
+    names = delete.column_names
+    match = " AND ".join(
+        f"(t.{quote_ident(c)} IS NOT DISTINCT FROM s.{quote_ident(c)})" for c in names
+    )
+    predicate = f"s.{quote_ident(_OP)} = 'DELETE' AND {match}"
+    columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
+    with log.lock:
+        before = log.version
+        counted = {"deleted": 0}
+
+        def attempt() -> dict[str, Any]:
+            source, deleted = _merge_source(log.read_columns(None), delete, insert)
+            counted["deleted"] = deleted
+            if source.num_rows == 0:
+                return {}
+            return (
+                log.table.merge(
+                    source,
+                    predicate,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=log._props(metadata),
+                )
+                .when_matched_delete()
+                .when_not_matched_insert(
+                    updates=columns, predicate=f"s.{quote_ident(_OP)} = 'INSERT'"
+                )
+                .execute()
+            )
+
+        log._retrying("replace rows", attempt)
+        after = log.version
+    return RowsReplaced(counted["deleted"], insert.num_rows, after if after != before else None)
