@@ -26,25 +26,31 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+pip_install() {  # quiet unless it fails
+    if ! .venv/bin/python -m pip install -q -e "$1" >/tmp/posixlake-pip.log 2>&1; then
+        cat /tmp/posixlake-pip.log >&2; echo "setup: pip install -e $1 failed" >&2; exit 1
+    fi
+}
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1
 if [ "$DEV" = 1 ]; then
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    pip_install '.[dev]'
     # Azurite (Azure Blob emulator) for the storage tests, kept inside the repo
     if [ ! -x node_modules/.bin/azurite-blob ]; then
-        npm install --no-audit --no-fund --silent --prefix . azurite >/dev/null 2>&1 \
-            || echo "setup: npm install azurite failed; Azure tests will skip" >&2
+        npm ci --no-audit --no-fund --silent >/dev/null 2>&1 \
+            || echo "setup: npm ci (azurite) failed; Azure tests will skip" >&2
     fi
     # The Linux kernel NFS client harness (boots a small VM; needs root for apt)
     VMTOOLS="$(pwd)/../shared/tools/nfs-vm"
     if [ -x "$VMTOOLS/nfs-vm-setup" ]; then
-        $SUDO "$VMTOOLS/nfs-vm-setup" >/dev/null || echo "setup: nfs-vm-setup failed; kernel-mount tests will skip" >&2
+        $SUDO "$VMTOOLS/nfs-vm-setup" >/tmp/posixlake-nfs-vm-setup.log 2>&1 \
+            || { tail -20 /tmp/posixlake-nfs-vm-setup.log >&2; echo "setup: nfs-vm-setup failed; kernel-mount tests will skip" >&2; }
     else
         echo "setup: $VMTOOLS not found; kernel-mount tests will skip" >&2
     fi
 else
-    .venv/bin/python -m pip install -q -e '.[spark,pandas,polars]'
+    pip_install '.[spark,pandas,polars]'
 fi
 echo "setup: done (.venv)" >&2
