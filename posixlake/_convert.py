@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake.errors import SchemaError, SerializationError
 
-__all__ = ["conform", "is_arrow_like", "to_arrow"]
+__all__ = ["conform", "is_arrow_like", "python_column", "quick_row", "to_arrow"]
 
 
 def is_arrow_like(data: object) -> bool:
@@ -81,6 +83,88 @@ def to_arrow(data: object, schema: pa.Schema) -> pa.Table:
     )
 
 
+_Check = Callable[[Any], bool]
+_QUICK: dict[int, tuple[pa.Schema, dict[str, _Check], frozenset[str]]] = {}
+_INT_RANGES: Final = {
+    pa.int8(): (-(2**7), 2**7 - 1),
+    pa.int16(): (-(2**15), 2**15 - 1),
+    pa.int32(): (-(2**31), 2**31 - 1),
+    pa.int64(): (-(2**63), 2**63 - 1),
+}
+
+
+def _quick_check(t: pa.DataType, nullable: bool) -> _Check | None:
+    """Return an exact Python type check for simple column types (None: use Arrow)."""
+    check: _Check
+    if t in _INT_RANGES:
+        lo, hi = _INT_RANGES[t]
+
+        def check(v: Any) -> bool:
+            return type(v) is int and lo <= v <= hi
+
+    elif t == pa.float64():
+
+        def check(v: Any) -> bool:
+            return type(v) is float or (type(v) is int and -(2**53) <= v <= 2**53)
+
+    elif t == pa.string():
+
+        def check(v: Any) -> bool:
+            return type(v) is str
+
+    elif t == pa.bool_():
+
+        def check(v: Any) -> bool:
+            return type(v) is bool
+
+    else:
+        return None
+    if not nullable:
+        return check
+    inner = check
+
+    def check_nullable(v: Any) -> bool:
+        return v is None or inner(v)
+
+    return check_nullable
+
+
+def quick_row(data: object, schema: pa.Schema) -> dict[str, Any] | None:
+    """Return ``data`` if it is one dict row that certainly converts to ``schema``, else None.
+
+    The check is exact and cheap (Python types and integer ranges of simple columns), so a
+    row it accepts always converts with :func:`to_arrow`; anything else (other types,
+    unknown or missing NOT NULL columns) returns None and goes through :func:`to_arrow`,
+    which raises the precise error.
+    """
+    if type(data) is not dict:
+        return None
+    cached = _QUICK.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        checks: dict[str, _Check] = {}
+        required: set[str] = set()
+        for f in schema:
+            c = _quick_check(f.type, f.nullable)
+            if c is None:
+                checks = {}
+                break
+            checks[f.name] = c
+            if not f.nullable:
+                required.add(f.name)
+        cached = (schema, checks, frozenset(required))
+        if len(_QUICK) > 64:
+            _QUICK.clear()
+        _QUICK[id(schema)] = cached
+    _, checks, required = cached
+    if not checks or not required.issubset(data):
+        return None
+    for name, value in data.items():
+        check = checks.get(name)
+        if check is None or not check(value):
+            return None
+    return data
+
+
 def _from_text(text: str, schema: pa.Schema) -> pa.Table:
     stripped = text.lstrip()
     if not stripped:
@@ -132,9 +216,12 @@ def _is_columnar(data: Mapping[str, Any], schema: pa.Schema) -> bool:
         if not isinstance(value, list | tuple):
             return False
         idx = schema.get_field_index(name) if isinstance(name, str) else -1
-        if idx >= 0 and _nested_list(schema.field(idx).type):
-            if not all(v is None or isinstance(v, list | tuple) for v in value):
-                return False
+        if (
+            idx >= 0
+            and _nested_list(schema.field(idx).type)
+            and not all(v is None or isinstance(v, list | tuple) for v in value)
+        ):
+            return False
     return True
 
 
@@ -183,24 +270,29 @@ def _from_columns(columns: dict[str, list[Any]], n_rows: int, schema: pa.Schema)
         if values is None:
             arrays.append(pa.nulls(n_rows, fld.type))
             continue
-        arrays.append(_python_column(fld, values))
+        arrays.append(python_column(fld, values))
     table = pa.Table.from_arrays(
         arrays, schema=pa.schema([pa.field(f.name, f.type, True) for f in schema])
     )
     return conform(table, schema)
 
 
-def _python_column(fld: pa.Field, values: list[Any]) -> pa.Array:
+def python_column(fld: pa.Field, values: list[Any]) -> pa.Array:
+    """Convert Python values to an Arrow array of ``fld``'s type, strictly.
+
+    Raises:
+        SchemaError: a value has the wrong type or does not fit (naming the column).
+    """
     t = fld.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
     if pa.types.is_decimal(t):
-        from decimal import Decimal
-
         values = [
             Decimal(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values
         ]
     if pa.types.is_nested(t):
+        for v in values:
+            _check_nested(v, t, fld.name)
         try:
             return pa.array(values, type=t)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
@@ -210,6 +302,81 @@ def _python_column(fld: pa.Field, values: list[Any]) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
         raise SchemaError(f"column {fld.name!r} ({t}): mixed or unsupported values: {err}") from err
     return _cast_column(fld.name, inferred, t)
+
+
+def _check_nested(value: Any, t: pa.DataType, column: str, where: str = "") -> None:
+    """Check a Python value against a (nested) Arrow type before ``pa.array`` converts it.
+
+    ``pa.array(values, type=...)`` is lenient inside nested values: it truncates 2.5 into an
+    integer list, turns ``"ab"`` into ``["a", "b"]``, a datetime into a date, True into 1.0,
+    and drops unknown struct fields. This walk refuses all of those.
+
+    Raises:
+        SchemaError: naming the column (and the path inside it).
+    """
+    if value is None:
+        return
+
+    def bad(what: str) -> SchemaError:
+        at = f" at {column}{where}" if where else ""
+        return SchemaError(f"column {column!r}{at} is {t}: {what} ({value!r})")
+
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if not isinstance(value, list | tuple):
+            raise bad("a list value must be a list")
+        for item in value:
+            _check_nested(item, t.value_type, column, f"{where}[]")
+    elif pa.types.is_map(t):
+        if isinstance(value, Mapping):
+            pairs = list(value.items())
+        elif isinstance(value, list | tuple) and all(
+            isinstance(p, list | tuple) and len(p) == 2 for p in value
+        ):
+            pairs = [tuple(p) for p in value]
+        else:
+            raise bad("a map value must be a dict or a list of (key, value) pairs")
+        for k, v in pairs:
+            if k is None:
+                raise bad("map keys cannot be NULL")
+            _check_nested(k, t.key_type, column, f"{where}.key")
+            _check_nested(v, t.item_type, column, f"{where}.value")
+    elif pa.types.is_struct(t):
+        if not isinstance(value, Mapping):
+            raise bad("a struct value must be a dict")
+        names = {t.field(i).name for i in range(t.num_fields)}
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            raise bad(f"unknown struct field(s) {unknown}")
+        for i in range(t.num_fields):
+            f = t.field(i)
+            _check_nested(value.get(f.name), f.type, column, f"{where}.{f.name}")
+    elif pa.types.is_integer(t):
+        if type(value) is float and value.is_integer():
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("not an integer")
+    elif pa.types.is_floating(t):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad("not a number")
+    elif pa.types.is_boolean(t):
+        if not isinstance(value, bool):
+            raise bad("not a boolean")
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        if not isinstance(value, str):
+            raise bad("not a string")
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        if not isinstance(value, bytes | bytearray | str):
+            raise bad("not bytes")
+    elif pa.types.is_date(t):
+        if isinstance(value, datetime) or not isinstance(value, date):
+            raise bad("not a date (a datetime would lose its time of day)")
+    elif pa.types.is_timestamp(t):
+        if not isinstance(value, datetime):
+            raise bad("not a datetime")
+    elif pa.types.is_decimal(t) and (
+        isinstance(value, bool) or not isinstance(value, int | Decimal)
+    ):
+        raise bad("not a Decimal or an integer")
 
 
 _INT = "integer"
@@ -269,12 +436,15 @@ def _cast_column(
     src, dst = _category(arr.type), _category(target)
     if src != "null" and src not in _ACCEPTS.get(dst, frozenset({dst})):
         raise SchemaError(f"column {name!r} is {target}, but the data holds {arr.type} values")
-    if src == "floating" and dst == _INT:
-        # safe cast refuses fractions; NaN and inf are refused explicitly
-        if pc.any(pc.invert(pc.is_finite(arr))).as_py():
-            raise SchemaError(f"column {name!r} is {target}: NaN or infinity does not fit")
+    # safe cast refuses fractions; NaN and inf are refused explicitly
+    if src == "floating" and dst == _INT and pc.any(pc.invert(pc.is_finite(arr))).as_py():
+        raise SchemaError(f"column {name!r} is {target}: NaN or infinity does not fit")
     if src == "timestamp" and dst == "date":
         raise SchemaError(f"column {name!r} is a date; a timestamp would lose its time of day")
+    if src == "floating" and dst == "decimal":
+        # via the shortest decimal text of each float, so 1.005 into Decimal(10,2) is refused
+        # (a direct cast would round it) while 1.5 becomes exactly 1.50
+        arr = arr.cast(pa.string())
     try:
         return arr.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
@@ -319,8 +489,6 @@ def json_value(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, float) and value != value:
         return None
-    from decimal import Decimal
-
     if isinstance(value, Decimal):
         return str(value)
     return value

@@ -21,7 +21,16 @@ import pyarrow.compute as pc
 from posixlake._convert import to_arrow
 from posixlake.errors import DuplicateKeyError, InvalidOperation, SchemaError, SerializationError
 
-__all__ = ["OP_COLUMN", "SET_PREFIX", "MergeSource", "duplicate_keys", "existing_mask", "prepare_merge_source"]
+__all__ = [
+    "OP_COLUMN",
+    "SET_PREFIX",
+    "MergeSource",
+    "check_insert_keys",
+    "check_primary_key_after",
+    "duplicate_keys",
+    "existing_mask",
+    "prepare_merge_source",
+]
 
 OP_COLUMN = "_op"
 SET_PREFIX = "__posixlake_set__"
@@ -184,4 +193,47 @@ def check_insert_keys(batch: pa.Table, existing: pa.Table, key: Sequence[str]) -
         shown = [r[key[0]] if len(key) == 1 else tuple(r.values()) for r in clash]
         raise DuplicateKeyError(
             f"primary key already exists: {shown} (use merge, or insert(..., upsert=True), to update rows)"
+        )
+
+
+def check_primary_key_after(
+    target: pa.Table, todo: pa.Table, key: Sequence[str], pk: Sequence[str]
+) -> None:
+    """Check that a merge matched on ``key`` (not the primary key) keeps ``pk`` unique.
+
+    Args:
+        target: the table's ``key`` and ``pk`` columns (current version).
+        todo: the merge rows that apply (``_op`` and the columns they carry).
+        key: the merge key. pk: the primary key.
+
+    Raises:
+        DuplicateKeyError: after the merge, a primary key would occur twice.
+    """
+    op = todo[OP_COLUMN]
+    inserts = todo.filter(pc.equal(op, "INSERT"))
+    updates = todo.filter(pc.equal(op, "UPDATE"))
+    touched = todo.filter(pc.not_equal(op, "INSERT")).select(list(key))
+    keep = target.filter(pc.invert(existing_mask(target, touched, key))).select(list(pk))
+    parts = [keep]
+    if inserts.num_rows:
+        parts.append(inserts.select(list(pk)).cast(keep.schema))
+    if updates.num_rows:
+        # the new primary key of an updated row: the value it sets, else its current one
+        old = target.select(list(dict.fromkeys([*key, *pk])))
+        old = old.rename_columns([c if c in key else f"__old_{c}" for c in old.column_names])
+        joined = updates.join(old, keys=list(key), join_type="inner")
+        cols: list[pa.ChunkedArray] = []
+        for c in pk:
+            current = joined[c if c in key else f"__old_{c}"]
+            if c in key or c not in joined.column_names:
+                cols.append(current)
+                continue
+            sets = joined[SET_PREFIX + c] if SET_PREFIX + c in joined.column_names else None
+            chosen = joined[c] if sets is None else pc.if_else(sets, joined[c], current)
+            cols.append(chosen)
+        parts.append(pa.Table.from_arrays(cols, names=list(pk)).cast(keep.schema))
+    dups = duplicate_keys(pa.concat_tables(parts), pk)
+    if dups:
+        raise DuplicateKeyError(
+            f"the merge would repeat primary key(s) {dups[:5]}; a primary key must stay unique"
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -25,10 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake._authz import AllowAll, Authorizer, Permission
-from posixlake._convert import conform, is_arrow_like, to_arrow
+from posixlake._convert import conform, is_arrow_like, python_column, quick_row, to_arrow
 from posixlake._merge import (
     OP_COLUMN,
     check_insert_keys,
+    check_primary_key_after,
     duplicate_keys,
     existing_mask,
     prepare_merge_source,
@@ -39,6 +41,7 @@ from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths
 from posixlake.errors import (
     AlreadyExists,
+    DuplicateKeyError,
     InvalidOperation,
     NotFound,
     PosixLakeError,
@@ -126,33 +129,122 @@ class _Counters:
             )
 
 
+_SMALL_BATCH = 64
+
+
+def _key_values(table: pa.Table, key: Sequence[str]) -> list[Any]:
+    """Return the keys of ``table`` as Python values (tuples for a composite key)."""
+    if len(key) == 1:
+        return list(table.column(key[0]).to_pylist())
+    return list(zip(*(table.column(k).to_pylist() for k in key), strict=True))
+
+
 class _KeyIndex:
     """The primary-key columns of the current version, kept in memory.
 
-    Our own appends extend it; any other change (a merge, a delete, another writer)
-    makes it reload lazily on the next keyed insert.
+    Our own appends and merges update it; any other change (a delete, another writer)
+    makes it reload lazily on the next keyed write. Small batches (a single-row insert,
+    a buffered row) are checked against a Python set built once, so their cost does not
+    grow with the table.
     """
 
     def __init__(self) -> None:
         self.version = -1
         self.keys: pa.Table | None = None
+        self._set: set[Any] | None = None
 
     def get(self, log: DeltaLog, key: Sequence[str]) -> pa.Table:
         if self.keys is None or self.version != log.version or self.keys.column_names != list(key):
             self.keys = log.read_columns(key)
             self.version = log.version
+            self._set = None
         return self.keys
+
+    def check_new(
+        self, log: DeltaLog, batch: pa.Table, key: Sequence[str], pending: set[Any] | None = None
+    ) -> list[Any]:
+        """Check that ``batch`` may be inserted; return its key values.
+
+        Raises:
+            DuplicateKeyError: ``batch`` repeats a key, or holds one that the table holds
+                or that ``pending`` (keys buffered but not committed) holds.
+        """
+        if batch.num_rows > _SMALL_BATCH:
+            check_insert_keys(batch, self.get(log, key), key)
+            values = _key_values(batch, key)
+            self._check_pending(values, pending)
+            return values
+        values = _key_values(batch, key)
+        if len(set(values)) != len(values):
+            check_insert_keys(batch, batch.slice(0, 0), key)  # raises, naming the repeats
+        self.check_values(log, values, key, pending)
+        return values
+
+    def check_values(
+        self, log: DeltaLog, values: list[Any], key: Sequence[str], pending: set[Any] | None
+    ) -> None:
+        """Check a few distinct key values against the table (and ``pending``) by set lookups.
+
+        Raises:
+            DuplicateKeyError: a value is taken.
+        """
+        existing = self.get(log, key)
+        if self._set is None:
+            self._set = set(_key_values(existing, key))
+        clash = [v for v in values if v in self._set]
+        if clash:
+            raise DuplicateKeyError(
+                f"primary key already exists: {clash[:5]} (use merge, or insert(..., "
+                "upsert=True), to update rows)"
+            )
+        self._check_pending(values, pending)
+
+    @staticmethod
+    def _check_pending(values: list[Any], pending: set[Any] | None) -> None:
+        if pending:
+            clash = [v for v in values if v in pending]
+            if clash:
+                raise DuplicateKeyError(
+                    f"primary key already waits in the insert buffer: {clash[:5]}"
+                )
 
     def appended(self, before: int, after: int, rows: pa.Table, key: Sequence[str]) -> None:
         if self.keys is not None and self.version == before and after == before + 1:
             self.keys = pa.concat_tables([self.keys, rows.select(list(key)).cast(self.keys.schema)])
             self.version = after
+            if self._set is not None:
+                self._set.update(_key_values(rows, key))
         else:
             self.invalidate()
+
+    def merged(
+        self, before: int, after: int | None, removed: pa.Table, added: pa.Table, key: Sequence[str]
+    ) -> None:
+        """Apply a merge that deleted the keys ``removed`` and inserted ``added``."""
+        if after is None:
+            return
+        if (
+            self.keys is None
+            or self.version != before
+            or after != before + 1
+            or self.keys.column_names != list(key)
+        ):
+            self.invalidate()
+            return
+        keys = self.keys
+        if removed.num_rows:
+            keys = keys.filter(pc.invert(existing_mask(keys, removed, key)))
+        if added.num_rows:
+            keys = pa.concat_tables([keys, added.select(list(key)).cast(keys.schema)])
+        self.keys, self.version = keys, after
+        if self._set is not None:
+            self._set.difference_update(_key_values(removed, key))
+            self._set.update(_key_values(added, key))
 
     def invalidate(self) -> None:
         self.keys = None
         self.version = -1
+        self._set = None
 
 
 class Optimizer:
@@ -226,29 +318,40 @@ def _optimize_result(metrics: Mapping[str, Any], version: int | None) -> Optimiz
     )
 
 
-def _sql_literal(value: Any, column: str, t: pa.DataType) -> str:
-    """Render a Python value, checked against the column type, as a SQL literal."""
-    arr = conform(
-        pa.table({column: pa.array([value]) if value is not None else pa.nulls(1)}),
-        pa.schema([pa.field(column, t)]),
-    )
-    v = arr.column(0)[0].as_py()
-    if v is None:
+def _sql_literal(value: Any, column: str, field: pa.Field) -> str:
+    """Render a Python value, checked against the column type, as a SQL literal.
+
+    Raises:
+        SchemaError: the value does not fit the column, or is NULL for a NOT NULL column.
+        InvalidOperation: the column type has no literal form (nested types).
+    """
+    t = field.type
+    if value is None:
+        if not field.nullable:
+            raise SchemaError(f"update: column {column!r} is NOT NULL and cannot be set to NULL")
         return "NULL"
+    if pa.types.is_nested(t):
+        raise InvalidOperation(
+            f"update: column {column!r} of type {t} cannot be set to a literal; use expressions="
+        )
+    v = python_column(pa.field(column, t, True), [value])[0].as_py()
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
-    if isinstance(v, int | float | Decimal):
-        return (
-            f"CAST({v!r} AS {_sql_type(t)})"
-            if isinstance(v, float)
-            else f"CAST({v} AS {_sql_type(t)})"
-        )
+    if isinstance(v, float):
+        text = repr(v) if math.isfinite(v) else f"'{v}'"
+        return f"CAST({text} AS {_sql_type(t)})"
+    if isinstance(v, int):
+        return f"CAST({v} AS {_sql_type(t)})"
+    if isinstance(v, Decimal):
+        return f"CAST('{v:f}' AS {_sql_type(t)})"
     if isinstance(v, datetime):
         return f"CAST('{v.isoformat()}' AS TIMESTAMP)"
     if isinstance(v, date):
         return f"CAST('{v.isoformat()}' AS DATE)"
     if isinstance(v, str):
         return "'" + v.replace("'", "''") + "'"
+    if isinstance(v, bytes):
+        return f"X'{v.hex()}'"
     raise InvalidOperation(
         f"update: column {column!r} of type {t} cannot be set to a literal; use expressions="
     )
@@ -516,8 +619,13 @@ class DatabaseOps:
 
         def __enter__(self) -> None:
             self.db._log.lock.acquire()
-            self.started = self.db._clock()
-            self.db._log.refresh()
+            try:
+                self.started = self.db._clock()
+                self.before = self.db._log.refresh()
+            except BaseException:
+                self.db._counters.bump(errors=1)
+                self.db._log.lock.release()
+                raise
 
         def __exit__(
             self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
@@ -525,7 +633,7 @@ class DatabaseOps:
             try:
                 if e is not None:
                     self.db._counters.bump(errors=1)
-                else:
+                elif self.db._log.version != self.before:
                     self.db._counters.commit(self.started)
             finally:
                 self.db._log.lock.release()
@@ -554,10 +662,11 @@ class DatabaseOps:
                     self._log, source, key, metadata=self._metadata(operation)
                 )
                 self._keys.invalidate()
+                self._counters.bump(inserts=1, rows_written=table.num_rows)
                 return outcome.version if outcome.version is not None else self._log.version
             before = self._log.version
             if key:
-                check_insert_keys(table, self._keys.get(self._log, key), key)
+                self._keys.check_new(self._log, table, key)
             version = self._log.append(table, metadata=self._metadata(operation))
             if key:
                 self._keys.appended(before, version, table, key)
@@ -627,29 +736,57 @@ class DatabaseOps:
     def insert_buffered(self, data: Any) -> int:
         """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.
 
+        Buffered rows are not visible to queries until they are flushed (by :meth:`flush`,
+        by reaching ``buffer_rows``, by :meth:`close` or by leaving a ``with`` block).
+
         Returns:
             How many rows were accepted. Bad rows raise here and are not buffered.
+
+        Raises:
+            SerializationError / SchemaError: as :meth:`insert`.
+            DuplicateKeyError: a key the table holds, or one already in the buffer.
         """
         self._authorize("write", "insert_buffered")
-        table = to_arrow(data, self._schema)
+        schema = self._schema
         key = self.primary_key()
-        if key and table.num_rows:
-            check_insert_keys(table, self._keys.get(self._log, key), key)
-        if self._buffer.add(table):
+        row = quick_row(data, schema)
+        with self._log.lock:
+            if row is not None:
+                key_value = None
+                if key:
+                    key_value = row[key[0]] if len(key) == 1 else tuple(row[k] for k in key)
+                    self._keys.check_values(self._log, [key_value], key, self._buffer.keys)
+                full = self._buffer.add_row(row, key=key_value)
+                accepted = 1
+            else:
+                table = to_arrow(data, schema)
+                values: list[Any] = []
+                if key and table.num_rows:
+                    values = self._keys.check_new(self._log, table, key, self._buffer.keys)
+                full = self._buffer.add(table, keys=values)
+                accepted = table.num_rows
+        if full:
             self.flush()
-        return table.num_rows
+        return accepted
 
     def flush(self) -> int:
-        """Commit buffered rows (one commit); return how many rows were written."""
-        table = self._buffer.take()
-        if table is None:
-            return 0
-        try:
-            self._append(table, operation="INSERT BUFFERED")
-        except PosixLakeError:
-            self._buffer.put_back(table)
-            raise
-        return table.num_rows
+        """Commit buffered rows (one commit); return how many rows were written.
+
+        Raises:
+            DuplicateKeyError: another writer committed a buffered key meanwhile; the rows
+                stay buffered. Any commit error likewise leaves them buffered.
+        """
+        with self._log.lock:
+            taken = self._buffer.take(lambda rows: to_arrow(rows, self._schema))
+            if taken is None:
+                return 0
+            table, keys = taken
+            try:
+                self._append(table, operation="INSERT BUFFERED")
+            except PosixLakeError:
+                self._buffer.put_back(table, keys)
+                raise
+        return int(table.num_rows)
 
     @property
     def buffered_rows(self) -> int:
@@ -697,10 +834,26 @@ class DatabaseOps:
             todo = source.table.filter(applies)
             if todo.num_rows == 0:
                 return MergeMetrics(0, 0, 0, skipped, None)
+            pk = self.primary_key()
+            if pk and list(pk) != list(key_cols):
+                check_primary_key_after(
+                    self._log.read_columns(list(dict.fromkeys([*key_cols, *pk]))),
+                    todo,
+                    key_cols,
+                    pk,
+                )
+            before = self._log.version
             outcome = self._engine.merge(
                 self._log, todo, key_cols, metadata=self._metadata("MERGE")
             )
-            self._keys.invalidate()
+            todo_op = todo[OP_COLUMN]
+            self._keys.merged(
+                before,
+                outcome.version,
+                todo.filter(pc.equal(todo_op, "DELETE")).select(key_cols),
+                todo.filter(pc.equal(todo_op, "INSERT")).select(key_cols),
+                key_cols,
+            )
         applied = outcome.inserted + outcome.updated + outcome.deleted
         self._counters.bump(
             merges=1, rows_written=outcome.inserted + outcome.updated, rows_deleted=outcome.deleted
@@ -756,7 +909,7 @@ class DatabaseOps:
         for col, value in (values or {}).items():
             if col not in schema.names:
                 raise SchemaError(f"update: unknown column {col!r}")
-            sets[quote_ident(col)] = _sql_literal(value, col, schema.field(col).type)
+            sets[quote_ident(col)] = _sql_literal(value, col, schema.field(col))
         for col, expr in (expressions or {}).items():
             if col not in schema.names:
                 raise SchemaError(f"update: unknown column {col!r}")

@@ -158,7 +158,9 @@ def type_string(t: pa.DataType) -> str:
         return f"Decimal128({t.precision},{t.scale})"
     if pa.types.is_timestamp(t):
         return "Timestamp" if t.tz is not None else "TimestampNtz"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
+    if pa.types.is_large_list(t):
+        return f"LargeList<{type_string(t.value_type)}>"
+    if pa.types.is_list(t):
         return f"List<{type_string(t.value_type)}>"
     if pa.types.is_map(t):
         return f"Map<{type_string(t.key_type)},{type_string(t.item_type)}>"

@@ -11,6 +11,7 @@ A DeltaLog keeps one ``DeltaTable`` loaded and moves it forward incrementally
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from posixlake.errors import (
     StorageError,
     VersionError,
 )
+from posixlake.storage import is_local
 from posixlake.types import CommitInfo
 
 __all__ = ["DeltaLog", "plain_types", "quote_ident", "translate"]
@@ -54,12 +56,14 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def translate(err: Exception, *, what: str) -> PosixLakeError:
+def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
     """Map a delta-rs (or object store) error to the posixlake error tree.
 
     Args:
         err: the exception delta-rs raised.
         what: a short description of the operation, used in the message.
+        query: the error came from running SQL: any error that is not about storage is
+            a :class:`QueryError` (a cast failing at run time included).
     """
     text = str(err)
     low = text.lower()
@@ -87,13 +91,19 @@ def translate(err: Exception, *, what: str) -> PosixLakeError:
         for s in (
             "sql error",
             "parsererror",
+            "parser error",
             "schema error",
             "no field named",
             "plan(",
             "error during planning",
+            "type_coercion",
         )
     ):
         return QueryError(f"{what}: {text}")
+    if query and not any(s in low for s in ("no such file", "not found", "object store")):
+        return QueryError(f"{what}: {text}")
+    if "failed validation check" in low or "invariant violations" in low:
+        return SchemaError(f"{what}: a NOT NULL column or constraint is violated: {text}")
     if "invalid data type" in low or "cast error" in low or "arrow error" in low:
         return SchemaError(f"{what}: {text}")
     if any(
@@ -114,13 +124,17 @@ def translate(err: Exception, *, what: str) -> PosixLakeError:
 
 
 @contextmanager
-def _translated(what: str) -> Iterator[None]:
+def _translated(what: str, *, query: bool = False) -> Iterator[None]:
     try:
         yield
     except PosixLakeError:
         raise
     except (DeltaError, OSError, pa.ArrowException) as err:
-        raise translate(err, what=what) from err
+        raise translate(err, what=what, query=query) from err
+    except Exception as err:
+        if type(err) is not Exception:
+            raise
+        raise translate(err, what=what, query=query) from err
 
 
 def plain_types(table: pa.Table) -> pa.Table:
@@ -175,6 +189,8 @@ class DeltaLog:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._commit_times: dict[int, datetime] = {}
+        # (version, arrow schema, configuration, partition columns) of the loaded version
+        self._meta: tuple[int, pa.Schema, dict[str, str], list[str]] | None = None
 
     # -- opening ---------------------------------------------------------------------
 
@@ -253,8 +269,11 @@ class DeltaLog:
                 f"a version must be an int or a datetime, not {type(version).__name__}"
             )
         with _translated(f"load version {version}"):
-            dt = DeltaTable(self.uri, storage_options=self.storage_options)
-            dt.load_as_version(version)
+            if isinstance(version, int):
+                dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
+            else:
+                dt = DeltaTable(self.uri, storage_options=self.storage_options)
+                dt.load_as_version(version)
         snap = DeltaLog(dt, self.uri, self.storage_options, read_only=True)
         snap._commit_times = self._commit_times
         return snap
@@ -275,34 +294,61 @@ class DeltaLog:
     def version(self) -> int:
         """The loaded version."""
         with self._lock:
-            return self._dt.version()
+            return int(self._dt.version())
 
     def refresh(self) -> int:
-        """Catch up with commits made by others (lists only new log entries); return the version."""
+        """Catch up with commits made by others (lists only new log entries); return the version.
+
+        Raises:
+            NotFound: the table's log has disappeared (a local table directory removed).
+        """
         if self.read_only:
             return self.version
         with self._lock, _translated("refresh table"):
+            self._check_exists()
             self._dt.update_incremental()
-            return self._dt.version()
+            return int(self._dt.version())
+
+    def _check_exists(self) -> None:
+        """Raise NotFound when a local table's ``_delta_log`` is gone (one stat call).
+
+        Without it delta-rs would write a commit into a recreated, empty directory.
+        """
+        if is_local(self.uri) and not os.path.isdir(os.path.join(self.uri, "_delta_log")):
+            raise NotFound(f"no Delta table at {self.uri} any more: its _delta_log is gone")
+
+    def _metadata(self) -> tuple[int, pa.Schema, dict[str, str], list[str]]:
+        """Return schema, configuration and partition columns, cached per loaded version."""
+        with self._lock:
+            version = int(self._dt.version())
+            meta = self._meta
+            if meta is None or meta[0] != version:
+                raw = pa.schema(self._dt.schema().to_arrow())
+                md = self._dt.metadata()
+                config = {k: v for k, v in md.configuration.items() if v is not None}
+                meta = (
+                    version,
+                    plain_types(raw.empty_table()).schema,
+                    config,
+                    list(md.partition_columns),
+                )
+                self._meta = meta
+            return meta
 
     @property
     def arrow_schema(self) -> pa.Schema:
         """The table schema as pyarrow (plain string/binary types)."""
-        with self._lock:
-            raw = pa.schema(self._dt.schema().to_arrow())
-        return plain_types(raw.empty_table()).schema
+        return self._metadata()[1]
 
     @property
     def partition_columns(self) -> list[str]:
         """The partition columns, in order."""
-        with self._lock:
-            return list(self._dt.metadata().partition_columns)
+        return list(self._metadata()[3])
 
     @property
     def configuration(self) -> dict[str, str]:
         """The table configuration (Delta table properties)."""
-        with self._lock:
-            return {k: v for k, v in self._dt.metadata().configuration.items() if v is not None}
+        return dict(self._metadata()[2])
 
     def set_configuration(self, properties: Mapping[str, str]) -> int:
         """Set table properties in one commit; return the new version."""
@@ -365,9 +411,9 @@ class DeltaLog:
         """
         with self._lock:
             dt = self._dt
-            with _translated("query"):
+            with _translated("query", query=True):
                 reader = QueryBuilder().register("data", dt).execute(sql)
-        with _translated("query"):
+        with _translated("query", query=True):
             table = pa.table(reader.read_all())
         return plain_types(table)
 
