@@ -1,0 +1,5 @@
+"""The ``posixlake`` command line (click): ``posixlake --help`` lists the commands."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

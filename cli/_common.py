@@ -1,0 +1,471 @@
+"""What every posixlake command shares: the table argument, options, opening, output.
+
+Options that many commands take (``--engine``, the storage flags, ``--user``, ``--json``)
+are declared once here. Their values go into the :class:`Options` of the click context
+(``expose_value=False``), so a command's signature lists only its own parameters and it
+opens its table with :func:`open_table`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from typing import Any, Final, TypeVar
+
+import click
+from click.shell_completion import CompletionItem
+
+from posixlake import DatabaseOps, Schema
+from posixlake.storage import is_local, normalize_uri
+from posixlake.types import type_string
+
+__all__ = [
+    "PASSWORD_ENV",
+    "AsOf",
+    "ByteSize",
+    "Options",
+    "credentials",
+    "echo_json",
+    "engine_options",
+    "get_options",
+    "human_bytes",
+    "iso_time",
+    "json_option",
+    "open_table",
+    "plural",
+    "read_input",
+    "schema_json",
+    "spinner",
+    "storage_for",
+    "storage_options",
+    "table_argument",
+    "to_jsonable",
+    "user_option",
+]
+
+PASSWORD_ENV: Final = "POSIXLAKE_PASSWORD"
+USER_ENV: Final = "POSIXLAKE_USER"
+ENGINE_ENV: Final = "POSIXLAKE_ENGINE"
+MASTER_ENV: Final = "POSIXLAKE_SPARK_MASTER"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Options:
+    """The shared options of one invocation (filled by the option callbacks)."""
+
+    verbose: int = 0
+    engine: str | None = None
+    spark_master: str | None = None
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+    s3_allow_http: bool = False
+    azure_account: str | None = None
+    azure_endpoint: str | None = None
+    user: str | None = None
+    json: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_OPTION_NAMES: Final = frozenset(f.name for f in fields(Options))
+
+
+def get_options() -> Options:
+    """Return the :class:`Options` of the current click context (creating it)."""
+    return click.get_current_context().ensure_object(Options)
+
+
+def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Option callback: keep ``value`` in the context's :class:`Options`."""
+    opts = ctx.ensure_object(Options)
+    name = param.name or ""
+    if name in _OPTION_NAMES:
+        setattr(opts, name, value)
+    else:
+        opts.extra[name] = value
+    return value
+
+
+def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    def apply(func: F) -> F:
+        for deco in reversed(decorators):
+            func = deco(func)
+        return func
+
+    return apply
+
+
+# -- the table argument ------------------------------------------------------------------
+
+
+def _complete_dir(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Let the shell complete directories (tables are directories or URIs)."""
+    return [CompletionItem(incomplete, type="dir")]
+
+
+def table_argument(func: F) -> F:
+    """Add the TABLE argument: a directory, ``s3://bucket/prefix`` or ``az://container/prefix``."""
+    return click.argument("table", metavar="TABLE", shell_complete=_complete_dir)(func)
+
+
+# -- engine --------------------------------------------------------------------------------
+
+
+def engine_options(func: F) -> F:
+    """Add ``--engine`` and ``--spark-master`` (for commands that compute)."""
+    return _compose(
+        click.option(
+            "--engine",
+            type=click.Choice(["local", "spark"], case_sensitive=False),
+            envvar=ENGINE_ENV,
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="Compute engine: spark (the default) or local (delta-rs, no JVM).",
+        ),
+        click.option(
+            "--spark-master",
+            metavar="URL",
+            envvar=MASTER_ENV,
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="Spark master URL for --engine spark (default local[*]).",
+        ),
+    )(func)
+
+
+# -- storage -------------------------------------------------------------------------------
+
+
+def storage_options(func: F) -> F:
+    """Add the S3 and Azure flags; secrets come only from the environment."""
+    return _compose(
+        click.option(
+            "--s3-endpoint",
+            metavar="URL",
+            envvar="AWS_ENDPOINT_URL",
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="S3-compatible endpoint (MinIO, moto...). Keys: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.",
+        ),
+        click.option(
+            "--s3-region",
+            metavar="REGION",
+            envvar=["AWS_REGION", "AWS_DEFAULT_REGION"],
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="S3 region.",
+        ),
+        click.option(
+            "--s3-allow-http",
+            is_flag=True,
+            default=False,
+            expose_value=False,
+            callback=_store,
+            help="Allow a plain-HTTP S3 endpoint (implied by an http:// --s3-endpoint).",
+        ),
+        click.option(
+            "--azure-account",
+            metavar="NAME",
+            envvar="AZURE_STORAGE_ACCOUNT_NAME",
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="Azure storage account. Key: AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_CONNECTION_STRING).",
+        ),
+        click.option(
+            "--azure-endpoint",
+            metavar="URL",
+            envvar="AZURE_STORAGE_ENDPOINT",
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="Azure Blob endpoint (Azurite...).",
+        ),
+    )(func)
+
+
+_S3_SCHEMES: Final = ("s3://", "s3a://")
+_AZURE_SCHEMES: Final = ("az://", "azure://", "abfs://", "abfss://", "adl://")
+
+
+def storage_for(uri: str) -> dict[str, str] | None:
+    """Return delta-rs storage options for ``uri`` from the flags (None: defaults and env).
+
+    Secrets are never flags: delta-rs reads ``AWS_*`` and ``AZURE_STORAGE_*`` from the
+    environment itself; the flags add the endpoint, region or account.
+    """
+    if is_local(uri):
+        return None
+    opts = get_options()
+    out: dict[str, str] = {}
+    if uri.startswith(_S3_SCHEMES):
+        if opts.s3_endpoint:
+            out["AWS_ENDPOINT_URL"] = opts.s3_endpoint
+            if opts.s3_endpoint.startswith("http://"):
+                out["AWS_ALLOW_HTTP"] = "true"
+        if opts.s3_region:
+            out["AWS_REGION"] = opts.s3_region
+        if opts.s3_allow_http:
+            out["AWS_ALLOW_HTTP"] = "true"
+    elif uri.startswith(_AZURE_SCHEMES):
+        if opts.azure_account:
+            out["AZURE_STORAGE_ACCOUNT_NAME"] = opts.azure_account
+        if opts.azure_endpoint:
+            out["AZURE_STORAGE_ENDPOINT"] = opts.azure_endpoint
+            if opts.azure_endpoint.startswith("http://"):
+                out["AZURE_STORAGE_ALLOW_HTTP"] = "true"
+    return out or None
+
+
+# -- users ---------------------------------------------------------------------------------
+
+
+def user_option(func: F) -> F:
+    """Add ``--user``; the password comes from $POSIXLAKE_PASSWORD or a prompt."""
+    return click.option(
+        "--user",
+        "-u",
+        metavar="NAME",
+        envvar=USER_ENV,
+        show_envvar=True,
+        expose_value=False,
+        callback=_store,
+        help=f"Log in as this user (password from ${PASSWORD_ENV}, else a prompt).",
+    )(func)
+
+
+def credentials() -> tuple[str, str] | None:
+    """Return ``(user, password)`` when ``--user`` was given, asking for the password."""
+    user = get_options().user
+    if not user:
+        return None
+    password = os.environ.get(PASSWORD_ENV)
+    if password is None:
+        password = click.prompt(f"Password for {user}", hide_input=True, err=True)
+    return user, password
+
+
+# -- opening -------------------------------------------------------------------------------
+
+
+def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
+    """Open TABLE with the shared options.
+
+    Args:
+        table: the TABLE argument.
+        computes: the command runs queries or DML, so ``--engine`` applies; otherwise the
+            local engine is used (no JVM start for metadata work).
+    """
+    opts = get_options()
+    uri = normalize_uri(table)
+    return DatabaseOps.open(
+        uri,
+        storage=storage_for(uri),
+        credentials=credentials(),
+        engine=opts.engine if computes else "local",
+        master=opts.spark_master,
+    )
+
+
+# -- input ---------------------------------------------------------------------------------
+
+
+def read_input(source: str) -> bytes:
+    """Return the bytes of a file, or of stdin for ``-``.
+
+    Raises:
+        click.BadParameter: the file cannot be read.
+    """
+    if source == "-":
+        return click.get_binary_stream("stdin").read()
+    try:
+        with open(source, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise click.BadParameter(f"{source}: {err.strerror}", param_hint="FILE") from err
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def json_option(func: F) -> F:
+    """Add ``--json`` (machine-readable output on stdout)."""
+    return click.option(
+        "--json",
+        "json",
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_store,
+        help="Print machine-readable JSON.",
+    )(func)
+
+
+def iso_time(value: datetime) -> str:
+    """Return an ISO 8601 UTC time with milliseconds: ``2024-05-01T12:00:00.123Z``."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def to_jsonable(value: Any) -> Any:
+    """Return ``value`` with datetimes, decimals, bytes and dataclasses made JSON-ready."""
+    if isinstance(value, datetime):
+        return iso_time(value)
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as one line of JSON on stdout."""
+    click.echo(json.dumps(to_jsonable(value), ensure_ascii=False))
+
+
+def schema_json(schema: Schema) -> dict[str, Any]:
+    """Return a schema as ``{"fields": [...], "primary_key": [...]}``; ``create`` reads it back."""
+    return {
+        "fields": [
+            {"name": f.name, "type": type_string(f.arrow_type()), "nullable": f.nullable}
+            for f in schema.fields
+        ],
+        "primary_key": schema.key_columns,
+    }
+
+
+def plural(n: int, word: str) -> str:
+    """Return ``"1 row"`` / ``"3 rows"`` (thousands separated)."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def human_bytes(n: int) -> str:
+    """Return a byte count as ``"975 B"``, ``"1.5 KiB"``, ``"2.0 MiB"``..."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def spinner(label: str) -> Iterator[None]:
+    """Show an activity bar on stderr while a step without progress figures runs.
+
+    On a terminal the bar moves and shows the elapsed time; elsewhere the label is
+    printed once.
+    """
+    stop = threading.Event()
+    with click.progressbar(
+        iter(int, 1), label=label, file=click.get_text_stream("stderr"), show_eta=False
+    ) as bar:
+        ticker: threading.Thread | None = None
+        if click.get_text_stream("stderr").isatty():
+
+            def tick() -> None:
+                while not stop.wait(0.2):
+                    bar.update(1)
+
+            ticker = threading.Thread(target=tick, name="posixlake-progress", daemon=True)
+            ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if ticker is not None:
+                ticker.join()
+
+
+# -- typed parameters ----------------------------------------------------------------------
+
+
+class AsOf(click.ParamType[datetime]):
+    """A point in time: an ISO timestamp (UTC unless it has an offset) or epoch milliseconds."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Parse ``value`` into an aware datetime."""
+        if isinstance(value, datetime):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(
+                f"{text!r} is not a time: use ISO 8601 (2024-05-01T12:00:00Z) or epoch milliseconds",
+                param,
+                ctx,
+            )
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed
+
+
+_UNITS: Final[dict[str, int]] = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+
+
+class ByteSize(click.ParamType[int]):
+    """A size in bytes: ``134217728``, ``128MiB``, ``100MB``, ``1G``."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Parse ``value`` into a positive number of bytes."""
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().replace(" ", "")
+        digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(digits) :]
+        try:
+            number = float(digits)
+        except ValueError:
+            number = -1.0
+        if unit not in _UNITS or number <= 0:
+            self.fail(f"{value!r} is not a size (e.g. 134217728, 128MiB, 1G)", param, ctx)
+        return int(number * _UNITS[unit])
+
+
+def split_columns(values: Sequence[str]) -> list[str]:
+    """Return column names from repeated and/or comma-separated option values."""
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]

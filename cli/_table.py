@@ -1,0 +1,405 @@
+"""Table commands: create, info, schema, history."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Final
+
+import click
+import pyarrow as pa
+
+from cli._common import (
+    echo_json,
+    engine_options,
+    get_options,
+    human_bytes,
+    iso_time,
+    json_option,
+    open_table,
+    plural,
+    read_input,
+    schema_json,
+    spinner,
+    split_columns,
+    storage_for,
+    storage_options,
+    table_argument,
+    user_option,
+)
+from posixlake import DatabaseOps, Field, Schema
+from posixlake.engines.local import expand_paths
+from posixlake.errors import SchemaError
+from posixlake.result import format_table
+from posixlake.storage import normalize_uri
+from posixlake.types import CommitInfo, type_string
+
+__all__ = ["COMMANDS", "parse_schema_spec"]
+
+# -- schema specs --------------------------------------------------------------------------
+
+_FIELD: Final = re.compile(
+    r'\s*(?:"(?P<quoted>[^"]+)"|(?P<name>[^\s:"]+))\s*(?::\s*|\s+)(?P<type>.+?)'
+    r"(?P<notnull>\s+NOT\s+NULL)?\s*",
+    re.IGNORECASE | re.DOTALL,
+)
+_PRIMARY_KEY: Final = re.compile(r"\s*PRIMARY\s+KEY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside <...> or (...)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
+
+
+def _schema_from_json(value: Any) -> Schema:
+    key: list[str] | str | None = None
+    if isinstance(value, dict) and isinstance(value.get("fields"), list):
+        key = value.get("primary_key") or None
+        value = value["fields"]
+    if isinstance(value, dict):
+        return Schema([Field(str(k), v) for k, v in value.items()])
+    if isinstance(value, list):
+        out: list[Field] = []
+        for item in value:
+            if not isinstance(item, dict) or "name" not in item or "type" not in item:
+                raise SchemaError(f'a field must be {{"name": ..., "type": ...}}, not {item!r}')
+            out.append(Field(str(item["name"]), item["type"], bool(item.get("nullable", True))))
+        return Schema(out, primary_key=key)
+    raise SchemaError("a JSON schema is an object of name -> type, or a list of fields")
+
+
+def parse_schema_spec(text: str) -> Schema:
+    """Parse a schema given on the command line.
+
+    Accepted forms: ``id:Int64, name:String NOT NULL``, the form ``posixlake schema --spec``
+    prints (``(id Int64 NOT NULL, name String, PRIMARY KEY (id))``), a JSON object of
+    name -> type, or the JSON that ``posixlake schema --json`` prints.
+
+    Raises:
+        SchemaError: the text is none of these, or names an unknown type.
+    """
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return _schema_from_json(json.loads(stripped))
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"malformed JSON schema: {err}") from err
+    if stripped.startswith("(") and stripped.endswith(")") and len(_split_top(stripped)) == 1:
+        stripped = stripped[1:-1]
+    fields: list[Field] = []
+    key: list[str] = []
+    for part in _split_top(stripped):
+        pk = _PRIMARY_KEY.fullmatch(part)
+        if pk:
+            key += [c.strip().strip('"') for c in pk.group("cols").split(",") if c.strip()]
+            continue
+        m = _FIELD.fullmatch(part)
+        if not m:
+            raise SchemaError(f"cannot read the column {part.strip()!r}: write name:Type")
+        name = m.group("quoted") or m.group("name")
+        fields.append(Field(name, m.group("type").strip(), nullable=not m.group("notnull")))
+    if not fields:
+        raise SchemaError("the schema has no columns")
+    return Schema(fields, primary_key=key or None)
+
+
+def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None) -> Schema | None:
+    if value is None:
+        return None
+    text = read_input(value[1:]).decode("utf-8", "replace") if value.startswith("@") else value
+    try:
+        return parse_schema_spec(text)
+    except SchemaError as err:
+        raise click.BadParameter(str(err), ctx=ctx, param=param) from err
+
+
+# -- create --------------------------------------------------------------------------------
+
+
+@click.command()
+@table_argument
+@click.option(
+    "--schema",
+    "schema",
+    metavar="SPEC",
+    callback=_schema_param,
+    help="Columns: 'id:Int64, name:String NOT NULL', JSON, or @FILE (- for stdin).",
+)
+@click.option(
+    "--from-csv",
+    "csv_paths",
+    metavar="PATH",
+    multiple=True,
+    help="Import CSV file(s), a directory or a glob; column types are inferred. Repeatable.",
+)
+@click.option(
+    "--from-parquet",
+    "parquet_paths",
+    metavar="PATH",
+    multiple=True,
+    help="Import Parquet file(s), a directory or a glob. Repeatable.",
+)
+@click.option(
+    "--primary-key",
+    "-k",
+    metavar="COLS",
+    help="Primary key column(s), comma-separated; enforced on insert.",
+)
+@click.option(
+    "--partition-by",
+    metavar="COLS",
+    multiple=True,
+    help="Partition column(s), comma-separated or repeated.",
+)
+@click.option("--name", metavar="NAME", help="A table name stored in the Delta metadata.")
+@engine_options
+@storage_options
+@json_option
+def create(
+    table: str,
+    schema: Schema | None,
+    csv_paths: tuple[str, ...],
+    parquet_paths: tuple[str, ...],
+    primary_key: str | None,
+    partition_by: tuple[str, ...],
+    name: str | None,
+) -> None:
+    """Create a table from a schema, or from CSV or Parquet files.
+
+    \b
+    Types: Int8..Int64, UInt8..UInt64, Float32, Float64, Decimal128(p,s), String,
+    Binary, Boolean, Date32, Timestamp (UTC), TimestampNtz, List<T>, Map<K,V>,
+    Struct<a:T,...>. A column is nullable unless followed by NOT NULL.
+
+    \b
+    Examples:
+      posixlake create /data/sales --schema 'id:Int64 NOT NULL, item:String, price:Decimal128(10,2)' -k id
+      posixlake create /data/sales --from-csv 'exports/*.csv' --primary-key id
+      posixlake create s3://bucket/sales --from-parquet part-0.parquet --engine spark
+    """
+    sources = [bool(schema), bool(csv_paths), bool(parquet_paths)]
+    if sum(sources) != 1:
+        raise click.UsageError("give exactly one of --schema, --from-csv or --from-parquet")
+    opts = get_options()
+    uri = normalize_uri(table)
+    key = split_columns([primary_key]) if primary_key else None
+    parts = split_columns(partition_by) or None
+    common: dict[str, Any] = {
+        "storage": storage_for(uri),
+        "engine": opts.engine,
+        "master": opts.spark_master,
+        "partition_by": parts,
+        "primary_key": key,
+        "name": name,
+    }
+    if schema is not None:
+        if key:
+            try:
+                schema = Schema(schema.fields, primary_key=key)
+            except SchemaError as err:
+                raise click.BadParameter(str(err), param_hint="--primary-key") from err
+        # An empty table needs no compute: no JVM start for --engine spark.
+        db = DatabaseOps.create(uri, schema, **{**common, "engine": "local"})
+        label = "Created"
+    else:
+        fmt, paths = ("CSV", csv_paths) if csv_paths else ("Parquet", parquet_paths)
+        files = expand_paths(list(paths), suffix=".csv" if csv_paths else ".parquet")
+        size = sum(_file_size(f) for f in files)
+        with spinner(f"Importing {plural(len(files), fmt + ' file')} ({human_bytes(size)})"):
+            if csv_paths:
+                db = DatabaseOps.create_from_csv(uri, files, **common)
+            else:
+                db = DatabaseOps.create_from_parquet(uri, files, **common)
+        label = f"Imported {plural(len(files), fmt + ' file')} into"
+    with db:
+        health = db.health_check()
+        created = db.schema
+    if get_options().json:
+        echo_json(
+            {
+                "table": health.location,
+                "version": health.version,
+                "rows": health.rows,
+                "schema": schema_json(created),
+            }
+        )
+    else:
+        click.echo(
+            f"{label} {health.location}: {plural(health.rows, 'row')}, version {health.version}"
+        )
+        click.echo(str(created))
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+# -- info / schema -------------------------------------------------------------------------
+
+
+@click.command()
+@table_argument
+@storage_options
+@user_option
+@json_option
+def info(table: str) -> None:
+    """Show where a table is, its version, size, rows and schema.
+
+    \b
+    Example:
+      posixlake info /data/sales
+    """
+    with open_table(table) as db:
+        health = db.health_check()
+        last = db.history(1)
+        schema = db.schema
+    commit = last[0] if last else None
+    result = {
+        "table": health.location,
+        "version": health.version,
+        "last_commit": _commit_json(commit) if commit else None,
+        "rows": health.rows,
+        "files": health.active_files,
+        "bytes": health.active_bytes,
+        "primary_key": schema.key_columns,
+        "schema": schema_json(schema),
+    }
+    if get_options().json:
+        echo_json(result)
+        return
+    lines = [
+        ("Table", health.location),
+        (
+            "Version",
+            f"{health.version}"
+            + (f" ({iso_time(commit.timestamp)}, {commit.operation})" if commit else ""),
+        ),
+        ("Rows", f"{health.rows:,}"),
+        ("Files", f"{health.active_files:,} ({human_bytes(health.active_bytes)})"),
+        ("Primary key", ", ".join(schema.key_columns) or "(none)"),
+        ("Columns", str(len(schema.fields))),
+    ]
+    for label, value in lines:
+        click.echo(f"{label + ':':<13}{value}")
+    for line in _schema_lines(schema):
+        click.echo("  " + line)
+
+
+def _schema_lines(schema: Schema) -> list[str]:
+    keys = set(schema.key_columns)
+    rows = [
+        (
+            f.name,
+            _type_text(f),
+            "" if f.nullable else "NOT NULL",
+            "PRIMARY KEY" if f.name in keys else "",
+        )
+        for f in schema.fields
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _type_text(f: Field) -> str:
+    return type_string(f.arrow_type())
+
+
+@click.command("schema")
+@table_argument
+@click.option(
+    "--spec",
+    is_flag=True,
+    help="Print the one-line form that `create --schema` accepts.",
+)
+@storage_options
+@user_option
+@json_option
+def schema_cmd(table: str, spec: bool) -> None:
+    """Show a table's columns, types and primary key.
+
+    \b
+    Examples:
+      posixlake schema /data/sales
+      posixlake schema /data/sales --json > sales-schema.json
+      posixlake create /data/sales2 --schema @sales-schema.json
+    """
+    with open_table(table) as db:
+        schema = db.get_schema()
+    if get_options().json:
+        echo_json(schema_json(schema))
+    elif spec:
+        click.echo(str(schema))
+    else:
+        for line in _schema_lines(schema):
+            click.echo(line)
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def _commit_json(c: CommitInfo) -> dict[str, Any]:
+    return {
+        "version": c.version,
+        "timestamp": c.timestamp,
+        "operation": c.operation,
+        "user": c.user,
+        "parameters": dict(c.parameters),
+        "metrics": dict(c.metrics),
+    }
+
+
+def _changes(c: CommitInfo) -> str:
+    shown = []
+    for k, v in c.metrics.items():
+        if "rows" in k and isinstance(v, int) and v:
+            shown.append(f"{k.removeprefix('num_')}={v:,}")
+    return " ".join(shown)
+
+
+@click.command()
+@table_argument
+@click.option("--limit", "-n", type=click.IntRange(min=1), help="Show only the newest N commits.")
+@storage_options
+@user_option
+@json_option
+def history(table: str, limit: int | None) -> None:
+    """List the commits, newest first (versions for --version).
+
+    \b
+    Example:
+      posixlake history /data/sales --limit 5
+    """
+    with open_table(table) as db:
+        commits = db.history(limit)
+    if get_options().json:
+        echo_json([_commit_json(c) for c in commits])
+        return
+    rows = pa.table(
+        {
+            "version": pa.array([c.version for c in commits], pa.int64()),
+            "timestamp": pa.array([iso_time(c.timestamp) for c in commits], pa.string()),
+            "operation": pa.array([c.operation for c in commits], pa.string()),
+            "user": pa.array([c.user or "" for c in commits], pa.string()),
+            "changes": pa.array([_changes(c) for c in commits], pa.string()),
+        }
+    )
+    click.echo(format_table(rows))
+
+
+COMMANDS: Final[list[click.Command]] = [create, info, schema_cmd, history]
