@@ -134,8 +134,23 @@ def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> tuple[
         return from_dicts([rows])
     if isinstance(rows, list | tuple):
         return from_dicts(list(rows))
-    names = set(getattr(rows, "column_names", None) or getattr(rows, "columns", None) or table.column_names)
-    return {n for n in names if n in schema.names}, {}
+    return {n for n in _input_columns(rows, table) if n in schema.names}, {}
+
+
+def _input_columns(rows: object, table: pa.Table) -> list[str]:
+    """Return the column names a table-like input carries (all of ``table``'s if unknown)."""
+    names = getattr(rows, "column_names", None)  # pyarrow Table / RecordBatch
+    if names is None:
+        columns = getattr(rows, "columns", None)  # pandas (an Index) / polars (a list)
+        if columns is not None and not callable(columns):
+            names = [str(c) for c in columns]
+    if names is None:
+        schema = getattr(rows, "schema", None)  # RecordBatchReader
+        if isinstance(schema, pa.Schema):
+            names = schema.names
+    if names is None:
+        return list(table.column_names)
+    return list(names)
 
 
 def duplicate_keys(table: pa.Table, key: Sequence[str]) -> list[object]:
