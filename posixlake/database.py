@@ -647,8 +647,8 @@ class DatabaseOps:
 
     def _append(self, table: pa.Table, *, operation: str, upsert: bool = False) -> int:
         """Append (or upsert) a conformed table in one commit; return the new version."""
-        key = self.primary_key()
         with self._write(operation):
+            key = self.primary_key()  # after the refresh: another handle may have set it
             if key and upsert:
                 source = table.append_column(OP_COLUMN, pa.array(["INSERT"] * table.num_rows))
                 exists = existing_mask(table, self._keys.get(self._log, key), key)
@@ -808,6 +808,8 @@ class DatabaseOps:
             SerializationError / SchemaError: malformed or mistyped rows.
         """
         self._authorize("write", "merge")
+        if not key:
+            self._log.refresh()  # the primary key another handle set counts
         key_cols = ([key] if isinstance(key, str) else list(key)) if key else self.primary_key()
         if not key_cols:
             raise InvalidOperation("merge needs a key: pass key= or set a primary key")

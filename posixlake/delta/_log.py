@@ -100,6 +100,10 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         )
     ):
         return QueryError(f"{what}: {text}")
+    if "not found" in low and ("object at location" in low or "no such file" in low):
+        return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {text}")
+    if "invalid retention period" in low:
+        return InvalidOperation(f"{what}: {text}")
     if query and not any(s in low for s in ("no such file", "not found", "object store")):
         return QueryError(f"{what}: {text}")
     if "failed validation check" in low or "invariant violations" in low:
@@ -408,13 +412,23 @@ class DeltaLog:
 
         Raises:
             QueryError: the SQL does not parse or plan, or fails while running.
+            NotFound: a data file of the current version is missing.
+            VersionError: a time-travel snapshot whose files VACUUM removed.
         """
-        with self._lock:
-            dt = self._dt
+        try:
+            with self._lock:
+                dt = self._dt
+                with _translated("query", query=True):
+                    reader = QueryBuilder().register("data", dt).execute(sql)
             with _translated("query", query=True):
-                reader = QueryBuilder().register("data", dt).execute(sql)
-        with _translated("query", query=True):
-            table = pa.table(reader.read_all())
+                table = pa.table(reader.read_all())
+        except NotFound as err:
+            if self.read_only:
+                raise VersionError(
+                    f"version {self.version} cannot be read: its data files were removed "
+                    f"(VACUUM deletes the files of old versions): {err}"
+                ) from err
+            raise
         return plain_types(table)
 
     def read_columns(
