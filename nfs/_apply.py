@@ -1,0 +1,211 @@
+"""Turn the new content of ``data.csv`` into ONE Delta transaction.
+
+Glue between the CSV codec, the row diff and :class:`~posixlake.DatabaseOps`:
+
+- empty content: delete every row;
+- the content the writer started from plus whole new lines: INSERT those lines;
+- anything else: parse the whole file (it must start with the header), diff it against
+  the rows of the version the writer started from — by primary key into a MERGE of
+  INSERT / UPDATE / DELETE rows, or without a key as a multiset of whole rows into
+  ``replace_rows`` — and commit that diff on the current version, so rows that others
+  committed meanwhile survive.
+
+Errors are the posixlake ones (``CsvFormatError`` is a ``SerializationError``); the NFS
+status mapping lives in :mod:`nfs.tableview`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import pyarrow as pa
+
+from posixlake import DatabaseOps
+from posixlake.csvcodec import parse_csv
+
+__all__ = [
+    "Applied",
+    "appended_lines",
+    "apply_content",
+    "arrow_schema",
+    "loaded_version",
+    "partition_columns",
+    "table_identity",
+]
+
+logger = logging.getLogger(__name__)
+
+_LF: Final = 0x0A
+_OP: Final = "_op"
+
+Kind = Literal["unchanged", "insert", "diff", "empty"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one apply did.
+
+    Attributes:
+        kind: ``unchanged`` (no commit), ``insert`` (append fast path), ``diff``
+            (overwrite), ``empty`` (all rows deleted).
+        version: the version committed, or None when nothing was committed.
+        inserted: rows inserted.
+        updated: rows updated (tables with a primary key).
+        deleted: rows deleted.
+    """
+
+    kind: Kind
+    version: int | None
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
+# -- adapters onto DatabaseOps internals (candidates for public DatabaseOps API) ------------
+
+
+def loaded_version(db: DatabaseOps) -> int:
+    """Return the version ``db`` has loaded, without listing the log (its own writes move it)."""
+    log = getattr(db, "_log", None)
+    return int(log.version) if log is not None else db.version
+
+
+def arrow_schema(db: DatabaseOps) -> pa.Schema:
+    """Return the table's stored Arrow schema."""
+    log = getattr(db, "_log", None)
+    if log is not None:
+        schema: pa.Schema = log.arrow_schema
+        return schema
+    return db.schema.to_arrow()
+
+
+def table_identity(db: DatabaseOps) -> bytes:
+    """Return bytes that name the table for good: its Delta table id (else its URI)."""
+    log = getattr(db, "_log", None)
+    try:
+        ident = str(log.table.metadata().id) if log is not None else db.uri
+    except AttributeError:
+        ident = db.uri
+    return ident.encode()
+
+
+def partition_columns(db: DatabaseOps) -> list[str]:
+    """Return the table's partition columns."""
+    log = getattr(db, "_log", None)
+    return list(log.partition_columns) if log is not None else []
+
+
+def appended_lines(content: memoryview, base: memoryview) -> memoryview | None:
+    """Return the bytes ``content`` adds after ``base`` when it only adds whole lines.
+
+    ``base`` must be non-empty and end with LF (a rendering always does), and ``content``
+    must start with it and be longer. Returns None otherwise.
+    """
+    n = len(base)
+    if n == 0 or len(content) <= n or base[n - 1] != _LF:
+        return None
+    if content[:n] != base:
+        return None
+    return content[n:]
+
+
+def _header_of(base: memoryview) -> bytes:
+    end = bytes(base[:4096]).find(b"\n")
+    if end < 0:
+        return bytes(base)
+    return bytes(base[: end + 1])
+
+
+def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
+    # ``cat more.csv >> data.csv`` appends a header line again: it is not a row
+    if header and bytes(extra[: len(header)]) == header:
+        extra = extra[len(header) :]
+    rows = parse_csv(extra, arrow_schema(db), header="none")
+    if rows.num_rows == 0:
+        return Applied("unchanged", None)
+    before = db.version
+    db.insert(rows)
+    after = db.version
+    return Applied("insert", after if after != before else None, inserted=rows.num_rows)
+
+
+def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
+    from nfs.diff import diff_rows
+
+    old = db.to_arrow(version=base_version)
+    key = db.primary_key()
+    diff = diff_rows(old, new, key=key or None)
+    before = db.version
+    if key:
+        parts = []
+        if diff.inserts.num_rows:
+            parts.append(_with_op(diff.inserts, "INSERT"))
+        if diff.updates.num_rows:
+            parts.append(_with_op(diff.updates, "UPDATE"))
+        if diff.deletes.num_rows:
+            parts.append(_with_op(diff.deletes, "DELETE"))
+        if not parts:
+            return Applied("unchanged", None)
+        source = pa.concat_tables(parts)
+        m = db.merge(source, key)
+        after = db.version
+        return Applied(
+            "diff",
+            after if after != before else None,
+            inserted=m.rows_inserted,
+            updated=m.rows_updated,
+            deleted=m.rows_deleted,
+        )
+    if diff.inserts.num_rows == 0 and diff.deletes.num_rows == 0:
+        return Applied("unchanged", None)
+    deleted, inserted = db.replace_rows(delete=diff.deletes, insert=diff.inserts)
+    after = db.version
+    return Applied("diff", after if after != before else None, inserted=inserted, deleted=deleted)
+
+
+def _with_op(rows: pa.Table, op: str) -> pa.Table:
+    return rows.append_column(_OP, pa.array([op] * rows.num_rows, pa.string()))
+
+
+def apply_content(
+    db: DatabaseOps,
+    content: memoryview,
+    *,
+    base_version: int,
+    base_content: memoryview,
+    older: Iterable[memoryview] = (),
+) -> Applied:
+    """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
+
+    Args:
+        db: the table.
+        content: the whole new file.
+        base_version: the version the writer started from (its rows are the diff base).
+        base_content: the bytes of ``data.csv`` the writer started from.
+        older: the bytes of other recent versions; content that is one of them plus new
+            lines is an append too (a writer whose view was a little behind).
+
+    Raises:
+        CsvFormatError: bad content (wrong header, column count, value).
+        SchemaError / DuplicateKeyError / InvalidOperation: rows the table refuses.
+        PermissionDenied: the user may not write (or delete).
+        PosixLakeError: any other failure.
+    """
+    if len(content) == 0:
+        before = db.version
+        if db.to_arrow().num_rows == 0:
+            return Applied("unchanged", None)
+        deleted = db.delete_rows_where("true")
+        after = db.version
+        return Applied("empty", after if after != before else None, deleted=deleted)
+    if bytes(content) == bytes(base_content):
+        return Applied("unchanged", None)
+    for candidate in (base_content, *older):
+        extra = appended_lines(content, candidate)
+        if extra is not None:
+            return _insert_lines(db, extra, _header_of(candidate))
+    new = parse_csv(content, arrow_schema(db), header="require")
+    return _diff(db, new, base_version)

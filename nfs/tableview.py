@@ -1,0 +1,985 @@
+"""TableFs: a posixlake table as a file tree of CSV files, served over NFSv3.
+
+The tree (see DESIGN.md, "The NFS face")::
+
+    /data/data.csv           the table at its current version (read / write)
+    /schema.sql              CREATE TABLE for the table (read-only)
+    /versions/<N>/data.csv   the table at version N (read-only time travel)
+
+plus a scratch area with full POSIX semantics (an embedded :class:`~nfs.memfs.MemoryFs`)
+for every other file or directory a client creates in ``/`` or ``/data``: editors' and
+``sed -i``'s temporary files, ``cp`` targets, user files.
+
+Reads come from a per-version rendering cache (:mod:`nfs._render_cache`). Writes to
+``data.csv`` are staged (:mod:`nfs._staging`) and applied as ONE Delta transaction
+(:mod:`nfs._apply`) at COMMIT, at a FILE_SYNC write that leaves the content on a line
+boundary, after an idle period, on RENAME of a scratch file onto ``data.csv``, or at
+:meth:`TableFs.close`. The only map from posixlake errors to NFS statuses is
+:func:`nfs_error` here.
+
+File ids are fixed for the table's own entries (so handles survive restarts: see
+:meth:`TableFs.generation`); scratch entries get ids from ``1 << 62`` up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from nfs._apply import (
+    Applied,
+    apply_content,
+    arrow_schema,
+    loaded_version,
+    partition_columns,
+    table_identity,
+)
+from nfs._render_cache import DEFAULT_SPILL_THRESHOLD, RenderCache
+from nfs._schema_sql import create_table_sql
+from nfs._staging import Staging
+from nfs.memfs import IdAllocator, MemoryFs
+from nfs.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
+from nfs.rpc import CallContext
+from nfs.vfs import (
+    ACCESS3_DELETE,
+    ACCESS3_EXTEND,
+    ACCESS3_LOOKUP,
+    ACCESS3_MODIFY,
+    ACCESS3_READ,
+    DirEntry,
+    DirPage,
+    FileId,
+    FsStat,
+    NfsError,
+    VfsCapabilities,
+)
+from posixlake import DatabaseOps
+from posixlake.csvcodec import iter_render_csv
+from posixlake.errors import (
+    InvalidOperation,
+    NotFound,
+    PermissionDenied,
+    PosixLakeError,
+    SchemaError,
+    SerializationError,
+    VersionError,
+)
+
+__all__ = [
+    "DATA_CSV_ID",
+    "DATA_DIR_ID",
+    "ROOT_ID",
+    "SCHEMA_ID",
+    "SCRATCH_BASE",
+    "VERSIONS_ID",
+    "PathOps",
+    "TableFs",
+    "nfs_error",
+]
+
+logger = logging.getLogger(__name__)
+
+ROOT_ID: Final = FileId(1)
+DATA_DIR_ID: Final = FileId(2)
+DATA_CSV_ID: Final = FileId(3)
+SCHEMA_ID: Final = FileId(4)
+VERSIONS_ID: Final = FileId(5)
+_VERSION_BASE: Final = 1 << 40
+"""/versions/<N> is ``_VERSION_BASE + 2N``, its data.csv ``_VERSION_BASE + 2N + 1``."""
+_VERSION_END: Final = 1 << 61
+SCRATCH_BASE: Final = 1 << 62
+"""Scratch files and directories get ids from here up (fresh per boot)."""
+
+_DATA_CSV: Final = "data.csv"
+_SCHEMA: Final = "schema.sql"
+_ROOT_STATIC: Final = {"schema.sql": SCHEMA_ID, "versions": VERSIONS_ID}
+"""Entries of / that are not in the scratch tree ("data" is, as a directory with a fixed id)."""
+_COOKIE_OFFSET: Final = 2
+"""MemoryFs's readdir cookies are id + 2; the table's own entries follow the same rule."""
+_FILE_MODE: Final = 0o644
+_RW_MODE: Final = 0o666
+_DIR_MODE: Final = 0o777
+_RO_DIR_MODE: Final = 0o555
+_DIR_SIZE: Final = 4096
+_ALL_ACCESS: Final = (
+    ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+)
+
+
+def nfs_error(err: PosixLakeError) -> NfsError:
+    """Return the NFS status for a posixlake error (the only such map).
+
+    PermissionDenied -> ACCES; NotFound / VersionError -> NOENT; bad content
+    (SerializationError, which CsvFormatError is, SchemaError, InvalidOperation, which
+    DuplicateKeyError is) -> INVAL; anything else -> IO.
+    """
+    if isinstance(err, PermissionDenied):
+        status = Nfsstat3.NFS3ERR_ACCES
+    elif isinstance(err, NotFound | VersionError):
+        status = Nfsstat3.NFS3ERR_NOENT
+    elif isinstance(err, SerializationError | SchemaError | InvalidOperation):
+        status = Nfsstat3.NFS3ERR_INVAL
+    else:
+        status = Nfsstat3.NFS3ERR_IO
+    return NfsError(status, str(err))
+
+
+def _err(status: Nfsstat3, message: str = "") -> NfsError:
+    return NfsError(status, message)
+
+
+def _h8(*parts: bytes) -> bytes:
+    return hashlib.sha256(b"\0".join(parts)).digest()[:8]
+
+
+class TableFs:
+    """The Vfs of one posixlake table (see the module docstring).
+
+    Args:
+        db: the table. Its authorizer decides what NFS callers may do: without "write"
+            the share is read-only, without "read" READs are refused.
+        clock: monotonic seconds, for idle detection and the version check (injected in
+            tests: advance it instead of sleeping).
+        wallclock: seconds since the epoch, for the times of staged and scratch files.
+        idle_seconds: staged writes not applied by COMMIT or a FILE_SYNC write are
+            applied after this long without a write.
+        version_ttl: how long a checked table version is trusted before the Delta log is
+            listed again (writes through ``db`` itself are seen at once).
+        keep_versions: renderings kept in memory (the current one and older ones).
+        spill_threshold: renderings larger than this many bytes live in a temp file.
+        idle_timer: run a background thread that applies idle staged writes (otherwise
+            they are applied by the next call or :meth:`poll`).
+    """
+
+    def __init__(
+        self,
+        db: DatabaseOps,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+        idle_seconds: float = 2.0,
+        version_ttl: float = 0.5,
+        keep_versions: int = 4,
+        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+        idle_timer: bool = True,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._wallclock = wallclock
+        self._idle = idle_seconds
+        self._ttl = version_ttl
+        self._lock = threading.RLock()
+        self._cache = RenderCache(self._render, keep=keep_versions, spill_threshold=spill_threshold)
+        self._read_only = not db.authorizer.allows("write")
+        self._known_version = db.version
+        self._checked_at = clock()
+        ident = table_identity(db)
+        self._fsid = int.from_bytes(_h8(b"fsid", ident), "big") >> 1
+        self._table_gen = _h8(b"table", ident)
+        # handles of the files whose bytes change survive a restart only if the table has
+        # not changed since this boot started
+        self._file_gen = _h8(b"file", ident, str(self._known_version).encode())
+        self._boot = secrets.token_bytes(8)
+        self._scratch = MemoryFs(
+            wallclock,
+            ids=IdAllocator(SCRATCH_BASE),
+            root_id=ROOT_ID,
+            root_mode=_DIR_MODE,
+            fsid=self._fsid,
+            max_file_size=1 << 40,
+            generation=self._boot,
+        )
+        self._scratch.add_dir(ROOT_ID, "data", mode=_DIR_MODE, fid=DATA_DIR_ID)
+        self._scratch_base: dict[FileId, int] = {}
+        self._staging: Staging | None = None
+        self._shadow: tuple[int, bytes] | None = None
+        self._schema_text: tuple[int, bytes] | None = None
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        if idle_timer:
+            self._timer = threading.Thread(
+                target=self._idle_loop, name="posixlake-nfs-idle", daemon=True
+            )
+            self._timer.start()
+
+    # ------------------------------------------------------------ versions and content
+
+    def _version(self) -> int:
+        """The current table version: our own writes at once, others' within ``version_ttl``."""
+        loaded = loaded_version(self._db)
+        now = self._clock()
+        if loaded != self._known_version:
+            self._known_version = loaded
+            self._checked_at = now
+        elif now - self._checked_at >= self._ttl:
+            try:
+                self._known_version = self._db.version
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            self._checked_at = now
+        return self._known_version
+
+    def _render(self, version: int) -> Iterator[bytes]:
+        table = self._db.to_arrow(version=version)
+        return iter_render_csv(table, schema=table.schema)
+
+    def _rendering_bytes(self, version: int) -> memoryview:
+        try:
+            return self._cache.get(version).data
+        except PosixLakeError as err:
+            raise nfs_error(err) from err
+
+    def _csv_content(self) -> memoryview:
+        """The bytes of data.csv as NFS clients see them now (staged, shadow or rendering)."""
+        version = self._version()
+        if self._shadow is not None and self._shadow[0] == version:
+            return memoryview(self._shadow[1])
+        self._shadow = None
+        return self._rendering_bytes(version)
+
+    def _base_content(self, version: int) -> memoryview:
+        """What a writer starting now sees: the shadow (its own last write) or the rendering."""
+        if self._shadow is not None and self._shadow[0] == version:
+            return memoryview(self._shadow[1])
+        return self._rendering_bytes(version)
+
+    def _schema_bytes(self) -> bytes:
+        version = self._version()
+        if self._schema_text is None or self._schema_text[0] != version:
+            text = create_table_sql(
+                arrow_schema(self._db),
+                primary_key=self._db.primary_key(),
+                partition_by=partition_columns(self._db),
+            )
+            self._schema_text = (version, text.encode())
+        return self._schema_text[1]
+
+    def _commit_time(self, version: int) -> Nfstime3:
+        """The commit time of ``version``, with the version in the nanoseconds (unique mtimes)."""
+        try:
+            when = self._db.commit_time(version)
+        except PosixLakeError as err:
+            raise nfs_error(err) from err
+        ms = int(when.timestamp() * 1000)
+        return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
+
+    # ------------------------------------------------------------ staging and applying
+
+    def _writable(self) -> None:
+        if self._read_only:
+            raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
+
+    def _stage(self) -> Staging:
+        if self._staging is None:
+            version = self._version()
+            self._staging = Staging(
+                self._base_content(version),
+                base_version=version,
+                touched=self._clock(),
+                mtime=self._wallclock(),
+            )
+        return self._staging
+
+    def _apply_staged(self) -> Applied:
+        """Apply the staged content (dropped whatever happens). Raises NfsError."""
+        st = self._staging
+        self._staging = None
+        assert st is not None
+        return self._apply(st.content(), st.base_version, st.base)
+
+    def _apply(self, content: memoryview, base_version: int, base: memoryview) -> Applied:
+        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
+        try:
+            before = self._db.version
+            older = [
+                r.data for r in self._cache.cached() if r.version not in (base_version, before)
+            ]
+            if before != base_version:
+                older.insert(0, self._rendering_bytes(before))
+            applied = apply_content(
+                self._db, content, base_version=base_version, base_content=base, older=older
+            )
+        except PosixLakeError as err:
+            logger.info("data.csv: write refused: %s", err)
+            raise nfs_error(err) from err
+        finally:
+            self._checked_at = -float("inf")  # re-read the version on the next call
+        logger.debug("data.csv: %s", applied)
+        # Keep showing the writer's bytes while the table is exactly what it wrote.
+        if applied.kind in ("insert", "diff", "unchanged") and base_version == before:
+            produced = applied.version if applied.version is not None else before
+            if applied.version is None or applied.version == before + 1:
+                self._shadow = (produced, bytes(content))
+        return applied
+
+    def _idle_loop(self) -> None:
+        while not self._stop.wait(max(0.05, self._idle / 4)):
+            self.poll()
+
+    def poll(self) -> None:
+        """Apply staged writes idle for ``idle_seconds`` (errors are logged, bytes dropped)."""
+        with self._lock:
+            st = self._staging
+            if st is None or self._clock() - st.touched < self._idle:
+                return
+            try:
+                self._apply_staged()
+            except NfsError as err:
+                logger.warning("data.csv: idle staged write dropped: %s", err)
+
+    def flush(self) -> None:
+        """Apply any staged write now (errors are logged, the bytes dropped)."""
+        with self._lock:
+            if self._staging is None:
+                return
+            try:
+                self._apply_staged()
+            except NfsError as err:
+                logger.warning("data.csv: staged write dropped at flush: %s", err)
+
+    def close(self) -> None:
+        """Flush staged writes and stop the idle timer (NfsServer calls this at shutdown)."""
+        self._stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join(5)
+        self.flush()
+
+    # ------------------------------------------------------------ ids
+
+    @staticmethod
+    def _version_of(fid: FileId) -> tuple[int, bool] | None:
+        """(N, is_file) for /versions/<N> ids, else None."""
+        if _VERSION_BASE <= fid < _VERSION_END:
+            n, is_file = divmod(fid - _VERSION_BASE, 2)
+            return n, bool(is_file)
+        return None
+
+    def _check_version(self, n: int) -> None:
+        if n > self._version():
+            raise _err(Nfsstat3.NFS3ERR_STALE, f"no version {n}")
+
+    def _is_scratch(self, fid: FileId) -> bool:
+        return fid >= SCRATCH_BASE and self._scratch.contains(fid)
+
+    # ------------------------------------------------------------ Vfs: attributes
+
+    def capabilities(self) -> VfsCapabilities:
+        """Return the static properties (read-only for a user without "write")."""
+        return VfsCapabilities(read_only=self._read_only, max_file_size=1 << 40)
+
+    def root_dir(self) -> FileId:
+        """Return the root's id (1)."""
+        return ROOT_ID
+
+    def generation(self, fid: FileId) -> bytes:
+        """Return the handle generation of ``fid``.
+
+        Directories and the immutable ``/versions/<N>/data.csv`` keep their handles for
+        good; ``data.csv`` and ``schema.sql`` across a restart only while the table has
+        not changed since the previous boot began; scratch entries per boot only.
+
+        Raises:
+            NfsError: NFS3ERR_STALE for an unknown id.
+        """
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID):
+            return self._table_gen
+        if fid in (DATA_CSV_ID, SCHEMA_ID):
+            return self._file_gen
+        ver = self._version_of(fid)
+        if ver is not None:
+            with self._lock:
+                self._check_version(ver[0])
+            return self._table_gen
+        if self._is_scratch(fid):
+            return self._boot
+        raise _err(Nfsstat3.NFS3ERR_STALE)
+
+    def _dir_attrs(self, fid: FileId, mode: int, mtime: Nfstime3, nlink: int = 2) -> Fattr3:
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=mode,
+            nlink=nlink,
+            uid=0,
+            gid=0,
+            size=_DIR_SIZE,
+            used=_DIR_SIZE,
+            rdev=Specdata3(),
+            fsid=self._fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=mtime,
+        )
+
+    def _file_attrs(self, fid: FileId, mode: int, size: int, mtime: Nfstime3) -> Fattr3:
+        return Fattr3(
+            type=Ftype3.NF3REG,
+            mode=mode,
+            nlink=1,
+            uid=0,
+            gid=0,
+            size=size,
+            used=(size + 511) & ~511,
+            rdev=Specdata3(),
+            fsid=self._fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=mtime,
+        )
+
+    def getattr(self, fid: FileId) -> Fattr3:
+        """Return the attributes; data.csv sizes are exact (its rendering is cached per version)."""
+        with self._lock:
+            self._poll_locked()
+            return self._getattr(fid)
+
+    def _mixed_dir_attrs(self, fid: FileId) -> Fattr3:
+        inner = self._scratch.getattr(fid)
+        table_time = self._commit_time(self._version())
+        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
+        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
+        nlink = inner.nlink + (1 if fid == ROOT_ID else 0)  # + /versions
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=inner.mode,
+            nlink=nlink,
+            uid=inner.uid,
+            gid=inner.gid,
+            size=inner.size,
+            used=inner.used,
+            rdev=inner.rdev,
+            fsid=self._fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=ctime,
+        )
+
+    def _getattr(self, fid: FileId) -> Fattr3:
+        if fid in (ROOT_ID, DATA_DIR_ID):
+            return self._mixed_dir_attrs(fid)
+        if fid == DATA_CSV_ID:
+            mode = _FILE_MODE if self._read_only else _RW_MODE
+            st = self._staging
+            if st is not None:
+                return self._file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
+            version = self._version()
+            size = len(self._csv_content())
+            return self._file_attrs(fid, mode, size, self._commit_time(version))
+        if fid == SCHEMA_ID:
+            version = self._version()
+            return self._file_attrs(
+                fid, 0o444, len(self._schema_bytes()), self._commit_time(version)
+            )
+        if fid == VERSIONS_ID:
+            return self._dir_attrs(fid, _RO_DIR_MODE, self._commit_time(self._version()))
+        ver = self._version_of(fid)
+        if ver is not None:
+            n, is_file = ver
+            self._check_version(n)
+            if is_file:
+                size = len(self._rendering_bytes(n))
+                return self._file_attrs(fid, 0o444, size, self._commit_time(n))
+            return self._dir_attrs(fid, _RO_DIR_MODE, self._commit_time(n))
+        return self._scratch.getattr(fid)
+
+    def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
+        """Set attributes: a size on data.csv stages a truncation; mode/owner/times of the
+        table's own files are accepted and ignored; scratch entries behave as POSIX.
+        """
+        with self._lock:
+            self._poll_locked()
+            if fid == DATA_CSV_ID:
+                if attrs.size is not None:
+                    self._writable()
+                    st = self._stage()
+                    st.truncate(attrs.size, touched=self._clock(), mtime=self._wallclock())
+                return self._getattr(fid)
+            if fid in (SCHEMA_ID, VERSIONS_ID) or self._version_of(fid) is not None:
+                if attrs.size is not None:
+                    raise _err(Nfsstat3.NFS3ERR_ROFS, "read-only file")
+                return self._getattr(fid)
+            if fid in (ROOT_ID, DATA_DIR_ID):
+                if attrs.size is not None:
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                return self._getattr(fid)
+            return self._scratch.setattr(fid, attrs, ctx)
+
+    def access(self, fid: FileId, mask: int, ctx: CallContext) -> int:
+        """Grant ACCESS3 bits: the table's files by the table's permissions, scratch by mode bits."""
+        with self._lock:
+            auth = self._db.authorizer
+            read = ACCESS3_READ if auth.allows("read") else 0
+            write = 0 if self._read_only else (ACCESS3_MODIFY | ACCESS3_EXTEND)
+            if fid in (ROOT_ID, DATA_DIR_ID):
+                self._scratch.getattr(fid)
+                granted = ACCESS3_READ | ACCESS3_LOOKUP
+                if not self._read_only:
+                    granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+                return mask & granted
+            if fid == DATA_CSV_ID:
+                return mask & (read | write)
+            if fid == SCHEMA_ID:
+                return mask & ACCESS3_READ
+            if fid == VERSIONS_ID:
+                return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
+            ver = self._version_of(fid)
+            if ver is not None:
+                self._check_version(ver[0])
+                return mask & (read if ver[1] else (ACCESS3_READ | ACCESS3_LOOKUP))
+            return self._scratch.access(fid, mask, ctx)
+
+    def fsstat(self, fid: FileId) -> FsStat:
+        """Return nominal usage figures."""
+        return FsStat()
+
+    # ------------------------------------------------------------ Vfs: names
+
+    def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
+        """Return the id of ``name`` in ``dir_id``."""
+        with self._lock:
+            self._poll_locked()
+            if dir_id == ROOT_ID and name in _ROOT_STATIC:
+                return _ROOT_STATIC[name]
+            if dir_id == DATA_DIR_ID and name == _DATA_CSV:
+                return DATA_CSV_ID
+            if dir_id == VERSIONS_ID:
+                if name in ("", "."):
+                    return VERSIONS_ID
+                if name == "..":
+                    return ROOT_ID
+                if not (name.isascii() and name.isdigit()) or len(name) > 18:
+                    raise _err(Nfsstat3.NFS3ERR_NOENT)
+                if name != str(int(name)) or int(name) > self._version():
+                    raise _err(Nfsstat3.NFS3ERR_NOENT)
+                return FileId(_VERSION_BASE + 2 * int(name))
+            ver = self._version_of(dir_id)
+            if ver is not None:
+                n, is_file = ver
+                self._check_version(n)
+                if is_file:
+                    raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+                if name in ("", "."):
+                    return dir_id
+                if name == "..":
+                    return VERSIONS_ID
+                if name == _DATA_CSV:
+                    return FileId(dir_id + 1)
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            if dir_id in (DATA_CSV_ID, SCHEMA_ID):
+                raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+            return self._scratch.lookup(dir_id, name, ctx)
+
+    def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
+        """List a directory: the table's entries merged, in cookie order, with scratch ones."""
+        with self._lock:
+            self._poll_locked()
+            if dir_id == VERSIONS_ID:
+                latest = self._version()
+                names = [(1, VERSIONS_ID, "."), (2, ROOT_ID, "..")] + [
+                    (3 + n, FileId(_VERSION_BASE + 2 * n), str(n)) for n in range(latest + 1)
+                ]
+                return self._page(names, after, max_entries)
+            ver = self._version_of(dir_id)
+            if ver is not None:
+                n, is_file = ver
+                self._check_version(n)
+                if is_file:
+                    raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+                names = [
+                    (1, dir_id, "."),
+                    (2, VERSIONS_ID, ".."),
+                    (3, FileId(dir_id + 1), _DATA_CSV),
+                ]
+                return self._page(names, after, max_entries)
+            if dir_id in (DATA_CSV_ID, SCHEMA_ID):
+                raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+            page = self._scratch.readdir(dir_id, after=after, max_entries=max_entries, ctx=ctx)
+            extra: list[tuple[int, FileId, str]] = []
+            if dir_id == ROOT_ID:
+                extra = [(fid + _COOKIE_OFFSET, fid, n) for n, fid in _ROOT_STATIC.items()]
+            elif dir_id == DATA_DIR_ID:
+                extra = [(DATA_CSV_ID + _COOKIE_OFFSET, DATA_CSV_ID, _DATA_CSV)]
+            extra = [e for e in extra if e[0] > after]
+            if not extra:
+                return page
+            merged = sorted(
+                [(e.cookie, e.fileid, e.name) for e in page.entries] + extra, key=lambda e: e[0]
+            )
+            if not page.eof and page.entries:
+                last = page.entries[-1].cookie
+                merged = [e for e in merged if e[0] <= last]
+            out = merged[:max_entries]
+            eof = page.eof and len(merged) <= max_entries
+            return DirPage(
+                tuple(DirEntry(fid, name, cookie) for cookie, fid, name in out),
+                eof,
+                page.cookieverf,
+            )
+
+    @staticmethod
+    def _page(names: list[tuple[int, FileId, str]], after: int, max_entries: int) -> DirPage:
+        rest = [e for e in names if e[0] > after]
+        out = rest[:max_entries]
+        return DirPage(
+            tuple(DirEntry(fid, name, cookie) for cookie, fid, name in out),
+            len(rest) <= max_entries,
+        )
+
+    # ------------------------------------------------------------ Vfs: data
+
+    def read(
+        self, fid: FileId, offset: int, count: int, ctx: CallContext
+    ) -> tuple[bytes | memoryview, bool]:
+        """Read; the table's files are served from their cached bytes without copying."""
+        with self._lock:
+            self._poll_locked()
+            ver = self._version_of(fid)
+            if fid == DATA_CSV_ID or (ver is not None and ver[1]):
+                if not self._db.authorizer.allows("read"):
+                    raise _err(Nfsstat3.NFS3ERR_ACCES, "the user may not read this table")
+                if ver is not None:
+                    self._check_version(ver[0])
+                    return _slice(self._rendering_bytes(ver[0]), offset, count)
+                if self._staging is not None:
+                    return self._staging.read(offset, count)
+                return _slice(self._csv_content(), offset, count)
+            if fid == SCHEMA_ID:
+                return _slice(memoryview(self._schema_bytes()), offset, count)
+            if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or ver is not None:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            return self._scratch.read(fid, offset, count, ctx)
+
+    def write(
+        self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """Write: data.csv writes are staged; a FILE_SYNC / DATA_SYNC write that leaves the
+        content on a line boundary applies it before returning (its error is the reply's).
+        """
+        with self._lock:
+            self._poll_locked()
+            if fid == DATA_CSV_ID:
+                self._writable()
+                st = self._stage()
+                st.write(offset, data, touched=self._clock(), mtime=self._wallclock())
+                if stable != StableHow.UNSTABLE and st.on_line_boundary():
+                    self._apply_staged()
+                return len(data), (
+                    StableHow.FILE_SYNC if stable != StableHow.UNSTABLE else StableHow.UNSTABLE
+                )
+            ver = self._version_of(fid)
+            if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            if fid == SCHEMA_ID or ver is not None:
+                raise _err(Nfsstat3.NFS3ERR_ROFS, "read-only file")
+            return self._scratch.write(fid, offset, data, stable, ctx)
+
+    def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
+        """COMMIT: apply data.csv's staged writes if they end on a line boundary.
+
+        Content that ends mid-line is held (the writer may still be writing); the idle
+        timer applies it.
+        """
+        with self._lock:
+            if fid == DATA_CSV_ID:
+                st = self._staging
+                if st is not None and st.on_line_boundary():
+                    self._apply_staged()
+                return
+            if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID):
+                return
+            ver = self._version_of(fid)
+            if ver is not None:
+                self._check_version(ver[0])
+                return
+            self._scratch.commit(fid, offset, count, ctx)
+
+    def _poll_locked(self) -> None:
+        st = self._staging
+        if st is not None and self._clock() - st.touched >= self._idle:
+            try:
+                self._apply_staged()
+            except NfsError as err:
+                logger.warning("data.csv: idle staged write dropped: %s", err)
+
+    # ------------------------------------------------------------ Vfs: create and remove
+
+    def _static_child(self, dir_id: FileId, name: str) -> FileId | None:
+        """The id of a table entry (not scratch) named ``name`` in ``dir_id``, if any."""
+        if dir_id == ROOT_ID:
+            if name == "data":
+                return DATA_DIR_ID
+            return _ROOT_STATIC.get(name)
+        if dir_id == DATA_DIR_ID and name == _DATA_CSV:
+            return DATA_CSV_ID
+        return None
+
+    def _in_versions(self, dir_id: FileId) -> bool:
+        return dir_id == VERSIONS_ID or self._version_of(dir_id) is not None
+
+    def create(
+        self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
+        """Create a scratch file; UNCHECKED on data.csv opens it (a size stages a truncation)."""
+        with self._lock:
+            self._poll_locked()
+            if self._in_versions(dir_id):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            static = self._static_child(dir_id, name)
+            if static is not None:
+                if guarded:
+                    raise _err(Nfsstat3.NFS3ERR_EXIST)
+                if static in (DATA_DIR_ID, VERSIONS_ID):
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                if attrs.size is not None:
+                    if static == SCHEMA_ID:
+                        raise _err(Nfsstat3.NFS3ERR_ROFS)
+                    self._writable()
+                    self._stage().truncate(
+                        attrs.size, touched=self._clock(), mtime=self._wallclock()
+                    )
+                return static
+            fid = self._scratch.create(dir_id, name, attrs, ctx, guarded=guarded)
+            self._scratch_base.setdefault(fid, self._version())
+            return fid
+
+    def create_exclusive(
+        self, dir_id: FileId, name: str, verifier: bytes, ctx: CallContext
+    ) -> FileId:
+        """Create a scratch file exclusively (mkstemp, cp): it remembers the table version."""
+        with self._lock:
+            self._poll_locked()
+            if self._in_versions(dir_id):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            if self._static_child(dir_id, name) is not None:
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            fid = self._scratch.create_exclusive(dir_id, name, verifier, ctx)
+            self._scratch_base.setdefault(fid, self._version())
+            return fid
+
+    def mkdir(self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext) -> FileId:
+        """Create a scratch directory."""
+        with self._lock:
+            if self._in_versions(dir_id):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            if self._static_child(dir_id, name) is not None:
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            return self._scratch.mkdir(dir_id, name, attrs, ctx)
+
+    def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove a scratch file; removing data.csv deletes every row (one commit)."""
+        with self._lock:
+            self._poll_locked()
+            if self._in_versions(dir_id):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            static = self._static_child(dir_id, name)
+            if static == DATA_CSV_ID:
+                self._writable()
+                self._staging = None
+                self._apply(memoryview(b""), self._version(), memoryview(b""))
+                return
+            if static == SCHEMA_ID:
+                raise _err(Nfsstat3.NFS3ERR_ACCES, "schema.sql is read-only")
+            if static is not None:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            fid = self._lookup_scratch(dir_id, name, ctx)
+            self._scratch.remove(dir_id, name, ctx)
+            if fid is not None:
+                self._scratch_base.pop(fid, None)
+
+    def _lookup_scratch(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId | None:
+        try:
+            return self._scratch.lookup(dir_id, name, ctx)
+        except NfsError:
+            return None
+
+    def rmdir(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove an empty scratch directory (the table's own directories stay)."""
+        with self._lock:
+            if self._in_versions(dir_id):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            static = self._static_child(dir_id, name)
+            if static in (DATA_DIR_ID, VERSIONS_ID):
+                raise _err(Nfsstat3.NFS3ERR_ACCES, "the table's directories cannot be removed")
+            if static is not None:
+                raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+            self._scratch.rmdir(dir_id, name, ctx)
+
+    def rename(
+        self,
+        from_dir: FileId,
+        from_name: str,
+        to_dir: FileId,
+        to_name: str,
+        ctx: CallContext,
+    ) -> None:
+        """Rename scratch entries as POSIX does; a file renamed onto data.csv overwrites the table.
+
+        The overwrite is diffed against the version the table had when the file was
+        created (``sed -i`` creates its temporary file, reads data.csv, writes, renames).
+        """
+        with self._lock:
+            self._poll_locked()
+            if self._in_versions(from_dir) or self._in_versions(to_dir):
+                raise _err(Nfsstat3.NFS3ERR_ROFS)
+            src_static = self._static_child(from_dir, from_name)
+            dst_static = self._static_child(to_dir, to_name)
+            if src_static is not None:
+                if src_static == dst_static:
+                    return
+                raise _err(Nfsstat3.NFS3ERR_ACCES, "the table's own entries cannot be moved")
+            if dst_static == DATA_CSV_ID:
+                self._rename_onto_table(from_dir, from_name, ctx)
+                return
+            if dst_static is not None:
+                raise _err(Nfsstat3.NFS3ERR_ACCES, "the table's own entries cannot be replaced")
+            replaced = self._lookup_scratch(to_dir, to_name, ctx)
+            self._scratch.rename(from_dir, from_name, to_dir, to_name, ctx)
+            if replaced is not None and not self._scratch.contains(replaced):
+                self._scratch_base.pop(replaced, None)
+
+    def _rename_onto_table(self, from_dir: FileId, from_name: str, ctx: CallContext) -> None:
+        self._writable()
+        src = self._scratch.lookup(from_dir, from_name, ctx)
+        attrs = self._scratch.getattr(src)
+        if attrs.type == Ftype3.NF3DIR:
+            raise _err(Nfsstat3.NFS3ERR_ISDIR)
+        # the caller must be allowed to remove the source from its directory
+        if not self._scratch.access(from_dir, ACCESS3_DELETE | ACCESS3_MODIFY, ctx):
+            raise _err(Nfsstat3.NFS3ERR_ACCES)
+        content = self._scratch.read_all(src)
+        base_version = self._scratch_base.get(src, self._version())
+        try:
+            base = self._base_content(base_version)
+        except NfsError:
+            base = memoryview(b"")
+        self._staging = None
+        self._apply(memoryview(content), base_version, base)
+        self._scratch.pop_file(from_dir, from_name)
+        self._scratch_base.pop(src, None)
+
+    # ------------------------------------------------------------ in-process helpers
+
+    @property
+    def paths(self) -> PathOps:
+        """Path-based helpers for tests and in-process callers (as root)."""
+        return PathOps(self)
+
+
+def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:
+    size = len(data)
+    if offset >= size:
+        return data[0:0], True
+    end = min(size, offset + count)
+    return data[offset:end], end >= size
+
+
+class PathOps:
+    """Path-based calls on a :class:`TableFs` (``"/data/data.csv"``), as one caller.
+
+    Errors are :class:`~nfs.vfs.NfsError`, as over NFS.
+    """
+
+    def __init__(self, fs: TableFs, ctx: CallContext | None = None) -> None:
+        """Act on ``fs`` as ``ctx`` (root by default)."""
+        self.fs = fs
+        self.ctx = ctx if ctx is not None else CallContext.local()
+
+    def resolve(self, path: str) -> FileId:
+        """Return the id at ``path``."""
+        fid = self.fs.root_dir()
+        for part in path.split("/"):
+            if part:
+                fid = self.fs.lookup(fid, part, self.ctx)
+        return fid
+
+    def _parent(self, path: str) -> tuple[FileId, str]:
+        head, _, name = path.rstrip("/").rpartition("/")
+        return self.resolve(head or "/"), name
+
+    def getattr(self, path: str) -> Fattr3:
+        """Return the attributes at ``path``."""
+        return self.fs.getattr(self.resolve(path))
+
+    def readdir(self, path: str) -> list[str]:
+        """Return the names in a directory, in listing order, without "." and ".."."""
+        fid = self.resolve(path)
+        names: list[str] = []
+        after = 0
+        while True:
+            page = self.fs.readdir(fid, after=after, max_entries=64, ctx=self.ctx)
+            names += [e.name for e in page.entries if e.name not in (".", "..")]
+            if page.eof or not page.entries:
+                return names
+            after = page.entries[-1].cookie
+
+    def read_file(self, path: str, *, offset: int = 0, count: int | None = None) -> bytes:
+        """Return the bytes of a file (all of it, or ``count`` bytes at ``offset``)."""
+        fid = self.resolve(path)
+        out = bytearray()
+        pos = offset
+        while count is None or len(out) < count:
+            want = 1 << 20 if count is None else min(1 << 20, count - len(out))
+            data, eof = self.fs.read(fid, pos, want, self.ctx)
+            out += data
+            pos += len(data)
+            if eof or not data:
+                break
+        return bytes(out)
+
+    def write_file(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        offset: int = 0,
+        stable: StableHow = StableHow.FILE_SYNC,
+        truncate: bool = False,
+    ) -> int:
+        """Write ``data`` at ``offset`` (creating the file; ``truncate`` empties it first)."""
+        try:
+            fid = self.resolve(path)
+        except NfsError as err:
+            if err.status != Nfsstat3.NFS3ERR_NOENT:
+                raise
+            parent, name = self._parent(path)
+            fid = self.fs.create(parent, name, Sattr3(mode=0o644), self.ctx, guarded=False)
+        if truncate:
+            self.fs.setattr(fid, Sattr3(size=0), self.ctx)
+        count, _ = self.fs.write(fid, offset, data, stable, self.ctx)
+        return count
+
+    def truncate(self, path: str, size: int = 0) -> None:
+        """Set the size of a file."""
+        self.fs.setattr(self.resolve(path), Sattr3(size=size), self.ctx)
+
+    def commit(self, path: str) -> None:
+        """COMMIT a file's unstable writes."""
+        self.fs.commit(self.resolve(path), 0, 0, self.ctx)
+
+    def remove_file(self, path: str) -> None:
+        """Remove a file."""
+        parent, name = self._parent(path)
+        self.fs.remove(parent, name, self.ctx)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst``."""
+        a, an = self._parent(src)
+        b, bn = self._parent(dst)
+        self.fs.rename(a, an, b, bn, self.ctx)
+
+    def mkdir(self, path: str, mode: int = 0o755) -> FileId:
+        """Create a directory."""
+        parent, name = self._parent(path)
+        return self.fs.mkdir(parent, name, Sattr3(mode=mode), self.ctx)
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+        parent, name = self._parent(path)
+        self.fs.rmdir(parent, name, self.ctx)
