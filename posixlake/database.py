@@ -43,10 +43,12 @@ from posixlake.errors import (
     AlreadyExists,
     DuplicateKeyError,
     InvalidOperation,
+    IoError,
     NotFound,
     PosixLakeError,
     QueryError,
     SchemaError,
+    SerializationError,
     VersionError,
 )
 from posixlake.result import QueryResult
@@ -810,7 +812,7 @@ class DatabaseOps:
         self._authorize("write", "merge")
         if not key:
             self._log.refresh()  # the primary key another handle set counts
-        key_cols = ([key] if isinstance(key, str) else list(key)) if key else self.primary_key()
+        key_cols = _columns_arg(key, "merge key") if key else self.primary_key()
         if not key_cols:
             raise InvalidOperation("merge needs a key: pass key= or set a primary key")
         source = prepare_merge_source(rows, self._schema, key_cols)
@@ -887,7 +889,7 @@ class DatabaseOps:
     def update(
         self,
         predicate: str | None,
-        values: Mapping[str, Any] | None = None,
+        values: Mapping[str, Any] | str | None = None,
         *,
         expressions: Mapping[str, str] | None = None,
     ) -> int:
@@ -895,7 +897,8 @@ class DatabaseOps:
 
         Args:
             predicate: SQL predicate, or None for every row.
-            values: column -> Python value (type-checked against the column).
+            values: column -> Python value (type-checked against the column), or the
+                same as JSON object text.
             expressions: column -> SQL expression (e.g. ``{"qty": "qty + 1"}``).
 
         Returns:
@@ -904,8 +907,17 @@ class DatabaseOps:
         Raises:
             SchemaError: unknown column or a value of the wrong type.
             InvalidOperation: an update of a primary-key column.
+            SerializationError: ``values`` is not a mapping (or malformed JSON object text).
+            QueryError: an invalid predicate or expression.
         """
         self._authorize("write", "update")
+        if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
+            raise QueryError("update: the predicate must be SQL text, or None for every row")
+        values = _mapping_arg(values, "values")
+        expressions = _mapping_arg(expressions, "expressions")
+        for col, expr in expressions.items():
+            if not isinstance(expr, str) or not expr.strip():
+                raise QueryError(f"update: the expression for {col!r} must be SQL text")
         schema = self._schema
         sets: dict[str, str] = {}
         for col, value in (values or {}).items():
@@ -1077,11 +1089,7 @@ class DatabaseOps:
             SchemaError: unknown column. InvalidOperation: existing duplicates or NULL keys.
         """
         self._authorize("admin", "set_primary_key")
-        cols = (
-            [c.strip() for c in columns.split(",")]
-            if isinstance(columns, str)
-            else list(columns or [])
-        )
+        cols = _columns_arg(columns, "primary key") if columns else []
         for c in cols:
             if c not in self._schema.names:
                 raise SchemaError(f"primary key column {c!r} is not in the table")
@@ -1237,6 +1245,35 @@ class DatabaseOps:
         return self.history(limit)
 
 
+def _columns_arg(value: object, what: str) -> list[str]:
+    """Accept ``"a"``, ``"a, b"`` or a sequence of names; raise SchemaError otherwise."""
+    if isinstance(value, str):
+        cols = [c.strip() for c in value.split(",") if c.strip()]
+    elif isinstance(value, Sequence) and all(isinstance(c, str) for c in value):
+        cols = list(value)
+    else:
+        raise SchemaError(f"{what}: expected a column name or a list of them, not {value!r}")
+    if not cols:
+        raise SchemaError(f"{what}: no column named")
+    return cols
+
+
+def _mapping_arg(value: object, what: str) -> dict[str, Any]:
+    """Accept a mapping of column -> value (or JSON object text); raise SerializationError."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise SerializationError(f"update: {what} is malformed JSON: {err}") from err
+    if not isinstance(value, Mapping):
+        raise SerializationError(
+            f"update: {what} must map column names to values, not {type(value).__name__}"
+        )
+    return {str(k): v for k, v in value.items()}
+
+
 def _prepare_storage(uri: str, storage: StorageArg, *, create: bool) -> None:
     """Let the storage layer check (and with ``create``, make) a bucket or container."""
     if "://" in uri and not uri.startswith("file://"):
@@ -1247,3 +1284,5 @@ def _prepare_storage(uri: str, storage: StorageArg, *, create: bool) -> None:
             prepare(uri, storage, create=create)
     elif not create and not os.path.exists(uri):
         raise NotFound(f"no table at {uri}: the path does not exist")
+    elif os.path.exists(uri) and not os.path.isdir(uri):
+        raise (IoError if create else NotFound)(f"{uri} is a file, not a table directory")

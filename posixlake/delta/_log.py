@@ -32,6 +32,7 @@ from posixlake.errors import (
     CommitConflict,
     DeltaLakeError,
     InvalidOperation,
+    IoError,
     NetworkError,
     NotFound,
     PosixLakeError,
@@ -67,7 +68,9 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
     """
     text = str(err)
     low = text.lower()
-    if isinstance(err, TableNotFoundError):
+    if "could not create local directory" in low:
+        return IoError(f"{what}: {text.splitlines()[0]}")
+    if isinstance(err, TableNotFoundError) or "invalid table location" in low:
         return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
     if isinstance(err, CommitFailedError):
         return CommitConflict(f"{what}: commit conflict: {text}")
@@ -104,12 +107,8 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {text}")
     if "invalid retention period" in low:
         return InvalidOperation(f"{what}: {text}")
-    if query and not any(s in low for s in ("no such file", "not found", "object store")):
-        return QueryError(f"{what}: {text}")
     if "failed validation check" in low or "invariant violations" in low:
         return SchemaError(f"{what}: a NOT NULL column or constraint is violated: {text}")
-    if "invalid data type" in low or "cast error" in low or "arrow error" in low:
-        return SchemaError(f"{what}: {text}")
     if any(
         s in low
         for s in (
@@ -122,6 +121,10 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         )
     ):
         return StorageError(f"{what}: access denied by storage: {text}")
+    if query and not any(s in low for s in ("no such file", "not found", "object store")):
+        return QueryError(f"{what}: {text}")
+    if "invalid data type" in low or "cast error" in low or "arrow error" in low:
+        return SchemaError(f"{what}: {text}")
     if isinstance(err, DeltaError):
         return DeltaLakeError(f"{what}: {text}")
     return DeltaLakeError(f"{what}: {type(err).__name__}: {text}")
@@ -451,12 +454,16 @@ class DeltaLog:
             max_commit_retries=MAX_COMMIT_RETRIES,
         )
 
-    def _retrying(self, what: str, fn: Callable[[], _T]) -> _T:
-        """Run ``fn`` (one commit attempt), retrying on commit conflicts after a refresh."""
+    def _retrying(self, what: str, fn: Callable[[], _T], *, query: bool = False) -> _T:
+        """Run ``fn`` (one commit attempt), retrying on commit conflicts after a refresh.
+
+        ``query``: ``fn`` evaluates user SQL (a predicate or expressions), so DataFusion
+        errors are :class:`QueryError` (see :func:`translate`).
+        """
         last: Exception | None = None
         for _attempt in range(MAX_COMMIT_RETRIES):
             try:
-                with _translated(what):
+                with _translated(what, query=query):
                     return fn()
             except CommitConflict as err:
                 last = err
@@ -509,7 +516,7 @@ class DeltaLog:
             def attempt() -> dict[str, Any]:
                 return self._dt.delete(predicate, commit_properties=self._props(metadata))
 
-            result = self._retrying("delete", attempt)
+            result = self._retrying("delete", attempt, query=True)
             rows = int(result.get("num_deleted_rows", 0) or 0)
             after = self._dt.version()
             return rows, (after if after != before else None)
@@ -537,7 +544,7 @@ class DeltaLog:
                     commit_properties=self._props(metadata),
                 )
 
-            result = self._retrying("update", attempt)
+            result = self._retrying("update", attempt, query=True)
             rows = int(result.get("num_updated_rows", 0) or 0)
             after = self._dt.version()
             return rows, (after if after != before else None)
