@@ -29,6 +29,7 @@ from posixlake.errors import (
     VersionError,
 )
 from posixlake.result import QueryResult
+from posixlake.storage import AzureConfig, S3Config
 from posixlake.types import (
     CommitInfo,
     DataSkippingStats,
@@ -49,6 +50,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AlreadyExists",
     "AuthenticationError",
+    "AzureConfig",
     "CommitConflict",
     "CommitInfo",
     "DataSkippingStats",
@@ -70,6 +72,7 @@ __all__ = [
     "PosixLakeError",
     "QueryError",
     "QueryResult",
+    "S3Config",
     "Schema",
     "SchemaError",
     "SerializationError",

@@ -438,6 +438,7 @@ class DatabaseOps:
         spark: Any = None,
         buffer_rows: int = DEFAULT_BUFFER_ROWS,
         name: str | None = None,
+        create_bucket: bool | None = None,
     ) -> DatabaseOps:
         """Create an empty table.
 
@@ -454,9 +455,13 @@ class DatabaseOps:
             spark: an existing SparkSession to use.
             buffer_rows: ``insert_buffered`` flushes automatically at this many rows.
             name: an optional table name stored in the Delta metadata.
+            create_bucket: create a missing S3 bucket or Azure container (None: as the
+                storage config's ``create_bucket`` / ``create_container`` says).
 
         Raises:
             AlreadyExists: a Delta table exists at ``path``.
+            BucketNotFound: (a NotFound) the bucket or container is missing.
+            NetworkError: the storage endpoint cannot be reached.
             SchemaError: an invalid schema or key.
         """
         sch = Schema.coerce(schema)
@@ -468,7 +473,7 @@ class DatabaseOps:
                 raise SchemaError(f"partition column {col!r} is not in the schema")
         uri = normalize_uri(path)
         options = storage_options_for(uri, storage)
-        _prepare_storage(uri, storage, create=True)
+        _prepare_storage(uri, storage, create=True, create_bucket=create_bucket)
         if DeltaLog.exists(uri, options):
             raise AlreadyExists(f"a Delta table already exists at {uri}")
         config = {PRIMARY_KEY_PROPERTY: ",".join(sch.key_columns)} if sch.key_columns else None
@@ -1244,6 +1249,32 @@ class DatabaseOps:
         """Alias of :meth:`history`."""
         return self.history(limit)
 
+    @classmethod
+    def create_with_s3(
+        cls, s3_path: str, schema: Any, s3_config: StorageConfig, **options: Any
+    ) -> DatabaseOps:
+        """Alias of ``create(s3_path, schema, storage=s3_config)`` (original name)."""
+        return cls.create(s3_path, schema, storage=s3_config, **options)
+
+    @classmethod
+    def open_with_s3(cls, s3_path: str, s3_config: StorageConfig, **options: Any) -> DatabaseOps:
+        """Alias of ``open(s3_path, storage=s3_config)`` (original name)."""
+        return cls.open(s3_path, storage=s3_config, **options)
+
+    @classmethod
+    def create_with_azure(
+        cls, azure_path: str, schema: Any, azure_config: StorageConfig, **options: Any
+    ) -> DatabaseOps:
+        """Alias of ``create(azure_path, schema, storage=azure_config)`` (original name)."""
+        return cls.create(azure_path, schema, storage=azure_config, **options)
+
+    @classmethod
+    def open_with_azure(
+        cls, azure_path: str, azure_config: StorageConfig, **options: Any
+    ) -> DatabaseOps:
+        """Alias of ``open(azure_path, storage=azure_config)`` (original name)."""
+        return cls.open(azure_path, storage=azure_config, **options)
+
 
 def _columns_arg(value: object, what: str) -> list[str]:
     """Accept ``"a"``, ``"a, b"`` or a sequence of names; raise SchemaError otherwise."""
@@ -1274,14 +1305,14 @@ def _mapping_arg(value: object, what: str) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()}
 
 
-def _prepare_storage(uri: str, storage: StorageArg, *, create: bool) -> None:
+def _prepare_storage(
+    uri: str, storage: StorageArg, *, create: bool, create_bucket: bool | None = None
+) -> None:
     """Let the storage layer check (and with ``create``, make) a bucket or container."""
     if "://" in uri and not uri.startswith("file://"):
         from posixlake import storage as storage_mod
 
-        prepare = getattr(storage_mod, "prepare", None)
-        if prepare is not None:
-            prepare(uri, storage, create=create)
+        storage_mod.prepare(uri, storage, create=create, create_bucket=create_bucket)
     elif not create and not os.path.exists(uri):
         raise NotFound(f"no table at {uri}: the path does not exist")
     elif os.path.exists(uri) and not os.path.isdir(uri):
