@@ -1,0 +1,395 @@
+"""Row-level differences between two versions of a table, for the NFS write path.
+
+When a client rewrites ``data.csv``, the server parses the new content into a table and
+turns the change into ONE Delta commit. :func:`diff_rows` computes that change:
+
+- with a primary key: rows to INSERT (new keys), UPDATE (same key, other values) and
+  DELETE (keys gone);
+- without a key: a multiset difference of whole rows (rows to insert, rows to delete,
+  with multiplicity).
+
+:func:`apply_diff` applies a diff to a table (the reference semantics, used by tests and
+by the NFS layer's model), and :func:`append_only_suffix` detects the ``echo >>`` case,
+where the new content is the old content plus complete lines.
+
+Rows are compared through their CSV lines (:func:`posixlake.csvcodec.render_lines`),
+which is vectorized and exact: NULL equals NULL, NaN equals NaN, NULL differs from the
+empty string, and ``-0.0`` differs from ``0.0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake.csvcodec import render_lines
+from posixlake.errors import DuplicateKeyError, SchemaError
+
+__all__ = ["RowDiff", "append_only_suffix", "apply_diff", "diff_rows", "fingerprints"]
+
+
+@dataclass(frozen=True)
+class RowDiff:
+    """The change from one table to another, as rows.
+
+    Attributes:
+        inserts: Full rows to insert (the table's schema).
+        deletes: For a keyed diff, the key columns (in key order) of the rows to delete.
+            For an unkeyed diff, full rows to delete, with multiplicity: a row listed
+            twice removes two copies (a store that deletes by predicate removes all
+            copies, so it must re-insert the copies that stay).
+        updates: For a keyed diff, the full new rows of keys whose values changed.
+            Always empty (with the table's schema) for an unkeyed diff.
+    """
+
+    inserts: pa.Table
+    deletes: pa.Table
+    updates: pa.Table
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the diff changes nothing."""
+        return (
+            self.inserts.num_rows == 0 and self.deletes.num_rows == 0 and self.updates.num_rows == 0
+        )
+
+
+def _check_key(schema: pa.Schema, key: Sequence[str]) -> list[str]:
+    columns = list(key)
+    if not columns:
+        raise SchemaError("a key needs at least one column")
+    if len(set(columns)) != len(columns):
+        raise SchemaError(f"key columns repeat: {', '.join(columns)}")
+    missing = [name for name in columns if schema.get_field_index(name) < 0]
+    if missing:
+        raise SchemaError(f"key column(s) not in the table: {', '.join(missing)}")
+    return columns
+
+
+def _check_unique(keys: pa.ChunkedArray, key: Sequence[str], where: str) -> None:
+    if len(keys) == 0 or pc.count_distinct(keys, mode="all").as_py() == len(keys):
+        return
+    counts = pc.value_counts(keys)
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    shown = ", ".join(f"({value})" for value in repeated.field("values").to_pylist()[:5])
+    more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+    raise DuplicateKeyError(f"duplicate key ({','.join(key)}) in {where}: {shown}{more}")
+
+
+def _same_schema(old: pa.Table, new: pa.Table) -> None:
+    if not old.schema.equals(new.schema, check_metadata=False):
+        raise SchemaError(
+            f"cannot diff tables of different schemas:\n{old.schema}\nvs\n{new.schema}"
+        )
+
+
+def _key_values(table: pa.Table, columns: list[str]) -> pa.ChunkedArray:
+    """Return one hashable value per row for the key: the column itself when it is a
+    single integer, string, date or timestamp column, else the rendered CSV of the key."""
+    if len(columns) == 1:
+        t = table.schema.field(columns[0]).type
+        if (
+            pa.types.is_integer(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_date(t)
+            or pa.types.is_timestamp(t)
+        ):
+            return table.column(columns[0])
+    return fingerprints(table.select(columns))
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_map(t)
+        or pa.types.is_struct(t)
+    )
+
+
+def _fingerprint_part(col: pa.Array) -> pa.Array:
+    """Return an injective binary text of each value; NULL is ``N``."""
+    t = col.type
+    if pa.types.is_floating(t):
+        bits = col.view(
+            pa.int64() if t.bit_width == 64 else pa.int32() if t.bit_width == 32 else pa.int16()
+        )
+        text = pc.if_else(pc.is_nan(col), "nan", pc.cast(bits, pa.string()))
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t):
+        text = pc.cast(col, pa.string())
+    elif pa.types.is_boolean(t):
+        text = pc.cast(pc.cast(col, pa.int8()), pa.string())
+    elif pa.types.is_date32(t):
+        text = pc.cast(pc.cast(col, pa.int32()), pa.string())
+    elif pa.types.is_timestamp(t):
+        text = pc.cast(pc.cast(col, pa.int64()), pa.string())
+    else:
+        if _is_nested(t):
+            col = render_lines(pa.table({"v": col})).combine_chunks()
+        # Length-prefixed, so that no separator inside a value can be ambiguous.
+        length = pc.cast(pc.binary_length(col), pa.string())
+        return pc.fill_null(
+            pc.binary_join_element_wise(
+                pc.cast(length, pa.binary()), b":", pc.cast(col, pa.binary()), b""
+            ),
+            b"N",
+        )
+    return pc.fill_null(pc.cast(text, pa.binary()), b"N")
+
+
+def fingerprints(table: pa.Table) -> pa.ChunkedArray:
+    """Return one binary value per row such that rows are equal iff their values are.
+
+    Equality here is exact value identity: NULL equals NULL, NaN equals NaN, ``-0.0``
+    differs from ``0.0``, NULL differs from ``""``. The values are opaque (not CSV) and
+    fast to compute: about 20 ms for 100,000 rows of six scalar columns.
+
+    Args:
+        table: The rows.
+
+    Returns:
+        A binary array with one fingerprint per row, usable with ``is_in``,
+        ``index_in`` and ``value_counts``.
+    """
+    if table.num_columns == 0:
+        return pa.chunked_array([pa.array([b""] * table.num_rows, pa.binary())])
+    parts = [_fingerprint_part(col.combine_chunks()) for col in table.columns]
+    if len(parts) == 1:
+        return pa.chunked_array([parts[0]])
+    return pa.chunked_array([pc.binary_join_element_wise(*parts, b",")])
+
+
+def _rows_differ(left: pa.Table, right: pa.Table) -> pa.Array:
+    """Compare aligned rows column by column: True where any value differs.
+
+    NULL equals NULL, NaN equals NaN, and floats compare by bits otherwise (so -0.0
+    differs from 0.0, as their CSV texts do); nested values compare by their JSON text.
+    """
+    differ = pa.array([False] * left.num_rows, pa.bool_())
+    for name in left.column_names:
+        x = left.column(name).combine_chunks()
+        y = right.column(name).combine_chunks()
+        t = x.type
+        if (
+            pa.types.is_list(t)
+            or pa.types.is_large_list(t)
+            or pa.types.is_map(t)
+            or pa.types.is_struct(t)
+        ):
+            x = render_lines(pa.table({name: x})).combine_chunks()
+            y = render_lines(pa.table({name: y})).combine_chunks()
+            same = pc.equal(x, y)
+        elif pa.types.is_floating(t):
+            bits = (
+                pa.int64() if t.bit_width == 64 else pa.int32() if t.bit_width == 32 else pa.int16()
+            )
+            same = pc.or_kleene(
+                pc.equal(x.view(bits), y.view(bits)), pc.and_(pc.is_nan(x), pc.is_nan(y))
+            )
+        else:
+            same = pc.equal(x, y)
+        both_null = pc.and_(x.is_null(), y.is_null())
+        same = pc.or_(both_null, pc.fill_null(same, False))
+        differ = pc.or_(differ, pc.invert(same))
+    return differ
+
+
+def _indices(length: int) -> pa.Array:
+    return pa.array(range(length), pa.int64())
+
+
+def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None) -> RowDiff:
+    """Compute the rows that turn ``old`` into ``new``.
+
+    Cost: a CSV rendering of both tables plus hash lookups, all vectorized (about 0.1 s
+    for 100,000 rows); Python work only for rows whose multiplicity changed in an
+    unkeyed diff.
+
+    Args:
+        old: The table as the writer last saw it.
+        new: The table as the writer wants it; same schema as ``old``.
+        key: Primary key columns, or ``None`` to compare whole rows as a multiset.
+
+    Returns:
+        The diff. For a keyed diff, inserts and updates keep ``new``'s row order and
+        deletes keep ``old``'s. For an unkeyed diff, inserts are in ``new``'s order and
+        deletes in ``old``'s.
+
+    Raises:
+        DuplicateKeyError: A key value occurs twice in ``new`` (or in ``old``).
+        SchemaError: The schemas differ, or a key column is missing.
+    """
+    _same_schema(old, new)
+    if key is None:
+        return _diff_multiset(old, new)
+    columns = _check_key(old.schema, key)
+    old_keys = _key_values(old, columns)
+    new_keys = _key_values(new, columns)
+    _check_unique(new_keys, columns, "the new content")
+    _check_unique(old_keys, columns, "the old content")
+    position = pc.index_in(new_keys, value_set=old_keys)  # row of old with the same key
+    inserted = pc.is_null(position)
+    deletes = old.select(columns).filter(pc.invert(pc.is_in(old_keys, value_set=new_keys)))
+    matched_old = old.take(pc.drop_null(position))
+    matched_new = new.filter(pc.is_valid(position))
+    changed = _rows_differ(matched_new, matched_old)
+    return RowDiff(
+        inserts=new.filter(inserted),
+        deletes=deletes,
+        updates=matched_new.filter(changed),
+    )
+
+
+def _diff_multiset(old: pa.Table, new: pa.Table) -> RowDiff:
+    old_lines = fingerprints(old)
+    new_lines = fingerprints(new)
+    if old_lines.equals(new_lines):
+        empty = new.slice(0, 0)
+        return RowDiff(inserts=empty, deletes=empty, updates=empty)
+    old_counts = pc.value_counts(old_lines)
+    new_counts = pc.value_counts(new_lines)
+    return RowDiff(
+        inserts=new.take(_surplus(new_lines, new_counts, old_counts)),
+        deletes=old.take(_surplus(old_lines, old_counts, new_counts)),
+        updates=new.slice(0, 0),
+    )
+
+
+def _surplus(lines: pa.ChunkedArray, counts: pa.StructArray, other: pa.StructArray) -> pa.Array:
+    """Return the row indices of ``lines`` beyond their count in the other table.
+
+    ``counts`` and ``other`` are the ``value_counts`` of ``lines`` and of the other
+    table's lines. For a line that occurs ``n`` times here and ``m < n`` times there,
+    the result holds the indices of its last ``n - m`` occurrences, in row order.
+    """
+    values = counts.field("values")
+    mine = counts.field("counts")
+    at = pc.index_in(values, value_set=other.field("values"))
+    theirs = pc.fill_null(pc.take(other.field("counts"), at), 0)
+    surplus = pc.subtract(mine, theirs)
+    extra = pc.greater(surplus, 0)
+    if not pc.any(extra).as_py():
+        return pa.array([], pa.int64())
+    wanted = values.filter(extra)
+    candidates = pc.indices_nonzero(pc.is_in(lines, value_set=wanted))
+    if pc.all(pc.equal(surplus.filter(extra), mine.filter(extra))).as_py():
+        return candidates  # every occurrence of those lines is surplus
+    remaining = dict(zip(wanted.to_pylist(), surplus.filter(extra).to_pylist(), strict=True))
+    chosen: list[int] = []
+    candidate_lines = pc.take(lines, candidates).to_pylist()
+    # Walk backwards so that the LAST occurrences are the surplus ones.
+    for index, line in zip(
+        reversed(candidates.to_pylist()), reversed(candidate_lines), strict=True
+    ):
+        if remaining[line]:
+            remaining[line] -= 1
+            chosen.append(index)
+    chosen.reverse()
+    return pa.array(chosen, pa.int64())
+
+
+def apply_diff(old: pa.Table, diff: RowDiff, *, key: Sequence[str] | None = None) -> pa.Table:
+    """Apply a diff to a table, as the store would.
+
+    With a key: rows of ``old`` whose key is in ``diff.deletes`` go; rows whose key is
+    in ``diff.updates`` are replaced in place by the update; updates of keys absent from
+    ``old`` are ignored (as a MERGE's ``when matched update``); inserts are appended.
+    Without a key: one row of ``old`` equal to each row of ``diff.deletes`` goes (the
+    last such occurrence), then inserts are appended. Inserts are not checked against
+    existing keys.
+
+    Args:
+        old: The table to change.
+        diff: A diff of tables of ``old``'s schema (``deletes`` as :class:`RowDiff`
+            describes for the ``key``).
+        key: The primary key the diff was made with, or ``None``.
+
+    Returns:
+        The changed table.
+
+    Raises:
+        SchemaError: The diff's tables do not match ``old``'s schema, or ``key`` is
+            invalid, or an unkeyed diff carries updates.
+        ValueError: An unkeyed diff deletes a row that ``old`` does not hold.
+    """
+    _same_schema(old, diff.inserts)
+    _same_schema(old, diff.updates)
+    if key is None:
+        if diff.updates.num_rows:
+            raise SchemaError("an unkeyed diff cannot carry updates")
+        _same_schema(old, diff.deletes)
+        return _apply_multiset(old, diff)
+    columns = _check_key(old.schema, key)
+    if diff.deletes.column_names != columns:
+        raise SchemaError(
+            f"keyed deletes must hold the key columns {columns}, got {diff.deletes.column_names}"
+        )
+    old_keys = _key_values(old, columns)
+    gone = pc.is_in(old_keys, value_set=_key_values(diff.deletes, columns))
+    update_at = pc.index_in(old_keys, value_set=_key_values(diff.updates, columns))
+    n_old, n_updates = old.num_rows, diff.updates.num_rows
+    rows = pc.if_else(
+        pc.is_valid(update_at),
+        pc.add(pc.fill_null(update_at, 0).cast(pa.int64()), n_old),
+        _indices(n_old),
+    )
+    kept = rows.filter(pc.invert(gone))
+    appended = pc.add(_indices(diff.inserts.num_rows), n_old + n_updates)
+    everything = pa.concat_tables([old, diff.updates, diff.inserts])
+    return everything.take(pa.chunked_array([kept, appended], pa.int64()).combine_chunks())
+
+
+def _apply_multiset(old: pa.Table, diff: RowDiff) -> pa.Table:
+    old_lines = fingerprints(old)
+    delete_lines = fingerprints(diff.deletes).to_pylist()
+    remaining: dict[bytes, int] = {}
+    for line in delete_lines:
+        remaining[line] = remaining.get(line, 0) + 1
+    hit = pc.is_in(old_lines, value_set=pa.array(list(remaining), pa.binary()))
+    candidates = pc.indices_nonzero(hit).to_pylist()
+    candidate_lines = pc.take(old_lines, pa.array(candidates, pa.int64())).to_pylist()
+    dropped: set[int] = set()
+    for index, line in zip(reversed(candidates), reversed(candidate_lines), strict=True):
+        if remaining[line]:
+            remaining[line] -= 1
+            dropped.add(index)
+    missing = sum(remaining.values())
+    if missing:
+        raise ValueError(f"{missing} row(s) to delete are not in the table")
+    if dropped:
+        doomed = pa.array(sorted(dropped), pa.int64())
+        old = old.filter(pc.invert(pc.is_in(_indices(old.num_rows), value_set=doomed)))
+    return pa.concat_tables([old, diff.inserts])
+
+
+def append_only_suffix(old: bytes | bytearray, new: bytes | bytearray) -> bytes | None:
+    """Return the lines appended to ``old`` to make ``new``, or None if it is not an append.
+
+    This is the fast path of ``echo ... >> data.csv``: when ``new`` starts with all of
+    ``old``, ``old`` ends at a line boundary (LF) and the extra bytes end with LF, the
+    extra bytes are whole CSV lines to insert (to parse with ``header="none"``).
+
+    Edge cases: ``new == old`` gives ``b""`` (nothing appended). An empty ``old``
+    gives None (the new content has to be read with its header). Extra bytes that do
+    not end with LF give None (the last line may be incomplete; a full diff of the new
+    content handles a final line without LF). A CR before the final LF is allowed.
+
+    Args:
+        old: The content the writer started from (always whole lines when rendered).
+        new: The content after the write.
+
+    Returns:
+        The appended bytes, ``b""`` when nothing was appended, or None.
+    """
+    if not old or not old.endswith(b"\n") or len(new) < len(old):
+        return None
+    if not new.startswith(old):
+        return None
+    extra = bytes(new[len(old) :])
+    if extra and not extra.endswith(b"\n"):
+        return None
+    return extra

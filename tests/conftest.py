@@ -1,0 +1,16 @@
+"""Configuration shared by the whole test suite.
+
+Hypothesis runs under the ``posixlake`` profile (a deadline, a bounded number of
+examples); ``HYPOTHESIS_PROFILE=thorough`` runs many more examples.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from hypothesis import settings
+
+settings.register_profile("posixlake", deadline=timedelta(seconds=2), max_examples=60)
+settings.register_profile("thorough", deadline=timedelta(seconds=10), max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "posixlake"))
