@@ -1,0 +1,743 @@
+"""`MemoryFs`: a complete in-memory POSIX-like file system implementing `Vfs`.
+
+Directories and regular files with offsets, sizes, mode / uid / gid, three
+timestamps (from an injected clock), POSIX rename, exclusive create with a
+verifier, and permission checks against the caller's AUTH_SYS credentials (root
+may do anything; as knfsd does, a file's owner may read and write it whatever
+its mode).
+
+It serves the tests, and is built to be embedded as the scratch area of another
+Vfs (TableFs): ids come from an `IdAllocator` that can be shared or given its
+own range, the root id is chosen by the embedder (so the two trees can share
+directory ids), and `add_dir` / `add_file` / `pop_file` / `contains` work below
+the NFS layer. All methods are thread-safe (one lock).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from nfs.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow, TimeHow
+from nfs.rpc import CallContext
+from nfs.vfs import DirEntry, DirPage, FileId, FsStat, NfsError, VfsCapabilities, posix_access
+
+__all__ = ["IdAllocator", "MemoryFs"]
+
+_R: Final = 4
+_W: Final = 2
+_X: Final = 1
+_DIR_SIZE: Final = 4096
+_COOKIE_DOT: Final = 1
+_COOKIE_DOTDOT: Final = 2
+_COOKIE_BASE: Final = 2
+"""A child's readdir cookie is its FileId + 2 (ids start at 1, so cookies 1 and 2 stay free)."""
+
+
+ROOT_ID: Final = FileId(1)
+"""The default root directory id."""
+
+
+class IdAllocator:
+    """Hand out `FileId`s in increasing order from `start` (thread-safe).
+
+    Share one allocator between several file systems to keep their ids apart,
+    or give each its own range (e.g. ``IdAllocator(1 << 48)`` for scratch files).
+
+    Raises:
+        NfsError: NFS3ERR_NOSPC from `__call__` once `stop` is reached.
+    """
+
+    def __init__(self, start: int = 1, stop: int = 1 << 64) -> None:
+        if not 0 < start < stop:
+            raise ValueError("need 0 < start < stop")
+        self._counter = itertools.count(start)
+        self._stop = stop
+        self._lock = threading.Lock()
+
+    def __call__(self) -> FileId:
+        """Return a new id."""
+        with self._lock:
+            value = next(self._counter)
+        if value >= self._stop:
+            raise NfsError(Nfsstat3.NFS3ERR_NOSPC, "file ids exhausted")
+        return FileId(value)
+
+
+@dataclass(eq=False)
+class _Node:
+    fid: FileId
+    type: Ftype3
+    mode: int
+    uid: int
+    gid: int
+    atime: int
+    mtime: int
+    ctime: int
+    parent: FileId
+    data: bytearray = field(default_factory=bytearray)
+    children: dict[str, FileId] = field(default_factory=dict)
+    subdirs: int = 0
+    verifier: bytes | None = None
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == Ftype3.NF3DIR
+
+
+def _err(status: Nfsstat3, message: str = "") -> NfsError:
+    return NfsError(status, message)
+
+
+class MemoryFs:
+    """An in-memory file system (see the module docstring).
+
+    Args:
+        clock: seconds since the epoch, for timestamps (injected in tests).
+        ids: where new ids come from; a private ``IdAllocator(root_id + 1)`` by default.
+        root_id: the root directory's id.
+        root_mode, root_uid, root_gid: the root directory's permissions.
+        fsid: fattr3.fsid.
+        max_file_size: writes or truncations beyond it fail with NFS3ERR_FBIG.
+        read_only: report a read-only file system (the NFS layer then refuses changes).
+        generation: the 8 bytes embedded in every handle; random per instance by
+            default, so handles from another instance are stale.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        ids: IdAllocator | None = None,
+        root_id: FileId = ROOT_ID,
+        root_mode: int = 0o755,
+        root_uid: int = 0,
+        root_gid: int = 0,
+        fsid: int = 1,
+        max_file_size: int = 1 << 32,
+        read_only: bool = False,
+        generation: bytes | None = None,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids if ids is not None else IdAllocator(root_id + 1)
+        self._lock = threading.RLock()
+        self._nodes: dict[FileId, _Node] = {}
+        self._root = root_id
+        self._fsid = fsid
+        self._max_file_size = max_file_size
+        self._read_only = read_only
+        self._generation = generation if generation is not None else secrets.token_bytes(8)
+        if len(self._generation) != 8:
+            raise ValueError("generation must be 8 bytes")
+        self._cookieverf = secrets.token_bytes(8)
+        self._bytes_used = 0
+        now = self._now()
+        self._nodes[root_id] = _Node(
+            root_id, Ftype3.NF3DIR, root_mode & 0o7777, root_uid, root_gid, now, now, now, root_id
+        )
+
+    # ------------------------------------------------------------ internals
+
+    def _now(self) -> int:
+        return round(self._clock() * 1_000_000_000)
+
+    def _node(self, fid: FileId) -> _Node:
+        node = self._nodes.get(fid)
+        if node is None:
+            raise _err(Nfsstat3.NFS3ERR_STALE, f"no file {fid}")
+        return node
+
+    def _dir(self, fid: FileId) -> _Node:
+        node = self._node(fid)
+        if not node.is_dir:
+            raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+        return node
+
+    @staticmethod
+    def _may(node: _Node, ctx: CallContext, bits: int, *, owner_override: bool = False) -> bool:
+        cred = ctx.cred
+        if cred.uid == 0:
+            return True
+        if cred.uid == node.uid:
+            if owner_override:
+                return True
+            have = (node.mode >> 6) & 7
+        elif cred.in_group(node.gid):
+            have = (node.mode >> 3) & 7
+        else:
+            have = node.mode & 7
+        return have & bits == bits
+
+    def _require(
+        self, node: _Node, ctx: CallContext, bits: int, *, owner_override: bool = False
+    ) -> None:
+        if not self._may(node, ctx, bits, owner_override=owner_override):
+            raise _err(Nfsstat3.NFS3ERR_ACCES)
+
+    @staticmethod
+    def _check_new_name(name: str) -> None:
+        if name in (".", ".."):
+            raise _err(Nfsstat3.NFS3ERR_EXIST)
+        if not name or "/" in name or "\0" in name:
+            raise _err(Nfsstat3.NFS3ERR_INVAL, f"bad name {name!r}")
+
+    def _touch_dir(self, node: _Node, now: int) -> None:
+        node.mtime = now
+        node.ctime = now
+
+    def _new_node(
+        self,
+        parent: _Node,
+        name: str,
+        ftype: Ftype3,
+        mode: int,
+        uid: int,
+        gid: int,
+        fid: FileId | None,
+    ) -> _Node:
+        if fid is None:
+            fid = self._ids()
+        elif fid in self._nodes:
+            raise ValueError(f"file id {fid} already in use")
+        now = self._now()
+        node = _Node(fid, ftype, mode & 0o7777, uid, gid, now, now, now, parent.fid)
+        self._nodes[fid] = node
+        parent.children[name] = fid
+        if ftype == Ftype3.NF3DIR:
+            parent.subdirs += 1
+        self._touch_dir(parent, now)
+        return node
+
+    def _set_size(self, node: _Node, size: int) -> None:
+        if size > self._max_file_size:
+            raise _err(Nfsstat3.NFS3ERR_FBIG)
+        old = len(node.data)
+        if size < old:
+            del node.data[size:]
+        elif size > old:
+            node.data.extend(bytes(size - old))
+        self._bytes_used += size - old
+
+    def _drop(self, parent: _Node, name: str, node: _Node, now: int) -> None:
+        del parent.children[name]
+        if node.is_dir:
+            parent.subdirs -= 1
+        self._bytes_used -= len(node.data)
+        del self._nodes[node.fid]
+        self._touch_dir(parent, now)
+
+    def _attrs(self, node: _Node) -> Fattr3:
+        if node.is_dir:
+            size = _DIR_SIZE
+            nlink = 2 + node.subdirs
+        else:
+            size = len(node.data)
+            nlink = 1
+        return Fattr3(
+            type=node.type,
+            mode=node.mode,
+            nlink=nlink,
+            uid=node.uid,
+            gid=node.gid,
+            size=size,
+            used=(size + 511) & ~511,
+            rdev=Specdata3(),
+            fsid=self._fsid,
+            fileid=node.fid,
+            atime=Nfstime3.from_ns(node.atime),
+            mtime=Nfstime3.from_ns(node.mtime),
+            ctime=Nfstime3.from_ns(node.ctime),
+        )
+
+    # ------------------------------------------------------------ Vfs
+
+    def capabilities(self) -> VfsCapabilities:
+        """Return the static properties (see `Vfs.capabilities`)."""
+        return VfsCapabilities(read_only=self._read_only, max_file_size=self._max_file_size)
+
+    def root_dir(self) -> FileId:
+        """Return the root directory's id."""
+        return self._root
+
+    def generation(self, fid: FileId) -> bytes:
+        """Return this instance's generation (NFS3ERR_STALE for an unknown id)."""
+        if fid not in self._nodes:
+            raise _err(Nfsstat3.NFS3ERR_STALE)
+        return self._generation
+
+    def getattr(self, fid: FileId) -> Fattr3:
+        """Return the attributes of `fid` (O(1))."""
+        with self._lock:
+            return self._attrs(self._node(fid))
+
+    def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
+        """Apply the set fields of `attrs` (see `Vfs.setattr`)."""
+        with self._lock:
+            node = self._node(fid)
+            cred = ctx.cred
+            is_owner = cred.uid in (0, node.uid)
+            if attrs.mode is not None and not is_owner:
+                raise _err(Nfsstat3.NFS3ERR_PERM)
+            if attrs.uid is not None and attrs.uid != node.uid and cred.uid != 0:
+                raise _err(Nfsstat3.NFS3ERR_PERM)
+            if (
+                attrs.gid is not None
+                and attrs.gid != node.gid
+                and not (cred.uid == 0 or (cred.uid == node.uid and cred.in_group(attrs.gid)))
+            ):
+                raise _err(Nfsstat3.NFS3ERR_PERM)
+            if attrs.size is not None:
+                if node.is_dir:
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                self._require(node, ctx, _W, owner_override=True)
+            for how in (attrs.atime.how, attrs.mtime.how):
+                if how == TimeHow.SET_TO_CLIENT_TIME and not is_owner:
+                    raise _err(Nfsstat3.NFS3ERR_PERM)
+                if how == TimeHow.SET_TO_SERVER_TIME and not is_owner:
+                    self._require(node, ctx, _W)
+
+            now = self._now()
+            if attrs.size is not None:
+                if attrs.size != len(node.data):
+                    node.mtime = now
+                self._set_size(node, attrs.size)
+            if attrs.mode is not None:
+                node.mode = attrs.mode & 0o7777
+            if attrs.uid is not None:
+                node.uid = attrs.uid
+            if attrs.gid is not None:
+                node.gid = attrs.gid
+            for which, st in (("atime", attrs.atime), ("mtime", attrs.mtime)):
+                if st.how == TimeHow.SET_TO_SERVER_TIME:
+                    setattr(node, which, now)
+                elif st.how == TimeHow.SET_TO_CLIENT_TIME and st.time is not None:
+                    setattr(node, which, st.time.to_ns())
+            node.ctime = now
+            node.verifier = None
+            return self._attrs(node)
+
+    def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
+        """Return the id of `name` in `dir_id` (see `Vfs.lookup`)."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            self._require(parent, ctx, _X)
+            if name in ("", "."):
+                return dir_id
+            if name == "..":
+                return parent.parent
+            fid = parent.children.get(name)
+            if fid is None:
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            return fid
+
+    def access(self, fid: FileId, mask: int, ctx: CallContext) -> int:
+        """Grant ACCESS3 bits from the mode bits (see `posix_access`)."""
+        with self._lock:
+            node = self._node(fid)
+            return posix_access(
+                mask, mode=node.mode, uid=node.uid, gid=node.gid, is_dir=node.is_dir, ctx=ctx
+            )
+
+    def read(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> tuple[bytes, bool]:
+        """Return up to `count` bytes at `offset` and whether they reach EOF (a copy)."""
+        with self._lock:
+            node = self._node(fid)
+            if node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            self._require(node, ctx, _R, owner_override=True)
+            size = len(node.data)
+            if offset >= size:
+                return b"", True
+            end = min(size, offset + count)
+            with memoryview(node.data) as view:
+                data = bytes(view[offset:end])
+            return data, end >= size
+
+    def write(
+        self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """Write `data` at `offset`; memory has no cache, so `stable` is echoed back."""
+        with self._lock:
+            node = self._node(fid)
+            if node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            self._require(node, ctx, _W, owner_override=True)
+            end = offset + len(data)
+            if end > self._max_file_size:
+                raise _err(Nfsstat3.NFS3ERR_FBIG)
+            if end > len(node.data):
+                self._set_size(node, end)
+            node.data[offset:end] = data
+            now = self._now()
+            node.mtime = now
+            node.ctime = now
+            return len(data), stable
+
+    def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
+        """Do nothing: every write is already applied (checks that `fid` exists)."""
+        with self._lock:
+            self._node(fid)
+
+    def create(
+        self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
+        """Create a regular file, UNCHECKED or GUARDED (see `Vfs.create`)."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            existing = parent.children.get(name)
+            if existing is not None:
+                self._require(parent, ctx, _X)
+                if guarded:
+                    raise _err(Nfsstat3.NFS3ERR_EXIST)
+                node = self._nodes[existing]
+                if node.is_dir:
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                if attrs.size is not None:
+                    self.setattr(existing, Sattr3(size=attrs.size), ctx)
+                return existing
+            self._require(parent, ctx, _W | _X)
+            self._check_new_name(name)
+            node = self._new_node(
+                parent,
+                name,
+                Ftype3.NF3REG,
+                0o644 if attrs.mode is None else attrs.mode,
+                ctx.uid,
+                ctx.gid,
+                None,
+            )
+            if attrs.uid is not None or attrs.gid is not None or attrs.size:
+                self.setattr(node.fid, Sattr3(uid=attrs.uid, gid=attrs.gid, size=attrs.size), ctx)
+            self._apply_times(node, attrs)
+            return node.fid
+
+    def _apply_times(self, node: _Node, attrs: Sattr3) -> None:
+        for which, st in (("atime", attrs.atime), ("mtime", attrs.mtime)):
+            if st.how == TimeHow.SET_TO_CLIENT_TIME and st.time is not None:
+                setattr(node, which, st.time.to_ns())
+
+    def create_exclusive(
+        self, dir_id: FileId, name: str, verifier: bytes, ctx: CallContext
+    ) -> FileId:
+        """Create a regular file exclusively, idempotent for the same verifier."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            existing = parent.children.get(name)
+            if existing is not None:
+                self._require(parent, ctx, _X)
+                node = self._nodes[existing]
+                if node.verifier is not None and node.verifier == verifier:
+                    return existing
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            self._require(parent, ctx, _W | _X)
+            self._check_new_name(name)
+            node = self._new_node(parent, name, Ftype3.NF3REG, 0o600, ctx.uid, ctx.gid, None)
+            node.verifier = bytes(verifier)
+            return node.fid
+
+    def mkdir(self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext) -> FileId:
+        """Create a directory (see `Vfs.mkdir`)."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            if name in parent.children or name in (".", ".."):
+                self._require(parent, ctx, _X)
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            self._require(parent, ctx, _W | _X)
+            self._check_new_name(name)
+            node = self._new_node(
+                parent,
+                name,
+                Ftype3.NF3DIR,
+                0o755 if attrs.mode is None else attrs.mode,
+                ctx.uid,
+                ctx.gid,
+                None,
+            )
+            if attrs.uid is not None or attrs.gid is not None:
+                self.setattr(node.fid, Sattr3(uid=attrs.uid, gid=attrs.gid), ctx)
+            self._apply_times(node, attrs)
+            return node.fid
+
+    def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove a non-directory (see `Vfs.remove`)."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            self._require(parent, ctx, _W | _X)
+            if name in (".", ".."):
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            fid = parent.children.get(name)
+            if fid is None:
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            node = self._nodes[fid]
+            if node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            self._drop(parent, name, node, self._now())
+
+    def rmdir(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove an empty directory (see `Vfs.rmdir`)."""
+        with self._lock:
+            parent = self._dir(dir_id)
+            self._require(parent, ctx, _W | _X)
+            if name == ".":
+                raise _err(Nfsstat3.NFS3ERR_INVAL)
+            if name == "..":
+                raise _err(Nfsstat3.NFS3ERR_NOTEMPTY)
+            fid = parent.children.get(name)
+            if fid is None:
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            node = self._nodes[fid]
+            if not node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+            if node.children:
+                raise _err(Nfsstat3.NFS3ERR_NOTEMPTY)
+            self._drop(parent, name, node, self._now())
+
+    def rename(
+        self,
+        from_dir: FileId,
+        from_name: str,
+        to_dir: FileId,
+        to_name: str,
+        ctx: CallContext,
+    ) -> None:
+        """Rename atomically, replacing a compatible target (see `Vfs.rename`)."""
+        with self._lock:
+            src_parent = self._dir(from_dir)
+            dst_parent = self._dir(to_dir)
+            if from_name in ("", ".", "..") or to_name in ("", ".", ".."):
+                raise _err(Nfsstat3.NFS3ERR_INVAL)
+            if "/" in to_name or "\0" in to_name:
+                raise _err(Nfsstat3.NFS3ERR_INVAL)
+            self._require(src_parent, ctx, _W | _X)
+            self._require(dst_parent, ctx, _W | _X)
+            src_id = src_parent.children.get(from_name)
+            if src_id is None:
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            src = self._nodes[src_id]
+            if src.is_dir:
+                # the target directory must not be src or below it
+                cur = dst_parent
+                while True:
+                    if cur.fid == src.fid:
+                        raise _err(Nfsstat3.NFS3ERR_INVAL, "cannot move a directory into itself")
+                    if cur.fid == self._root or cur.parent == cur.fid:
+                        break
+                    cur = self._nodes[cur.parent]
+            now = self._now()
+            dst_id = dst_parent.children.get(to_name)
+            if dst_id is not None:
+                if dst_id == src_id:
+                    return
+                dst = self._nodes[dst_id]
+                if src.is_dir and not dst.is_dir:
+                    raise _err(Nfsstat3.NFS3ERR_NOTDIR)
+                if not src.is_dir and dst.is_dir:
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                if dst.is_dir and dst.children:
+                    raise _err(Nfsstat3.NFS3ERR_NOTEMPTY)
+                self._drop(dst_parent, to_name, dst, now)
+            del src_parent.children[from_name]
+            dst_parent.children[to_name] = src_id
+            if src.is_dir:
+                src_parent.subdirs -= 1
+                dst_parent.subdirs += 1
+                src.parent = dst_parent.fid
+            src.ctime = now
+            self._touch_dir(src_parent, now)
+            self._touch_dir(dst_parent, now)
+
+    def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
+        """List entries after a cookie: ".", "..", then children by id (cookie = id + 2).
+
+        Cookies survive changes to the directory, so the cookieverf is constant
+        for this instance.
+        """
+        with self._lock:
+            node = self._dir(dir_id)
+            self._require(node, ctx, _R)
+            entries: list[DirEntry] = []
+            if after < _COOKIE_DOT:
+                entries.append(DirEntry(dir_id, ".", _COOKIE_DOT))
+            if after < _COOKIE_DOTDOT:
+                entries.append(DirEntry(node.parent, "..", _COOKIE_DOTDOT))
+            children = sorted((fid, name) for name, fid in node.children.items())
+            start = bisect.bisect_right(children, after - _COOKIE_BASE, key=lambda c: c[0])
+            room = max(0, max_entries - len(entries))
+            entries.extend(
+                DirEntry(fid, name, fid + _COOKIE_BASE)
+                for fid, name in children[start : start + room + 1]
+            )
+            eof = len(entries) <= max_entries
+            return DirPage(tuple(entries[:max_entries]), eof, self._cookieverf)
+
+    def fsstat(self, fid: FileId) -> FsStat:
+        """Return usage figures (bytes in files, file count) against a nominal 1 TiB."""
+        with self._lock:
+            self._node(fid)
+            total = 1 << 40
+            free = max(0, total - self._bytes_used)
+            files = 1 << 24
+            ffree = max(0, files - len(self._nodes))
+            return FsStat(total, free, free, files, ffree, ffree, 0)
+
+    # ------------------------------------------------------------ embedding and test helpers
+
+    def contains(self, fid: FileId) -> bool:
+        """Return whether `fid` belongs to this file system."""
+        return fid in self._nodes
+
+    def add_dir(
+        self,
+        parent: FileId,
+        name: str,
+        *,
+        mode: int = 0o755,
+        uid: int = 0,
+        gid: int = 0,
+        fid: FileId | None = None,
+    ) -> FileId:
+        """Create a directory without permission checks (`fid` chooses its id).
+
+        Raises:
+            NfsError: NFS3ERR_EXIST, NFS3ERR_NOTDIR, NFS3ERR_STALE.
+            ValueError: if `fid` is already in use.
+        """
+        with self._lock:
+            p = self._dir(parent)
+            if name in p.children:
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            self._check_new_name(name)
+            return self._new_node(p, name, Ftype3.NF3DIR, mode, uid, gid, fid).fid
+
+    def add_file(
+        self,
+        parent: FileId,
+        name: str,
+        data: bytes = b"",
+        *,
+        mode: int = 0o644,
+        uid: int = 0,
+        gid: int = 0,
+        fid: FileId | None = None,
+    ) -> FileId:
+        """Create a regular file with `data`, without permission checks.
+
+        Raises:
+            NfsError: NFS3ERR_EXIST, NFS3ERR_NOTDIR, NFS3ERR_FBIG, NFS3ERR_STALE.
+            ValueError: if `fid` is already in use.
+        """
+        with self._lock:
+            p = self._dir(parent)
+            if name in p.children:
+                raise _err(Nfsstat3.NFS3ERR_EXIST)
+            self._check_new_name(name)
+            if len(data) > self._max_file_size:
+                raise _err(Nfsstat3.NFS3ERR_FBIG)
+            node = self._new_node(p, name, Ftype3.NF3REG, mode, uid, gid, fid)
+            node.data[:] = data
+            self._bytes_used += len(data)
+            return node.fid
+
+    def resolve(self, path: str) -> FileId:
+        """Return the id at an absolute path like ``/a/b.txt`` (no permission checks).
+
+        Raises:
+            NfsError: NFS3ERR_NOENT or NFS3ERR_NOTDIR.
+        """
+        with self._lock:
+            fid = self._root
+            for part in path.split("/"):
+                if part in ("", "."):
+                    continue
+                node = self._dir(fid)
+                if part == "..":
+                    fid = node.parent
+                    continue
+                child = node.children.get(part)
+                if child is None:
+                    raise _err(Nfsstat3.NFS3ERR_NOENT, path)
+                fid = child
+            return fid
+
+    def put(
+        self, path: str, data: bytes, *, mode: int = 0o644, uid: int = 0, gid: int = 0
+    ) -> FileId:
+        """Create or replace the file at `path` with `data`, creating parent directories."""
+        with self._lock:
+            parts = [p for p in path.split("/") if p]
+            if not parts:
+                raise _err(Nfsstat3.NFS3ERR_INVAL, "empty path")
+            fid = self._root
+            for part in parts[:-1]:
+                node = self._dir(fid)
+                child = node.children.get(part)
+                fid = child if child is not None else self.add_dir(fid, part, uid=uid, gid=gid)
+            parent = self._dir(fid)
+            existing = parent.children.get(parts[-1])
+            if existing is not None:
+                node = self._nodes[existing]
+                if node.is_dir:
+                    raise _err(Nfsstat3.NFS3ERR_ISDIR)
+                self._set_size(node, 0)
+                self._set_size(node, len(data))
+                node.data[:] = data
+                node.mtime = node.ctime = self._now()
+                return existing
+            return self.add_file(fid, parts[-1], data, mode=mode, uid=uid, gid=gid)
+
+    def read_all(self, fid: FileId) -> bytes:
+        """Return the whole content of a regular file.
+
+        Raises:
+            NfsError: NFS3ERR_ISDIR, NFS3ERR_STALE.
+        """
+        with self._lock:
+            node = self._node(fid)
+            if node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            return bytes(node.data)
+
+    def get(self, path: str) -> bytes:
+        """Return the content of the file at `path`."""
+        return self.read_all(self.resolve(path))
+
+    def listdir(self, fid: FileId) -> list[str]:
+        """Return the names in a directory, sorted ("." and ".." excluded)."""
+        with self._lock:
+            return sorted(self._dir(fid).children)
+
+    def parent_of(self, fid: FileId) -> FileId:
+        """Return the parent directory of a directory (the root's is the root).
+
+        Raises:
+            NfsError: NFS3ERR_NOTDIR for a file (files do not record their parent).
+        """
+        with self._lock:
+            return self._dir(fid).parent
+
+    def pop_file(self, dir_id: FileId, name: str) -> tuple[FileId, bytes]:
+        """Remove a regular file and return its id and content (no permission checks).
+
+        For an embedding Vfs that moves a scratch file onto one of its own (for
+        example a RENAME of an editor's temporary file onto a table file).
+
+        Raises:
+            NfsError: NFS3ERR_NOENT, NFS3ERR_ISDIR, NFS3ERR_NOTDIR.
+        """
+        with self._lock:
+            parent = self._dir(dir_id)
+            fid = parent.children.get(name)
+            if fid is None:
+                raise _err(Nfsstat3.NFS3ERR_NOENT)
+            node = self._nodes[fid]
+            if node.is_dir:
+                raise _err(Nfsstat3.NFS3ERR_ISDIR)
+            data = bytes(node.data)
+            self._drop(parent, name, node, self._now())
+            return fid, data

@@ -1,0 +1,614 @@
+"""ONC RPC version 2 (RFC 5531): call headers, credentials, replies, dispatch.
+
+Sans-IO: `Dispatcher.handle(record, conn)` takes one RPC record (already
+reassembled by `nfs.record.RecordReader`) and returns the reply record, or
+``None`` when nothing should be sent. Programs (MOUNT, NFS, portmap) register an
+`RpcProgram`: a table of `RpcProcedure` (decode args, run, result to pack).
+
+The dispatcher is one of the two places allowed to catch `Exception`: a bug in a
+procedure is logged with `logger.exception` and answered with SYSTEM_ERR, so a
+client never hangs and the server never dies on one bad call.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, NewType, Protocol, TypeVar
+
+from nfs.xdr import Buffer, Packer, Unpacker, XdrError
+
+__all__ = [
+    "AUTH_NONE_BODY",
+    "MAX_AUTH_BYTES",
+    "RPC_VERSION",
+    "VOID",
+    "AcceptStat",
+    "AuthError",
+    "AuthFlavor",
+    "AuthStat",
+    "AuthSysParms",
+    "CallContext",
+    "CallHeader",
+    "ConnectionContext",
+    "Credentials",
+    "Dispatcher",
+    "MsgType",
+    "OpaqueAuth",
+    "Packable",
+    "RejectStat",
+    "ReplyHeader",
+    "ReplyStat",
+    "RpcError",
+    "RpcProcedure",
+    "RpcProgram",
+    "Void",
+    "Xid",
+    "decode_call",
+    "decode_reply",
+    "encode_call",
+    "reply_accepted",
+    "reply_auth_error",
+    "reply_rpc_mismatch",
+]
+
+logger = logging.getLogger(__name__)
+
+Xid = NewType("Xid", int)
+"""The transaction id that matches a reply to its call."""
+
+RPC_VERSION: Final = 2
+MAX_AUTH_BYTES: Final = 400
+"""RFC 5531 §8.2: the body of an opaque_auth is at most 400 bytes."""
+
+NOBODY: Final = 65534
+"""uid and gid given to AUTH_NONE callers."""
+
+
+class MsgType(enum.IntEnum):
+    """msg_type (RFC 5531 §9)."""
+
+    CALL = 0
+    REPLY = 1
+
+
+class ReplyStat(enum.IntEnum):
+    """reply_stat (RFC 5531 §9)."""
+
+    MSG_ACCEPTED = 0
+    MSG_DENIED = 1
+
+
+class AcceptStat(enum.IntEnum):
+    """accept_stat (RFC 5531 §9)."""
+
+    SUCCESS = 0
+    PROG_UNAVAIL = 1
+    PROG_MISMATCH = 2
+    PROC_UNAVAIL = 3
+    GARBAGE_ARGS = 4
+    SYSTEM_ERR = 5
+
+
+class RejectStat(enum.IntEnum):
+    """reject_stat (RFC 5531 §9)."""
+
+    RPC_MISMATCH = 0
+    AUTH_ERROR = 1
+
+
+class AuthStat(enum.IntEnum):
+    """auth_stat (RFC 5531 §9)."""
+
+    AUTH_OK = 0
+    AUTH_BADCRED = 1
+    AUTH_REJECTEDCRED = 2
+    AUTH_BADVERF = 3
+    AUTH_REJECTEDVERF = 4
+    AUTH_TOOWEAK = 5
+    AUTH_INVALIDRESP = 6
+    AUTH_FAILED = 7
+
+
+class AuthFlavor(enum.IntEnum):
+    """auth_flavor (RFC 5531 §8.2, §A)."""
+
+    AUTH_NONE = 0
+    AUTH_SYS = 1
+    AUTH_SHORT = 2
+    AUTH_DH = 3
+    RPCSEC_GSS = 6
+
+
+class Packable(Protocol):
+    """A value that can write itself as XDR (every wire type)."""
+
+    def pack(self, p: Packer) -> None:
+        """Append this value to `p`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Void:
+    """The XDR ``void`` (an empty argument or result)."""
+
+    def pack(self, p: Packer) -> None:
+        """Append nothing."""
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> Void:
+        """Read nothing."""
+        return VOID
+
+
+VOID: Final = Void()
+
+
+class RpcError(Exception):
+    """Raised by a procedure to answer with a non-SUCCESS accept_stat.
+
+    Attributes:
+        stat: PROG_UNAVAIL, PROC_UNAVAIL, GARBAGE_ARGS or SYSTEM_ERR.
+    """
+
+    def __init__(self, stat: AcceptStat, message: str = "") -> None:
+        super().__init__(message or stat.name)
+        self.stat = stat
+
+
+class AuthError(Exception):
+    """A credential or verifier the server refuses (MSG_DENIED / AUTH_ERROR)."""
+
+    def __init__(self, stat: AuthStat, message: str = "") -> None:
+        super().__init__(message or stat.name)
+        self.stat = stat
+
+
+# ---------------------------------------------------------------- authentication
+
+
+@dataclass(frozen=True)
+class OpaqueAuth:
+    """opaque_auth (RFC 5531 §8.2): a flavor and up to 400 bytes of body."""
+
+    flavor: int = AuthFlavor.AUTH_NONE
+    body: bytes = b""
+
+    def pack(self, p: Packer) -> None:
+        """Append flavor and body."""
+        p.pack_uint(self.flavor)
+        p.pack_opaque(self.body, MAX_AUTH_BYTES)
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> OpaqueAuth:
+        """Read flavor and body; a body over 400 bytes raises `XdrError`."""
+        return cls(u.unpack_uint(), u.unpack_opaque(MAX_AUTH_BYTES))
+
+
+AUTH_NONE_BODY: Final = OpaqueAuth()
+
+
+@dataclass(frozen=True)
+class AuthSysParms:
+    """authsys_parms (RFC 5531 §A.2): the body of an AUTH_SYS credential."""
+
+    stamp: int = 0
+    machinename: str = ""
+    uid: int = 0
+    gid: int = 0
+    gids: tuple[int, ...] = ()
+
+    def pack(self, p: Packer) -> None:
+        """Append the parameters."""
+        if len(self.gids) > 16:
+            raise XdrError("AUTH_SYS allows at most 16 groups")
+        p.pack_uint(self.stamp)
+        p.pack_string(self.machinename, 255)
+        p.pack_uint(self.uid)
+        p.pack_uint(self.gid)
+        p.pack_array(self.gids, p.pack_uint)
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> AuthSysParms:
+        """Read the parameters (machinename <= 255 bytes, <= 16 gids)."""
+        return cls(
+            stamp=u.unpack_uint(),
+            machinename=u.unpack_string(255),
+            uid=u.unpack_uint(),
+            gid=u.unpack_uint(),
+            gids=tuple(u.unpack_array(u.unpack_uint, 16)),
+        )
+
+    def to_opaque(self) -> OpaqueAuth:
+        """Return these parameters as an AUTH_SYS opaque_auth."""
+        p = Packer()
+        self.pack(p)
+        return OpaqueAuth(AuthFlavor.AUTH_SYS, p.get_buffer())
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who is calling, as the VFS sees it.
+
+    AUTH_SYS gives uid, gid, supplementary gids and the machine name; AUTH_NONE
+    callers get uid and gid 65534 (nobody).
+    """
+
+    flavor: AuthFlavor = AuthFlavor.AUTH_NONE
+    uid: int = NOBODY
+    gid: int = NOBODY
+    gids: tuple[int, ...] = ()
+    machinename: str = ""
+
+    @classmethod
+    def from_auth(cls, cred: OpaqueAuth) -> Credentials:
+        """Decode a call's credential (RFC 5531 §8.2, §A).
+
+        Raises:
+            AuthError: AUTH_BADCRED for a malformed AUTH_SYS body, AUTH_REJECTEDCRED
+                for a flavor we do not accept (only AUTH_NONE and AUTH_SYS are).
+        """
+        if cred.flavor == AuthFlavor.AUTH_NONE:
+            return cls()
+        if cred.flavor == AuthFlavor.AUTH_SYS:
+            u = Unpacker(cred.body)
+            try:
+                parms = AuthSysParms.unpack(u)
+                u.done()
+            except XdrError as err:
+                raise AuthError(AuthStat.AUTH_BADCRED, str(err)) from err
+            return cls(AuthFlavor.AUTH_SYS, parms.uid, parms.gid, parms.gids, parms.machinename)
+        raise AuthError(AuthStat.AUTH_REJECTEDCRED, f"auth flavor {cred.flavor} not supported")
+
+    @classmethod
+    def sys(
+        cls, uid: int = 0, gid: int = 0, gids: Iterable[int] = (), machinename: str = ""
+    ) -> Credentials:
+        """Build AUTH_SYS credentials (for tests and local callers)."""
+        return cls(AuthFlavor.AUTH_SYS, uid, gid, tuple(gids), machinename)
+
+    def in_group(self, gid: int) -> bool:
+        """Return whether `gid` is the primary or a supplementary group."""
+        return gid == self.gid or gid in self.gids
+
+
+@dataclass(frozen=True)
+class ConnectionContext:
+    """What the transport knows about a connection (passed to `Dispatcher.handle`)."""
+
+    peer: str | None = None
+    """The client address as "host:port", if known."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """One call as seen by a procedure (and by the VFS, for permission checks)."""
+
+    cred: Credentials = field(default_factory=Credentials)
+    xid: Xid = Xid(0)
+    prog: int = 0
+    vers: int = 0
+    proc: int = 0
+    peer: str | None = None
+
+    @classmethod
+    def local(cls, uid: int = 0, gid: int = 0, gids: Iterable[int] = ()) -> CallContext:
+        """Build a context for a direct (non-RPC) caller, root by default."""
+        return cls(cred=Credentials.sys(uid, gid, gids, "localhost"))
+
+    @property
+    def uid(self) -> int:
+        """The caller's uid."""
+        return self.cred.uid
+
+    @property
+    def gid(self) -> int:
+        """The caller's primary gid."""
+        return self.cred.gid
+
+
+# ---------------------------------------------------------------- calls
+
+
+@dataclass(frozen=True)
+class CallHeader:
+    """call_body plus xid (RFC 5531 §9): everything of a call before its arguments."""
+
+    xid: Xid
+    prog: int
+    vers: int
+    proc: int
+    cred: OpaqueAuth = AUTH_NONE_BODY
+    verf: OpaqueAuth = AUTH_NONE_BODY
+    rpcvers: int = RPC_VERSION
+
+    def pack(self, p: Packer) -> None:
+        """Append the header of a CALL message."""
+        p.pack_uint(self.xid)
+        p.pack_uint(MsgType.CALL)
+        p.pack_uint(self.rpcvers)
+        p.pack_uint(self.prog)
+        p.pack_uint(self.vers)
+        p.pack_uint(self.proc)
+        self.cred.pack(p)
+        self.verf.pack(p)
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> CallHeader:
+        """Read the header of a CALL message.
+
+        Raises:
+            XdrError: if the data is short or is not a CALL.
+        """
+        xid = Xid(u.unpack_uint())
+        mtype = u.unpack_uint()
+        if mtype != MsgType.CALL:
+            raise XdrError(f"not a CALL message (msg_type {mtype})")
+        rpcvers = u.unpack_uint()
+        prog = u.unpack_uint()
+        vers = u.unpack_uint()
+        proc = u.unpack_uint()
+        cred = OpaqueAuth.unpack(u)
+        verf = OpaqueAuth.unpack(u)
+        return cls(xid, prog, vers, proc, cred, verf, rpcvers)
+
+
+def decode_call(record: Buffer) -> tuple[CallHeader, Unpacker]:
+    """Decode a call record into its header and an unpacker positioned at the args.
+
+    Raises:
+        XdrError: if the record is not a well-formed CALL header.
+    """
+    u = Unpacker(record)
+    return CallHeader.unpack(u), u
+
+
+def encode_call(header: CallHeader, args: Packable | Buffer = b"") -> Packer:
+    """Encode a CALL message (header + arguments); the caller frames it as a record."""
+    p = Packer()
+    header.pack(p)
+    if isinstance(args, bytes | bytearray | memoryview):
+        p.pack_raw(args)
+    else:
+        args.pack(p)
+    return p
+
+
+# ---------------------------------------------------------------- replies
+
+
+def _reply_prefix(p: Packer, xid: int, stat: ReplyStat) -> None:
+    p.pack_uint(xid)
+    p.pack_uint(MsgType.REPLY)
+    p.pack_uint(stat)
+
+
+def reply_accepted(
+    xid: int, stat: AcceptStat = AcceptStat.SUCCESS, *, low: int = 0, high: int = 0
+) -> Packer:
+    """Start an accepted reply (RFC 5531 §9, accepted_reply).
+
+    For SUCCESS the caller appends the procedure's results to the returned packer;
+    PROG_MISMATCH carries `low` and `high`, the other stats carry nothing.
+    """
+    p = Packer()
+    _reply_prefix(p, xid, ReplyStat.MSG_ACCEPTED)
+    AUTH_NONE_BODY.pack(p)
+    p.pack_uint(stat)
+    if stat == AcceptStat.PROG_MISMATCH:
+        p.pack_uint(low)
+        p.pack_uint(high)
+    return p
+
+
+def reply_rpc_mismatch(xid: int, low: int = RPC_VERSION, high: int = RPC_VERSION) -> Packer:
+    """Build MSG_DENIED / RPC_MISMATCH (the call's rpcvers is not 2)."""
+    p = Packer()
+    _reply_prefix(p, xid, ReplyStat.MSG_DENIED)
+    p.pack_uint(RejectStat.RPC_MISMATCH)
+    p.pack_uint(low)
+    p.pack_uint(high)
+    return p
+
+
+def reply_auth_error(xid: int, stat: AuthStat) -> Packer:
+    """Build MSG_DENIED / AUTH_ERROR with the given auth_stat."""
+    p = Packer()
+    _reply_prefix(p, xid, ReplyStat.MSG_DENIED)
+    p.pack_uint(RejectStat.AUTH_ERROR)
+    p.pack_uint(stat)
+    return p
+
+
+@dataclass(frozen=True)
+class ReplyHeader:
+    """A decoded reply header (RFC 5531 §9 reply_body), for clients and tests.
+
+    Attributes:
+        xid: the call's xid.
+        reply_stat: MSG_ACCEPTED or MSG_DENIED.
+        accept_stat: for MSG_ACCEPTED.
+        reject_stat: for MSG_DENIED.
+        auth_stat: for AUTH_ERROR.
+        low, high: the supported range for PROG_MISMATCH and RPC_MISMATCH.
+    """
+
+    xid: Xid
+    reply_stat: ReplyStat
+    accept_stat: AcceptStat | None = None
+    reject_stat: RejectStat | None = None
+    auth_stat: AuthStat | None = None
+    low: int = 0
+    high: int = 0
+    verf: OpaqueAuth = AUTH_NONE_BODY
+
+    @property
+    def success(self) -> bool:
+        """Whether the call was accepted and executed (results follow)."""
+        return self.accept_stat == AcceptStat.SUCCESS
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> ReplyHeader:
+        """Read a reply header; for SUCCESS, `u` is left at the results.
+
+        Raises:
+            XdrError: if this is not a well-formed REPLY.
+        """
+        xid = Xid(u.unpack_uint())
+        mtype = u.unpack_uint()
+        if mtype != MsgType.REPLY:
+            raise XdrError(f"not a REPLY message (msg_type {mtype})")
+        rstat = u.unpack_enum(ReplyStat)
+        if rstat == ReplyStat.MSG_ACCEPTED:
+            verf = OpaqueAuth.unpack(u)
+            astat = u.unpack_enum(AcceptStat)
+            if astat == AcceptStat.PROG_MISMATCH:
+                return cls(xid, rstat, astat, low=u.unpack_uint(), high=u.unpack_uint(), verf=verf)
+            return cls(xid, rstat, astat, verf=verf)
+        jstat = u.unpack_enum(RejectStat)
+        if jstat == RejectStat.RPC_MISMATCH:
+            return cls(xid, rstat, reject_stat=jstat, low=u.unpack_uint(), high=u.unpack_uint())
+        return cls(xid, rstat, reject_stat=jstat, auth_stat=u.unpack_enum(AuthStat))
+
+
+def decode_reply(record: Buffer) -> tuple[ReplyHeader, Unpacker]:
+    """Decode a reply record into its header and an unpacker at the results.
+
+    Raises:
+        XdrError: if the record is not a well-formed REPLY.
+    """
+    u = Unpacker(record)
+    return ReplyHeader.unpack(u), u
+
+
+# ---------------------------------------------------------------- programs
+
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class RpcProcedure(Generic[A]):
+    """One procedure of a program: decode the arguments, then run.
+
+    Attributes:
+        name: the RFC name, for logs (e.g. "NFSPROC3_LOOKUP").
+        decode: reads the arguments; raises `XdrError` on garbage (-> GARBAGE_ARGS).
+        run: executes the call and returns the result to pack. It may raise
+            `RpcError` for a non-SUCCESS accept_stat; anything else is a bug
+            (-> SYSTEM_ERR, logged).
+    """
+
+    name: str
+    decode: Callable[[Unpacker], A]
+    run: Callable[[A, CallContext], Packable]
+
+
+@dataclass(frozen=True)
+class RpcProgram:
+    """A (program, version) pair and its procedures, keyed by procedure number."""
+
+    prog: int
+    vers: int
+    procedures: Mapping[int, RpcProcedure[Any]]
+
+
+class Dispatcher:
+    """Route call records to registered programs and build the reply (sans-IO).
+
+    Thread-safe once the programs are registered: `handle` keeps no state between
+    calls, so a transport may run many calls at once.
+    """
+
+    def __init__(self, programs: Iterable[RpcProgram] = ()) -> None:
+        self._programs: dict[tuple[int, int], RpcProgram] = {}
+        self._versions: dict[int, list[int]] = {}
+        for program in programs:
+            self.register(program)
+
+    def register(self, program: RpcProgram) -> None:
+        """Serve `program` (replacing one registered with the same prog and vers)."""
+        self._programs[(program.prog, program.vers)] = program
+        versions = self._versions.setdefault(program.prog, [])
+        if program.vers not in versions:
+            versions.append(program.vers)
+            versions.sort()
+
+    def programs(self) -> list[RpcProgram]:
+        """Return the registered programs."""
+        return list(self._programs.values())
+
+    def handle(self, record: Buffer, conn: ConnectionContext | None = None) -> bytes | None:
+        """Process one call record and return the reply record (unframed).
+
+        Returns:
+            The reply message, or ``None`` when the record is not a call whose xid
+            can be read (nothing sensible can be answered).
+        """
+        parts = self.handle_parts(record, conn)
+        return None if parts is None else b"".join(parts)
+
+    def handle_parts(
+        self, record: Buffer, conn: ConnectionContext | None = None
+    ) -> list[bytes | memoryview] | None:
+        """Like `handle`, but return the reply as buffers (large READ data is not copied).
+
+        Never raises: garbage gets GARBAGE_ARGS (or no reply if even the xid or
+        the message type is unreadable); rpcvers != 2 gets RPC_MISMATCH; a bad
+        credential gets AUTH_ERROR; an unknown program PROG_UNAVAIL; an unknown
+        version PROG_MISMATCH; an unknown procedure PROC_UNAVAIL; a failing
+        procedure SYSTEM_ERR.
+        """
+        u = Unpacker(record)
+        try:
+            xid = Xid(u.unpack_uint())
+            mtype = u.unpack_uint()
+        except XdrError:
+            return None
+        if mtype != MsgType.CALL:
+            return None
+        try:
+            rpcvers = u.unpack_uint()
+            if rpcvers != RPC_VERSION:
+                return reply_rpc_mismatch(xid).get_buffers()
+            prog = u.unpack_uint()
+            vers = u.unpack_uint()
+            proc = u.unpack_uint()
+            cred = OpaqueAuth.unpack(u)
+            OpaqueAuth.unpack(u)  # verifier: AUTH_NONE for AUTH_SYS; not checked
+        except XdrError:
+            return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+        try:
+            credentials = Credentials.from_auth(cred)
+        except AuthError as err:
+            return reply_auth_error(xid, err.stat).get_buffers()
+
+        program = self._programs.get((prog, vers))
+        if program is None:
+            versions = self._versions.get(prog)
+            if not versions:
+                return reply_accepted(xid, AcceptStat.PROG_UNAVAIL).get_buffers()
+            return reply_accepted(
+                xid, AcceptStat.PROG_MISMATCH, low=versions[0], high=versions[-1]
+            ).get_buffers()
+        procedure = program.procedures.get(proc)
+        if procedure is None:
+            return reply_accepted(xid, AcceptStat.PROC_UNAVAIL).get_buffers()
+
+        try:
+            args = procedure.decode(u)
+        except XdrError as err:
+            logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
+            return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+        ctx = CallContext(credentials, xid, prog, vers, proc, conn.peer if conn else None)
+        try:
+            result = procedure.run(args, ctx)
+            p = reply_accepted(xid)
+            result.pack(p)
+        except RpcError as err:
+            return reply_accepted(xid, err.stat).get_buffers()
+        except Exception:  # the RPC boundary: a bug must not kill the connection
+            logger.exception("xid %#x %s failed", xid, procedure.name)
+            return reply_accepted(xid, AcceptStat.SYSTEM_ERR).get_buffers()
+        return p.get_buffers()
