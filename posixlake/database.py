@@ -35,6 +35,14 @@ from posixlake._merge import (
     existing_mask,
     prepare_merge_source,
 )
+from posixlake.backup import (
+    DEFAULT_WORKERS,
+    EPOCH_MS_THRESHOLD,
+    BackupMetadata,
+    Progress,
+    RestoreResult,
+    VerifyReport,
+)
 from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
 from posixlake.delta import DeltaLog, quote_ident
 from posixlake.engines import Engine, resolve_engine
@@ -52,6 +60,7 @@ from posixlake.errors import (
     VersionError,
 )
 from posixlake.result import QueryResult
+from posixlake.security import AuditEvent, TableAuthorizer, UserInfo
 from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
 from posixlake.types import (
     CommitInfo,
@@ -477,6 +486,11 @@ class DatabaseOps:
         if DeltaLog.exists(uri, options):
             raise AlreadyExists(f"a Delta table already exists at {uri}")
         config = {PRIMARY_KEY_PROPERTY: ",".join(sch.key_columns)} if sch.key_columns else None
+        if auth:
+            from posixlake import security
+
+            credentials = security.initial_admin(credentials)  # checked before any write
+            config = {**(config or {}), security.AUTH_PROPERTY: "true"}
         eng = resolve_engine(engine, master=master, spark=spark)
         authorizer: Authorizer | None = None
         log = DeltaLog.create(
@@ -517,7 +531,7 @@ class DatabaseOps:
         log = DeltaLog.open(uri, options)
         from posixlake import security
 
-        authorizer = security.login(uri, options, credentials)
+        authorizer = security.login(uri, options, credentials, configuration=log.configuration)
         eng = resolve_engine(engine, master=master, spark=spark)
         return cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
 
@@ -783,6 +797,8 @@ class DatabaseOps:
             DuplicateKeyError: another writer committed a buffered key meanwhile; the rows
                 stay buffered. Any commit error likewise leaves them buffered.
         """
+        if self._buffer.rows:
+            self._authorize("write", "flush")
         with self._log.lock:
             taken = self._buffer.take(lambda rows: to_arrow(rows, self._schema))
             if taken is None:
@@ -1159,10 +1175,12 @@ class DatabaseOps:
 
     def get_metrics(self) -> Metrics:
         """Return operation counters since this object was opened."""
+        self._authorize("read", "get_metrics")
         return self._counters.snapshot()
 
     def health_check(self) -> HealthStatus:
         """Check that the table can be read; count only ACTIVE files and their bytes."""
+        self._authorize("read", "health_check")
         try:
             version = self._log.refresh()
             actions = self._log.add_actions()
@@ -1177,6 +1195,279 @@ class DatabaseOps:
             )
         except PosixLakeError as err:
             return HealthStatus("unhealthy", -1, 0, 0, 0, self._log.uri, message=str(err))
+
+    # -- users and roles (posixlake.security) -----------------------------------------
+
+    def create_user(
+        self,
+        name: str,
+        password: str,
+        roles: str | Sequence[str] = ("read",),
+        *,
+        permissions: str | Sequence[str] = (),
+    ) -> UserInfo:
+        """Add a user with roles (``admin``, ``read``, ``write``) and single permissions.
+
+        Raises:
+            PermissionDenied: not an admin. AlreadyExists: the name is taken.
+            InvalidOperation: a bad name or role, a password under 8 characters, a table
+                without auth.
+        """
+        self._authorize("admin", "create_user")
+        return self._users("create_user").create_user(
+            name, password, roles, permissions=permissions
+        )
+
+    def delete_user(self, name: str) -> None:
+        """Remove a user (not yourself, not the last admin).
+
+        Raises:
+            PermissionDenied: not an admin. NotFound: no such user.
+        """
+        self._authorize("admin", "delete_user")
+        self._users("delete_user").delete_user(name)
+
+    def set_roles(
+        self, name: str, roles: str | Sequence[str], *, permissions: str | Sequence[str] = ()
+    ) -> UserInfo:
+        """Replace a user's roles and single permissions (the last admin stays admin)."""
+        self._authorize("admin", "set_roles")
+        return self._users("set_roles").set_roles(name, roles, permissions=permissions)
+
+    def change_password(
+        self, name: str, new_password: str, *, old_password: str | None = None
+    ) -> None:
+        """Set a user's password: your own with ``old_password``, anyone's as an admin.
+
+        Raises:
+            AuthenticationError: a wrong ``old_password``. PermissionDenied: another
+                user's password without the admin permission.
+        """
+        if old_password is None or name != self.user:
+            self._authorize("admin", "change_password")
+        elif self._closed:
+            raise InvalidOperation("change_password: the database is closed")
+        self._users("change_password").change_password(
+            name, new_password, old_password=old_password
+        )
+
+    def list_users(self) -> list[UserInfo]:
+        """Return the users (never their password hashes), sorted by name."""
+        self._authorize("admin", "list_users")
+        return self._users("list_users").list_users()
+
+    def audit_log(self, *, limit: int | None = None) -> list[AuditEvent]:
+        """Return the audit trail, newest first: logins, user changes, denials, backups,
+        restores, and every commit with its user."""
+        from posixlake import security
+
+        self._authorize("admin", "audit_log")
+        self._log.refresh()
+        return security.audit_events(self._auth, self._log.history(limit), limit=limit)
+
+    def enable_auth(self, credentials: Credentials | None = None) -> None:
+        """Turn on users for this table; ``credentials`` (or ``$POSIXLAKE_ADMIN_PASSWORD``)
+        become its first admin, and this session continues as that admin.
+
+        Raises:
+            InvalidOperation: the table already has auth.
+        """
+        from posixlake import security
+
+        self._authorize("admin", "enable_auth")
+        if not isinstance(self._auth, AllowAll):
+            raise InvalidOperation("enable_auth: this table already has users")
+        admin = security.initial_admin(credentials)
+        with self._write("ENABLE AUTH"):
+            authorizer = security.enable_auth(self._log.uri, self._log.storage_options, admin)
+            self._log.set_configuration({security.AUTH_PROPERTY: "true"})
+        self._auth = authorizer
+
+    def _users(self, operation: str) -> TableAuthorizer:
+        from posixlake import security
+
+        return security.manager(self._auth, operation)
+
+    # -- backup and restore (posixlake.backup) ----------------------------------------
+
+    def backup(
+        self,
+        dest: str | os.PathLike[str],
+        *,
+        storage: StorageArg = None,
+        overwrite: bool = False,
+        progress: Progress | None = None,
+        workers: int = DEFAULT_WORKERS,
+    ) -> BackupMetadata:
+        """Copy the table as of its current version into ``dest``, with a SHA-256 manifest.
+
+        Writers are not blocked (the version is pinned once) and cannot make the copy
+        inconsistent. ``storage`` configures ``dest`` (the table's own storage options
+        when None and ``dest`` uses the same scheme).
+
+        Raises:
+            PermissionDenied: no backup permission. AlreadyExists: ``dest`` is not empty.
+        """
+        from posixlake import backup as backup_mod
+
+        self._authorize("backup", "backup")
+        dest_uri = normalize_uri(dest)
+        return backup_mod.create_backup(
+            self._log,
+            dest_uri,
+            storage_options=self._options_near(dest_uri, storage),
+            user=self.user,
+            authorizer=self._auth,
+            overwrite=overwrite,
+            progress=progress,
+            workers=workers,
+        )
+
+    def backup_incremental(
+        self,
+        base_backup: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
+        *,
+        storage: StorageArg = None,
+        base_storage: StorageArg = None,
+        overwrite: bool = False,
+        progress: Progress | None = None,
+        workers: int = DEFAULT_WORKERS,
+    ) -> BackupMetadata:
+        """Copy only the files that ``base_backup`` (and its chain) lacks, chained to it.
+
+        Raises:
+            PermissionDenied: no backup permission. BackupCorrupted: the base is damaged.
+            InvalidOperation: the base is a backup of another table.
+        """
+        from posixlake import backup as backup_mod
+
+        self._authorize("backup", "backup_incremental")
+        dest_uri, base_uri = normalize_uri(dest), normalize_uri(base_backup)
+        return backup_mod.create_backup(
+            self._log,
+            dest_uri,
+            base=base_uri,
+            storage_options=self._options_near(dest_uri, storage),
+            base_storage_options=self._options_near(base_uri, base_storage),
+            user=self.user,
+            authorizer=self._auth,
+            overwrite=overwrite,
+            progress=progress,
+            workers=workers,
+        )
+
+    def _options_near(self, uri: str, storage: StorageArg) -> dict[str, str] | None:
+        if storage is not None:
+            return storage_options_for(uri, storage)
+        mine = self._log.uri
+        if "://" in uri and uri.split("://", 1)[0] == mine.split("://", 1)[0] and "://" in mine:
+            return self._log.storage_options
+        return None
+
+    @staticmethod
+    def verify_backup(
+        path: str | os.PathLike[str],
+        *,
+        storage: StorageArg = None,
+        progress: Progress | None = None,
+        workers: int = DEFAULT_WORKERS,
+    ) -> VerifyReport:
+        """Hash every file of a backup (and its chain): missing, extra, corrupted files.
+
+        Needs no table and no credentials (it reads the backup's own files).
+        """
+        from posixlake import backup as backup_mod
+
+        uri = normalize_uri(path)
+        return backup_mod.verify_backup(
+            uri,
+            storage_options=storage_options_for(uri, storage),
+            progress=progress,
+            workers=workers,
+        )
+
+    @staticmethod
+    def get_backup_metadata(
+        path: str | os.PathLike[str], *, storage: StorageArg = None
+    ) -> BackupMetadata:
+        """Return what a backup holds (its checked manifest)."""
+        from posixlake import backup as backup_mod
+
+        uri = normalize_uri(path)
+        options = storage_options_for(uri, storage)
+        return backup_mod.get_backup_metadata(uri, storage_options=options)
+
+    @staticmethod
+    def restore(
+        backup: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
+        *,
+        version: int | None = None,
+        as_of: datetime | int | float | str | None = None,
+        overwrite: bool = False,
+        credentials: Credentials | None = None,
+        storage: StorageArg = None,
+        backup_storage: StorageArg = None,
+        progress: Progress | None = None,
+        workers: int = DEFAULT_WORKERS,
+    ) -> RestoreResult:
+        """Rebuild a table at ``dest`` from a backup (an incremental applies its chain).
+
+        Args:
+            backup: the backup's location.
+            dest: an empty or missing location (any content is replaced with ``overwrite``).
+            version: rebuild the table as of this version (its log ends there).
+            as_of: or as of this time (datetime, epoch milliseconds, ISO string).
+            overwrite: replace a non-empty ``dest``.
+            credentials: a user of the backup with the restore permission (backups of
+                auth-enabled tables).
+            storage: ``dest``'s storage configuration.
+            backup_storage: the backup's (``storage`` when None).
+            progress: ``progress(done_bytes, total_bytes)``.
+            workers: parallel copies.
+
+        Raises:
+            BackupCorrupted: a missing or damaged backup file, named; nothing is left at
+                ``dest``. AlreadyExists: ``dest`` is not empty. VersionError: no such version.
+        """
+        from posixlake import backup as backup_mod
+
+        dest_uri, backup_uri = normalize_uri(dest), normalize_uri(backup)
+        dest_opts = storage_options_for(dest_uri, storage)
+        return backup_mod.restore(
+            backup_uri,
+            dest_uri,
+            version=version,
+            as_of=as_of,
+            overwrite=overwrite,
+            credentials=credentials,
+            storage_options=dest_opts,
+            backup_storage_options=(
+                storage_options_for(backup_uri, backup_storage)
+                if backup_storage is not None
+                else dest_opts
+            ),
+            progress=progress,
+            workers=workers,
+        )
+
+    @staticmethod
+    def restore_to_transaction(
+        backup: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
+        target: int | datetime | str,
+        **options: Any,
+    ) -> RestoreResult:
+        """Rebuild the table as of ``target``: a version, or a time (datetime or ISO string).
+
+        For the original project's callers an int of at least ``10**11`` is epoch
+        milliseconds (no table has that many versions). Options are :meth:`restore`'s.
+        """
+        is_int = isinstance(target, int) and not isinstance(target, bool)
+        if is_int and isinstance(target, int) and target < EPOCH_MS_THRESHOLD:
+            return DatabaseOps.restore(backup, dest, version=target, **options)
+        return DatabaseOps.restore(backup, dest, as_of=target, **options)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -1274,6 +1565,45 @@ class DatabaseOps:
     ) -> DatabaseOps:
         """Alias of ``open(azure_path, storage=azure_config)`` (original name)."""
         return cls.open(azure_path, storage=azure_config, **options)
+
+    @classmethod
+    def create_with_auth(
+        cls, path: str | os.PathLike[str], schema: Any, auth_enabled: bool = True, **options: Any
+    ) -> DatabaseOps:
+        """Alias of ``create(path, schema, auth=auth_enabled)`` (original name)."""
+        return cls.create(path, schema, auth=auth_enabled, **options)
+
+    @classmethod
+    def open_with_credentials(
+        cls, path: str | os.PathLike[str], username: str, password: str, **options: Any
+    ) -> DatabaseOps:
+        """Alias of ``open(path, credentials=(username, password))`` (original name)."""
+        return cls.open(path, credentials=(username, password), **options)
+
+    @staticmethod
+    def restore_with_credentials(
+        backup: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
+        username: str,
+        password: str,
+        **options: Any,
+    ) -> RestoreResult:
+        """Alias of ``restore(backup, dest, credentials=(username, password))``."""
+        return DatabaseOps.restore(backup, dest, credentials=(username, password), **options)
+
+    @staticmethod
+    def restore_to_transaction_with_credentials(
+        backup: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
+        target: int | datetime | str,
+        username: str,
+        password: str,
+        **options: Any,
+    ) -> RestoreResult:
+        """Alias of ``restore_to_transaction(..., credentials=(username, password))``."""
+        return DatabaseOps.restore_to_transaction(
+            backup, dest, target, credentials=(username, password), **options
+        )
 
 
 def _columns_arg(value: object, what: str) -> list[str]:
