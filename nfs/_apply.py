@@ -17,7 +17,6 @@ status mapping lives in :mod:`nfs.tableview`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -33,6 +32,7 @@ __all__ = [
     "arrow_schema",
     "loaded_version",
     "partition_columns",
+    "same_bytes",
     "table_identity",
 ]
 
@@ -98,6 +98,11 @@ def partition_columns(db: DatabaseOps) -> list[str]:
     return list(log.partition_columns) if log is not None else []
 
 
+def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:
+    """Compare two byte strings at memcmp speed (a memoryview ``==`` goes byte by byte)."""
+    return len(a) == len(b) and bool(pa.py_buffer(a).equals(pa.py_buffer(b)))
+
+
 def appended_lines(content: memoryview, base: memoryview) -> memoryview | None:
     """Return the bytes ``content`` adds after ``base`` when it only adds whole lines.
 
@@ -107,7 +112,7 @@ def appended_lines(content: memoryview, base: memoryview) -> memoryview | None:
     n = len(base)
     if n == 0 or len(content) <= n or base[n - 1] != _LF:
         return None
-    if content[:n] != base:
+    if not same_bytes(content[:n], base):
         return None
     return content[n:]
 
@@ -149,7 +154,7 @@ def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
             parts.append(_with_op(diff.deletes, "DELETE"))
         if not parts:
             return Applied("unchanged", None)
-        source = pa.concat_tables(parts)
+        source = pa.concat_tables(parts, promote_options="default")
         m = db.merge(source, key)
         after = db.version
         return Applied(
@@ -176,7 +181,6 @@ def apply_content(
     *,
     base_version: int,
     base_content: memoryview,
-    older: Iterable[memoryview] = (),
 ) -> Applied:
     """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
 
@@ -185,8 +189,6 @@ def apply_content(
         content: the whole new file.
         base_version: the version the writer started from (its rows are the diff base).
         base_content: the bytes of ``data.csv`` the writer started from.
-        older: the bytes of other recent versions; content that is one of them plus new
-            lines is an append too (a writer whose view was a little behind).
 
     Raises:
         CsvFormatError: bad content (wrong header, column count, value).
@@ -201,11 +203,10 @@ def apply_content(
         deleted = db.delete_rows_where("true")
         after = db.version
         return Applied("empty", after if after != before else None, deleted=deleted)
-    if bytes(content) == bytes(base_content):
+    if same_bytes(content, base_content):
         return Applied("unchanged", None)
-    for candidate in (base_content, *older):
-        extra = appended_lines(content, candidate)
-        if extra is not None:
-            return _insert_lines(db, extra, _header_of(candidate))
+    extra = appended_lines(content, base_content)
+    if extra is not None:
+        return _insert_lines(db, extra, _header_of(base_content))
     new = parse_csv(content, arrow_schema(db), header="require")
     return _diff(db, new, base_version)

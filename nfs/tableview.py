@@ -28,6 +28,7 @@ import logging
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -37,6 +38,7 @@ from nfs._apply import (
     arrow_schema,
     loaded_version,
     partition_columns,
+    same_bytes,
     table_identity,
 )
 from nfs._render_cache import DEFAULT_SPILL_THRESHOLD, RenderCache
@@ -106,6 +108,7 @@ _RW_MODE: Final = 0o666
 _DIR_MODE: Final = 0o777
 _RO_DIR_MODE: Final = 0o555
 _DIR_SIZE: Final = 4096
+_KEEP_SHADOWS: Final = 4
 _ALL_ACCESS: Final = (
     ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
 )
@@ -197,7 +200,8 @@ class TableFs:
         self._scratch.add_dir(ROOT_ID, "data", mode=_DIR_MODE, fid=DATA_DIR_ID)
         self._scratch_base: dict[FileId, int] = {}
         self._staging: Staging | None = None
-        self._shadow: tuple[int, bytes] | None = None
+        # data.csv as the last NFS writer wrote it, per version it produced (see _apply)
+        self._shadows: OrderedDict[int, bytes] = OrderedDict()
         self._schema_text: tuple[int, bytes] | None = None
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
@@ -235,18 +239,24 @@ class TableFs:
             raise nfs_error(err) from err
 
     def _csv_content(self) -> memoryview:
-        """The bytes of data.csv as NFS clients see them now (staged, shadow or rendering)."""
-        version = self._version()
-        if self._shadow is not None and self._shadow[0] == version:
-            return memoryview(self._shadow[1])
-        self._shadow = None
+        """The bytes of data.csv (not staged) as NFS clients see them now."""
+        return self._presented(self._version())
+
+    def _presented(self, version: int) -> memoryview:
+        """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
+        while the table is exactly what that writer wrote (a shadow), else the rendering.
+        """
+        shadow = self._shadows.get(version)
+        if shadow is not None:
+            return memoryview(shadow)
         return self._rendering_bytes(version)
 
-    def _base_content(self, version: int) -> memoryview:
-        """What a writer starting now sees: the shadow (its own last write) or the rendering."""
-        if self._shadow is not None and self._shadow[0] == version:
-            return memoryview(self._shadow[1])
-        return self._rendering_bytes(version)
+    def _seen_versions(self) -> Iterator[tuple[int, memoryview]]:
+        """Recent versions whose bytes are at hand, newest first (no rendering)."""
+        seen = {r.version: r.data for r in self._cache.cached()}
+        seen.update((v, memoryview(b)) for v, b in self._shadows.items())
+        for v in sorted(seen, reverse=True):
+            yield v, seen[v]
 
     def _schema_bytes(self) -> bytes:
         version = self._version()
@@ -274,14 +284,25 @@ class TableFs:
         if self._read_only:
             raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
 
-    def _stage(self) -> Staging:
+    def _stage(self, first: tuple[int, bytes] | None = None) -> Staging:
+        """Return the staging, starting one on the version the writer most likely saw.
+
+        A client writes from the file as it last saw it: ``echo >>`` writes at the size it
+        knew, a page-widened write resends the bytes it knew from offset 0. When a write
+        of ``first`` = (offset, data) fits a recent version better than the current one
+        (another writer committed meanwhile), that version is the base, so the write is an
+        append to it rather than a garbled overwrite of the newer bytes.
+        """
         if self._staging is None:
             version = self._version()
+            base = self._presented(version)
+            if first is not None and not _fits(base, *first):
+                for v, seen in self._seen_versions():
+                    if v != version and _fits(seen, *first):
+                        version, base = v, seen
+                        break
             self._staging = Staging(
-                self._base_content(version),
-                base_version=version,
-                touched=self._clock(),
-                mtime=self._wallclock(),
+                base, base_version=version, touched=self._clock(), mtime=self._wallclock()
             )
         return self._staging
 
@@ -296,14 +317,7 @@ class TableFs:
         """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
         try:
             before = self._db.version
-            older = [
-                r.data for r in self._cache.cached() if r.version not in (base_version, before)
-            ]
-            if before != base_version:
-                older.insert(0, self._rendering_bytes(before))
-            applied = apply_content(
-                self._db, content, base_version=base_version, base_content=base, older=older
-            )
+            applied = apply_content(self._db, content, base_version=base_version, base_content=base)
         except PosixLakeError as err:
             logger.info("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
@@ -314,7 +328,10 @@ class TableFs:
         if applied.kind in ("insert", "diff", "unchanged") and base_version == before:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
-                self._shadow = (produced, bytes(content))
+                self._shadows[produced] = bytes(content)
+                self._shadows.move_to_end(produced)
+                while len(self._shadows) > _KEEP_SHADOWS:
+                    self._shadows.popitem(last=False)
         return applied
 
     def _idle_loop(self) -> None:
@@ -666,7 +683,7 @@ class TableFs:
             self._poll_locked()
             if fid == DATA_CSV_ID:
                 self._writable()
-                st = self._stage()
+                st = self._stage((offset, data))
                 st.write(offset, data, touched=self._clock(), mtime=self._wallclock())
                 if stable != StableHow.UNSTABLE and st.on_line_boundary():
                     self._apply_staged()
@@ -733,7 +750,9 @@ class TableFs:
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             static = self._static_child(dir_id, name)
             if static is not None:
-                if guarded:
+                # GUARDED on data.csv opens it like UNCHECKED: libnfs (nfs-cp) creates its
+                # target GUARDED, and data.csv always exists, so it could never be replaced.
+                if guarded and static != DATA_CSV_ID:
                     raise _err(Nfsstat3.NFS3ERR_EXIST)
                 if static in (DATA_DIR_ID, VERSIONS_ID):
                     raise _err(Nfsstat3.NFS3ERR_ISDIR)
@@ -856,7 +875,7 @@ class TableFs:
         content = self._scratch.read_all(src)
         base_version = self._scratch_base.get(src, self._version())
         try:
-            base = self._base_content(base_version)
+            base = self._presented(base_version)
         except NfsError:
             base = memoryview(b"")
         self._staging = None
@@ -870,6 +889,16 @@ class TableFs:
     def paths(self) -> PathOps:
         """Path-based helpers for tests and in-process callers (as root)."""
         return PathOps(self)
+
+
+def _fits(content: memoryview, offset: int, data: bytes) -> bool:
+    """Whether a write of ``data`` at ``offset`` reads as made from a view of ``content``:
+    at its end (an append), or from 0 resending it whole and adding more.
+    """
+    size = len(content)
+    if offset > 0:
+        return offset == size
+    return len(data) >= size and same_bytes(content, memoryview(data)[:size])
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:
