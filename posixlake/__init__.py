@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from posixlake.backup import BackupCorrupted, BackupMetadata, RestoreResult, VerifyReport
 from posixlake.database import DatabaseOps, Optimizer
 from posixlake.errors import (
     AlreadyExists,
@@ -29,6 +30,7 @@ from posixlake.errors import (
     VersionError,
 )
 from posixlake.result import QueryResult
+from posixlake.security import AuditEvent, UserInfo
 from posixlake.storage import AzureConfig, S3Config
 from posixlake.types import (
     CommitInfo,
@@ -49,8 +51,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AlreadyExists",
+    "AuditEvent",
     "AuthenticationError",
     "AzureConfig",
+    "BackupCorrupted",
+    "BackupMetadata",
     "CommitConflict",
     "CommitInfo",
     "DataSkippingStats",
@@ -72,13 +77,16 @@ __all__ = [
     "PosixLakeError",
     "QueryError",
     "QueryResult",
+    "RestoreResult",
     "S3Config",
     "Schema",
     "SchemaError",
     "SerializationError",
     "StorageError",
     "TimeoutError",
+    "UserInfo",
     "VacuumResult",
+    "VerifyReport",
     "VersionError",
     "__version__",
 ]
