@@ -325,7 +325,7 @@ class TableFs:
             self._checked_at = -float("inf")  # re-read the version on the next call
         logger.debug("data.csv: %s", applied)
         # Keep showing the writer's bytes while the table is exactly what it wrote.
-        if applied.kind in ("insert", "diff", "unchanged") and base_version == before:
+        if applied.kind != "empty" and len(content) and base_version == before:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
                 self._shadows[produced] = bytes(content)
