@@ -76,6 +76,13 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         return CommitConflict(f"{what}: commit conflict: {text}")
     if isinstance(err, SchemaMismatchError):
         return SchemaError(f"{what}: {text}")
+    if "timestamp_ntz columns but does not have" in low:
+        # delta-rs enables the timestampNtz feature for top-level, struct and list columns
+        # but not for a timestamp without time zone inside a map
+        return SchemaError(
+            f"{what}: delta-rs cannot create a table with a timestamp without time zone "
+            f"inside a map; use Timestamp (UTC) there: {text}"
+        )
     if isinstance(err, DeltaProtocolError):
         return InvalidOperation(f"{what}: {text}")
     if any(
@@ -171,7 +178,13 @@ def plain_types(table: pa.Table) -> pa.Table:
     )
     if target.equals(table.schema):
         return table
-    return table.cast(target)
+    # cast only the columns that change: a cast re-checks nested nullability, and a NULL
+    # struct whose NOT NULL child holds a null slot would fail it for no reason
+    columns = [
+        col if col.type.equals(f.type) else col.cast(f.type)
+        for col, f in zip(table.columns, target, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=target)
 
 
 class DeltaLog:
