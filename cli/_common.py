@@ -17,16 +17,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
 
 from posixlake import DatabaseOps, Schema
-from posixlake.storage import is_local, normalize_uri
+from posixlake.errors import AuthenticationError, InvalidOperation
+from posixlake.storage import AzureConfig, S3Config, StorageConfig, normalize_uri, parse_uri
 from posixlake.types import type_string
 
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
 __all__ = [
+    "NEW_PASSWORD_ENV",
     "PASSWORD_ENV",
     "AsOf",
     "ByteSize",
@@ -38,8 +43,10 @@ __all__ = [
     "human_bytes",
     "iso_time",
     "json_option",
+    "new_password",
     "open_table",
     "plural",
+    "progress",
     "read_input",
     "schema_json",
     "spinner",
@@ -51,6 +58,7 @@ __all__ = [
 ]
 
 PASSWORD_ENV: Final = "POSIXLAKE_PASSWORD"
+NEW_PASSWORD_ENV: Final = "POSIXLAKE_NEW_PASSWORD"
 USER_ENV: Final = "POSIXLAKE_USER"
 ENGINE_ENV: Final = "POSIXLAKE_ENGINE"
 MASTER_ENV: Final = "POSIXLAKE_SPARK_MASTER"
@@ -70,7 +78,9 @@ class Options:
     s3_allow_http: bool = False
     azure_account: str | None = None
     azure_endpoint: str | None = None
+    azure_emulator: bool = False
     user: str | None = None
+    password: str | None = None
     json: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -187,6 +197,15 @@ def storage_options(func: F) -> F:
             help="Azure storage account. Key: AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_CONNECTION_STRING).",
         ),
         click.option(
+            "--azure-emulator",
+            is_flag=True,
+            default=False,
+            expose_value=False,
+            callback=_store,
+            help="Use Azurite's well-known development account (endpoint: --azure-endpoint, "
+            "else http://127.0.0.1:10000).",
+        ),
+        click.option(
             "--azure-endpoint",
             metavar="URL",
             envvar="AZURE_STORAGE_ENDPOINT",
@@ -198,37 +217,39 @@ def storage_options(func: F) -> F:
     )(func)
 
 
-_S3_SCHEMES: Final = ("s3://", "s3a://")
-_AZURE_SCHEMES: Final = ("az://", "azure://", "abfs://", "abfss://", "adl://")
+def storage_for(uri: str) -> StorageConfig | None:
+    """Return the S3 or Azure config for ``uri`` from the flags (None: defaults and env).
 
+    Secrets are never flags: :class:`~posixlake.storage.S3Config` and
+    :class:`~posixlake.storage.AzureConfig` read ``AWS_*`` and ``AZURE_STORAGE_*`` from the
+    environment; the flags add the endpoint, region, account or emulator.
 
-def storage_for(uri: str) -> dict[str, str] | None:
-    """Return delta-rs storage options for ``uri`` from the flags (None: defaults and env).
-
-    Secrets are never flags: delta-rs reads ``AWS_*`` and ``AZURE_STORAGE_*`` from the
-    environment itself; the flags add the endpoint, region or account.
+    Raises:
+        click.BadParameter: a flag value the storage layer rejects (e.g. an endpoint
+            that is not an http(s) URL).
     """
-    if is_local(uri):
-        return None
     opts = get_options()
-    out: dict[str, str] = {}
-    if uri.startswith(_S3_SCHEMES):
-        if opts.s3_endpoint:
-            out["AWS_ENDPOINT_URL"] = opts.s3_endpoint
-            if opts.s3_endpoint.startswith("http://"):
-                out["AWS_ALLOW_HTTP"] = "true"
-        if opts.s3_region:
-            out["AWS_REGION"] = opts.s3_region
-        if opts.s3_allow_http:
-            out["AWS_ALLOW_HTTP"] = "true"
-    elif uri.startswith(_AZURE_SCHEMES):
-        if opts.azure_account:
-            out["AZURE_STORAGE_ACCOUNT_NAME"] = opts.azure_account
-        if opts.azure_endpoint:
-            out["AZURE_STORAGE_ENDPOINT"] = opts.azure_endpoint
-            if opts.azure_endpoint.startswith("http://"):
-                out["AZURE_STORAGE_ALLOW_HTTP"] = "true"
-    return out or None
+    try:
+        loc = parse_uri(uri)
+        if loc is None:
+            return None
+        if loc.kind == "s3":
+            if not (opts.s3_endpoint or opts.s3_region or opts.s3_allow_http):
+                return None
+            return S3Config(
+                endpoint=opts.s3_endpoint,
+                region=opts.s3_region,
+                allow_http=True if opts.s3_allow_http else None,
+            )
+        if not (opts.azure_account or opts.azure_endpoint or opts.azure_emulator):
+            return None
+        return AzureConfig(
+            account_name=opts.azure_account,
+            endpoint=opts.azure_endpoint,
+            use_emulator=opts.azure_emulator,
+        )
+    except InvalidOperation as err:
+        raise click.BadParameter(str(err)) from err
 
 
 # -- users ---------------------------------------------------------------------------------
@@ -249,14 +270,25 @@ def user_option(func: F) -> F:
 
 
 def credentials() -> tuple[str, str] | None:
-    """Return ``(user, password)`` when ``--user`` was given, asking for the password."""
-    user = get_options().user
-    if not user:
+    """Return ``(user, password)`` when ``--user`` was given, asking for the password once."""
+    opts = get_options()
+    if not opts.user:
         return None
-    password = os.environ.get(PASSWORD_ENV)
+    if opts.password is None:
+        opts.password = os.environ.get(PASSWORD_ENV)
+    if opts.password is None:
+        opts.password = click.prompt(f"Password for {opts.user}", hide_input=True, err=True)
+    return opts.user, opts.password
+
+
+def new_password(user: str) -> str:
+    """Return a new password for ``user``: $POSIXLAKE_NEW_PASSWORD, else a prompt typed twice."""
+    password = os.environ.get(NEW_PASSWORD_ENV)
     if password is None:
-        password = click.prompt(f"Password for {user}", hide_input=True, err=True)
-    return user, password
+        password = click.prompt(
+            f"New password for {user}", hide_input=True, confirmation_prompt=True, err=True
+        )
+    return password
 
 
 # -- opening -------------------------------------------------------------------------------
@@ -272,13 +304,21 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
     """
     opts = get_options()
     uri = normalize_uri(table)
-    return DatabaseOps.open(
-        uri,
-        storage=storage_for(uri),
-        credentials=credentials(),
-        engine=opts.engine if computes else "local",
-        master=opts.spark_master,
-    )
+    try:
+        return DatabaseOps.open(
+            uri,
+            storage=storage_for(uri),
+            credentials=credentials(),
+            engine=opts.engine if computes else "local",
+            master=opts.spark_master,
+        )
+    except AuthenticationError as err:
+        if opts.user:
+            raise
+        raise AuthenticationError(
+            f"{uri} has users: log in with --user NAME (or ${USER_ENV}); the password comes "
+            f"from ${PASSWORD_ENV} or a prompt"
+        ) from err
 
 
 # -- input ---------------------------------------------------------------------------------
@@ -400,6 +440,38 @@ def spinner(label: str) -> Iterator[None]:
             stop.set()
             if ticker is not None:
                 ticker.join()
+
+
+class _Progress:
+    """A ``progress(done, total)`` callback drawing a byte progress bar on stderr."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: ProgressBar[int] | None = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(
+                length=max(total, 1),
+                label=self.label,
+                file=click.get_text_stream("stderr"),
+                item_show_func=lambda _: f"{human_bytes(self.done)} / {human_bytes(total)}",
+            )
+            self.bar.__enter__()
+        self.done = done
+        self.bar.update(max(done - self.bar.pos, 0))
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """Yield a ``progress(done, total)`` callback (bytes) that draws a bar on stderr."""
+    reporter = _Progress(label)
+    try:
+        yield reporter
+    finally:
+        if reporter.bar is not None:
+            reporter.bar.__exit__(None, None, None)
 
 
 # -- typed parameters ----------------------------------------------------------------------

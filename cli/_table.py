@@ -17,6 +17,7 @@ from cli._common import (
     human_bytes,
     iso_time,
     json_option,
+    new_password,
     open_table,
     plural,
     read_input,
@@ -165,8 +166,20 @@ def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None)
     help="Partition column(s), comma-separated or repeated.",
 )
 @click.option("--name", metavar="NAME", help="A table name stored in the Delta metadata.")
+@click.option(
+    "--auth",
+    is_flag=True,
+    help="Turn on users: --user NAME becomes the first admin (new password from "
+    "$POSIXLAKE_NEW_PASSWORD or a prompt).",
+)
+@click.option(
+    "--create-bucket",
+    is_flag=True,
+    help="Create a missing S3 bucket or Azure container.",
+)
 @engine_options
 @storage_options
+@user_option
 @json_option
 def create(
     table: str,
@@ -176,6 +189,8 @@ def create(
     primary_key: str | None,
     partition_by: tuple[str, ...],
     name: str | None,
+    auth: bool,
+    create_bucket: bool,
 ) -> None:
     """Create a table from a schema, or from CSV or Parquet files.
 
@@ -189,6 +204,7 @@ def create(
       posixlake create /data/sales --schema 'id:Int64 NOT NULL, item:String, price:Decimal128(10,2)' -k id
       posixlake create /data/sales --from-csv 'exports/*.csv' --primary-key id
       posixlake create s3://bucket/sales --from-parquet part-0.parquet --engine spark
+      posixlake create /data/hr --schema 'id:Int64, name:String' --auth --user admin
     """
     sources = [bool(schema), bool(csv_paths), bool(parquet_paths)]
     if sum(sources) != 1:
@@ -204,7 +220,15 @@ def create(
         "partition_by": parts,
         "primary_key": key,
         "name": name,
+        "create_bucket": create_bucket or None,
     }
+    if auth:
+        admin = opts.user
+        common["auth"] = True
+        # without --user, posixlake takes $POSIXLAKE_ADMIN_USER / $POSIXLAKE_ADMIN_PASSWORD
+        common["credentials"] = (admin, new_password(admin)) if admin else None
+    elif opts.user:
+        raise click.UsageError("--user is only used with --auth when creating a table")
     if schema is not None:
         if key:
             try:

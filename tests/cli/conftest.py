@@ -61,8 +61,12 @@ class Cli:
         assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
         if code == 1:
+            # one error line, last (a progress label may come before it off a terminal)
             lines = result.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+            assert lines and lines[-1].startswith("Error: "), result.stderr
+            assert [ln for ln in lines if ln.startswith("Error")] == lines[-1:], result.stderr
+            labels = ("Importing ", "Backing up ", "Restoring ", "Verifying ")
+            assert all(ln.startswith(labels) for ln in lines[:-1]), result.stderr
         return result
 
 

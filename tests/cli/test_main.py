@@ -11,11 +11,17 @@ from cli.main import cli
 from tests.cli.conftest import Cli
 
 COMMANDS = sorted(cli.commands)
+SUBCOMMANDS = sorted(
+    (name, sub)
+    for name, command in cli.commands.items()
+    if isinstance(command, click.Group)
+    for sub in command.commands
+)
 
 
 def test_help_lists_every_command_by_section(run: Cli) -> None:
     out = run.ok("--help").stdout
-    for section in ("Tables:", "Data:", "Maintenance:"):
+    for section in ("Tables:", "Data:", "Maintenance:", "Backup:", "Users:"):
         assert section in out
     for name in COMMANDS:
         assert f"  {name} " in out
@@ -29,6 +35,14 @@ def test_every_command_has_help_with_an_example(run: Cli, name: str) -> None:
     assert f"Usage: posixlake {name}" in out
     assert "Example" in out
     assert f"posixlake {name}" in out.split("Example", 1)[1]
+
+
+@pytest.mark.parametrize(("group", "name"), SUBCOMMANDS)
+def test_every_subcommand_has_help_with_an_example(run: Cli, group: str, name: str) -> None:
+    out = run.ok(group, name, "--help").stdout
+    assert f"Usage: posixlake {group} {name}" in out
+    assert "Example" in out
+    assert f"posixlake {group} {name}" in out.split("Example", 1)[1]
 
 
 def test_short_help_is_not_truncated(run: Cli) -> None:
