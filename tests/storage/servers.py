@@ -58,6 +58,7 @@ class LocalServer:
     process: subprocess.Popen[str]
     output: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     reader: threading.Thread | None = None
+    grace: float = 10.0
 
     @property
     def pid(self) -> int:
@@ -65,13 +66,13 @@ class LocalServer:
         return self.process.pid
 
     def stop(self) -> None:
-        """Stop the server by its PID (SIGTERM, then SIGKILL after 10 s)."""
+        """Stop the server by its PID (SIGTERM, then SIGKILL after ``grace`` seconds)."""
         if self.process.poll() is not None:
             self._close_output()
             return
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=self.grace)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
@@ -213,6 +214,19 @@ def make_iam_user(endpoint: str) -> tuple[str, str]:
 
 
 def _version(exe: str) -> tuple[int, ...] | None:
+    """Return Azurite's version: from its package.json (fast), else ``--version``."""
+    for parent in Path(os.path.realpath(exe)).parents:
+        manifest = parent / "package.json"
+        if manifest.is_file():
+            try:
+                meta = json.loads(manifest.read_text())
+            except (OSError, ValueError):
+                break
+            if meta.get("name") == "azurite":
+                try:
+                    return tuple(int(p) for p in str(meta["version"]).split("."))
+                except (KeyError, ValueError):
+                    break
     try:
         out = subprocess.run(
             [exe, "--version"], capture_output=True, text=True, timeout=60, check=False
@@ -264,7 +278,7 @@ def start_azurite(*, workdir: str, port: int | None = None) -> LocalServer:
     """
     exe = find_azurite()
     port = port or free_port()
-    return _start(
+    server = _start(
         "azurite-blob",
         [
             exe,
@@ -281,3 +295,7 @@ def start_azurite(*, workdir: str, port: int | None = None) -> LocalServer:
         ready_marker="successfully listen",
         cwd=workdir,
     )
+    # On SIGTERM Azurite waits for clients' idle keep-alive connections to close; its
+    # data is in memory only, so there is nothing to lose by not waiting long.
+    server.grace = 1.0
+    return server
