@@ -656,7 +656,8 @@ class AzureStore:
 
         from posixlake.storage import azure_error
 
-        code = str(getattr(err, "error_code", "") or "")
+        raw_code: Any = getattr(err, "error_code", None)
+        code = str(getattr(raw_code, "value", raw_code) or "")  # StorageErrorCode is an enum
         if isinstance(err, ResourceNotFoundError) and code != "ContainerNotFound":
             return NotFound(f"{what}: no such blob")
         if isinstance(err, ResourceExistsError) or code in ("BlobAlreadyExists", "ConditionNotMet"):

@@ -799,7 +799,8 @@ def azure_error(err: Exception, *, what: str, cfg: AzureConfig, container: str) 
     from azure.core import exceptions as ax
 
     where = f"{cfg.describe()}, container {container!r}"
-    code = str(getattr(err, "error_code", "") or "")
+    raw_code: Any = getattr(err, "error_code", None)
+    code = str(getattr(raw_code, "value", raw_code) or "")  # StorageErrorCode is an enum
     first = str(err).splitlines()[0] if str(err) else type(err).__name__
     if isinstance(err, ax.ServiceRequestError | ax.ServiceResponseError):
         return NetworkError(f"{what}: Azure endpoint {cfg.describe()} is unreachable: {first}")
@@ -810,10 +811,11 @@ def azure_error(err: Exception, *, what: str, cfg: AzureConfig, container: str) 
                 "(pass create_bucket=True to create it)"
             )
         return NotFound(f"{what}: not found at {where}: {code or first}")
-    if isinstance(err, ax.ClientAuthenticationError) or code in (
-        "AuthenticationFailed",
-        "InvalidAuthenticationInfo",
-        "NoAuthenticationInformation",
+    if (
+        isinstance(err, ax.ClientAuthenticationError)
+        or code
+        in ("AuthenticationFailed", "InvalidAuthenticationInfo", "NoAuthenticationInformation")
+        or "failed to authenticate" in first.lower()  # Azurite says AuthorizationFailure
     ):
         return StorageAuthenticationError(
             f"{what}: Azure rejected the credentials for {where}: {code or first}"
