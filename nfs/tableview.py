@@ -157,6 +157,7 @@ class TableFs:
         spill_threshold: renderings larger than this many bytes live in a temp file.
         idle_timer: run a background thread that applies idle staged writes (otherwise
             they are applied by the next call or :meth:`poll`).
+        read_only: serve the share read-only even if the user may write.
     """
 
     def __init__(
@@ -170,6 +171,7 @@ class TableFs:
         keep_versions: int = 4,
         spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
         idle_timer: bool = True,
+        read_only: bool = False,
     ) -> None:
         self._db = db
         self._clock = clock
@@ -178,7 +180,7 @@ class TableFs:
         self._ttl = version_ttl
         self._lock = threading.RLock()
         self._cache = RenderCache(self._render, keep=keep_versions, spill_threshold=spill_threshold)
-        self._read_only = not db.authorizer.allows("write")
+        self._read_only = read_only or not db.authorizer.allows("write")
         self._known_version = db.version
         self._checked_at = clock()
         ident = table_identity(db)
