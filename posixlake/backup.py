@@ -753,6 +753,180 @@ def _dest_store(dest: str, options: Mapping[str, str] | None, *, overwrite: bool
     return store
 
 
+@dataclass(frozen=True)
+class _Pin:
+    """One pinned table version and what delta-rs says about it."""
+
+    version: int
+    rows: int
+    live: frozenset[str]
+    auth: bool
+
+
+def _pin(log: DeltaLog, source: ObjectStore) -> _Pin:
+    """Pin the latest version (writers in this process wait only for this refresh)."""
+    from posixlake import security
+
+    with log.lock:
+        version = int(log.refresh())
+        actions = log.add_actions()
+        rows = (
+            int(sum(v or 0 for v in actions.column("num_records").to_pylist()))
+            if "num_records" in actions.column_names
+            else 0
+        )
+        live = frozenset(unquote(p) for p in actions.column("path").to_pylist())
+        auth = (
+            log.configuration.get(security.AUTH_PROPERTY, "").lower() == "true"
+            or security.UserStore(source).exists()
+        )
+    return _Pin(version, rows, live, auth)
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A file of the snapshot to store in the new backup."""
+
+    key: str
+    kind: FileKind
+    size: int
+    version: int | None = None
+    removed: int | None = None
+    modified: float | None = None
+
+
+@dataclass
+class _Plan:
+    files: dict[str, BackupFile]
+    """Files the base chain already holds."""
+    to_copy: list[_Item]
+    unavailable: list[_DataFile]
+    """Data files of old versions that neither the source nor the chain has (vacuumed)."""
+
+
+def _plan(
+    uri: str,
+    pin: _Pin,
+    scan: _LogScan,
+    listing: Mapping[str, FileEntry],
+    log_keys: Mapping[str, int],
+    base_files: Mapping[str, BackupFile],
+) -> _Plan:
+    """Decide, file by file, what the backup copies and what its base chain holds."""
+    missing_live = sorted(
+        k
+        for k, f in scan.files.items()
+        if f.removed is None and f.kind == "data" and k not in listing and k not in base_files
+    )
+    if pin.live - set(scan.files):
+        raise DeltaLakeError(
+            f"backup: the log replay disagrees with delta-rs about version {pin.version}"
+        )
+    if missing_live:
+        raise StorageError(
+            f"backup: {uri}/{missing_live[0]} is part of version {pin.version} but missing "
+            f"({len(missing_live)} file(s)): the table is damaged"
+        )
+    items = [
+        _Item(key, "log", listing[key].size, v, modified=listing[key].modified)
+        for key, v in sorted(log_keys.items())
+        if key in listing
+    ]
+    unavailable: list[_DataFile] = []
+    for key, f in sorted(scan.files.items()):
+        entry = listing.get(key)
+        if entry is None:
+            if key not in base_files and f.kind == "data":
+                unavailable.append(f)
+            continue
+        if f.kind == "data" and f.size and entry.size != f.size:
+            raise StorageError(
+                f"backup: {uri}/{key} has {entry.size} bytes but the Delta log says {f.size}"
+            )
+        items.append(_Item(key, f.kind, entry.size, f.added, f.removed))
+    items += [
+        _Item(key, "meta", entry.size)
+        for key, entry in sorted(listing.items())
+        if key.startswith("_posixlake/")
+    ]
+    plan = _Plan({}, [], unavailable)
+    for item in items:
+        prior = base_files.get(item.key)
+        if prior is not None and item.kind != "meta" and prior.size == item.size:
+            removed = item.removed if item.kind == "data" else prior.removed
+            plan.files[item.key] = replace(prior, removed=removed)
+        else:
+            plan.to_copy.append(item)
+    # files of the chain that the source lost (VACUUM, log cleanup) stay available
+    planned = {i.key for i in items}
+    for key, bf in base_files.items():
+        if key in planned or bf.kind == "meta":
+            continue
+        if bf.kind == "log" and (bf.version is None or bf.version > pin.version):
+            continue
+        known = scan.files.get(key)
+        plan.files[key] = replace(bf, removed=known.removed) if known is not None else bf
+    return plan
+
+
+def _copy_to_backup(
+    item: _Item,
+    *,
+    source: ObjectStore,
+    dest: ObjectStore,
+    backup_id: str,
+    prior: BackupFile | None,
+    meter: _Meter,
+    where: str,
+) -> BackupFile | None:
+    """Copy one file into the backup, hashing it; None for an old file vacuumed meanwhile."""
+    if item.kind == "meta" and prior is not None and prior.size == item.size:
+        try:
+            data = source.read_bytes(item.key)
+        except NotFound:
+            return prior  # removed meanwhile: the chain's copy is as good
+        meter.add(len(data))
+        sha = hashlib.sha256(data).hexdigest()
+        if sha == prior.sha256:
+            return prior
+        dest.write_bytes(f"{FILES_DIR}/{item.key}", data)
+        return BackupFile(item.key, len(data), sha, "meta", backup_id)
+    digest: list[str] = []
+    try:
+        written = dest.write_chunks(
+            f"{FILES_DIR}/{item.key}",
+            _hashed(
+                source.read_chunks(item.key),
+                expect_sha=None,
+                expect_size=item.size if item.kind != "meta" else None,
+                where=where,
+                meter=meter,
+                digest_out=digest,
+            ),
+        )
+    except NotFound as err:
+        if item.kind in ("data", "cdc") and item.removed is not None:
+            return None  # only older versions needed it: they become unrestorable
+        if item.kind == "meta":
+            return None
+        raise StorageError(
+            f"backup: {where} vanished during the copy (a concurrent VACUUM with a "
+            "very short retention?)"
+        ) from err
+    except BackupCorrupted as err:
+        raise StorageError(f"backup: {where} changed during the copy: {err}") from err
+    return BackupFile(
+        item.key,
+        written,
+        digest[0],
+        item.kind,
+        backup_id,
+        item.version,
+        item.removed,
+        item.modified,
+    )
+
+
 def create_backup(
     log: DeltaLog,
     dest: str | os.PathLike[str],
@@ -783,46 +957,34 @@ def create_backup(
     Raises:
         AlreadyExists: ``dest`` is not empty. BackupCorrupted: ``base`` is damaged.
         InvalidOperation: ``base`` is a backup of another table, or newer than the table.
-        StorageError: a file vanished or changed during the copy.
+        StorageError: a file of the pinned version vanished or changed during the copy.
     """
     from posixlake import security
 
     dest_uri = normalize_uri(dest)
     source = open_store(log.uri, log.storage_options)
-    if is_local(dest_uri) and is_local(log.uri):
-        inside = os.path.commonpath([dest_uri, log.uri]) == log.uri
-        if inside:
-            raise InvalidOperation(f"the backup destination {dest_uri} lies inside the table")
+    if (
+        is_local(dest_uri)
+        and is_local(log.uri)
+        and os.path.commonpath([dest_uri, log.uri]) == log.uri
+    ):
+        raise InvalidOperation(f"the backup destination {dest_uri} lies inside the table")
     chain: dict[str, _Backup] = {}
     base_backup: _Backup | None = None
     if base is not None:
         base_backup = _open_backup(normalize_uri(base), base_storage_options or storage_options)
         chain = _chain(base_backup, base_storage_options or storage_options)
-    # 1. pin one version (writers in this process wait only for this refresh)
-    with log.lock:
-        version = int(log.refresh())
-        actions = log.add_actions()
-        rows = (
-            int(sum(v or 0 for v in actions.column("num_records").to_pylist()))
-            if "num_records" in actions.column_names
-            else 0
-        )
-        live = {unquote(p) for p in actions.column("path").to_pylist()}
-        auth = (
-            log.configuration.get(security.AUTH_PROPERTY, "").lower() == "true"
-            or security.UserStore(source).exists()
-        )
-    # 2. what the snapshot consists of
+    base_files: dict[str, BackupFile] = dict(base_backup.manifest.files) if base_backup else {}
+    pin = _pin(log, source)
     listing = {e.key: e for e in source.list() if TEMP_MARK not in e.key}
     log_keys: dict[str, int] = {}
     for key in listing:
         if key.startswith(LOG_DIR + "/") and key.count("/") == 1:
             v = _log_version(key.rsplit("/", 1)[-1])
-            if v is not None and v <= version:
+            if v is not None and v <= pin.version:
                 log_keys[key] = v
-    base_files: dict[str, BackupFile] = dict(base_backup.manifest.files) if base_backup else {}
     for key, bf in base_files.items():
-        if bf.kind == "log" and bf.version is not None and bf.version <= version:
+        if bf.kind == "log" and bf.version is not None and bf.version <= pin.version:
             log_keys.setdefault(key, bf.version)
 
     def read_log(key: str) -> bytes:
@@ -840,151 +1002,44 @@ def create_backup(
             )
         )
 
-    scan = _scan_log(log_keys, version, read_log, workers)
-    missing_live = sorted(
-        k
-        for k, f in scan.files.items()
-        if f.removed is None and f.kind == "data" and k not in listing and k not in base_files
-    )
-    if set(live) - set(scan.files):
-        raise DeltaLakeError(
-            f"backup: the log replay disagrees with delta-rs about the files of version {version}"
-        )
-    if missing_live:
-        raise StorageError(
-            f"backup: {log.uri}/{missing_live[0]} is part of version {version} but missing "
-            f"({len(missing_live)} file(s)): the table is damaged"
-        )
+    scan = _scan_log(log_keys, pin.version, read_log, workers)
     if base_backup is not None:
         bm = base_backup.manifest
         if bm.table_id and scan.table_id and bm.table_id != scan.table_id:
             raise InvalidOperation(
                 f"the base backup {base_backup.uri} is a backup of another table ({bm.table_id})"
             )
-        if bm.table_version > version:
+        if bm.table_version > pin.version:
             raise InvalidOperation(
-                f"the base backup is at version {bm.table_version}, after the table's {version}"
+                f"the base backup is at version {bm.table_version}, after the table's {pin.version}"
             )
+    plan = _plan(log.uri, pin, scan, listing, log_keys, base_files)
     now = datetime.now(UTC)
     backup_id = _new_id(now)
-    # 3. plan: which files to copy, which the chain already holds
-    plan: list[tuple[str, FileKind, int, int | None, int | None, float | None]] = []
-    for key, v in sorted(log_keys.items()):
-        entry = listing.get(key)
-        if entry is not None:
-            plan.append((key, "log", entry.size, v, None, entry.modified))
-    unavailable: list[_DataFile] = []
-    for key, f in sorted(scan.files.items()):
-        entry = listing.get(key)
-        if entry is None:
-            if key not in base_files and f.kind == "data":
-                unavailable.append(f)
-            continue
-        if f.kind == "data" and entry.size != f.size and f.size:
-            raise StorageError(
-                f"backup: {log.uri}/{key} has {entry.size} bytes but the Delta log says {f.size}"
-            )
-        plan.append((key, f.kind, entry.size, f.added, f.removed, None))
-    for key, entry in sorted(listing.items()):
-        if key.startswith("_posixlake/"):
-            plan.append((key, "meta", entry.size, None, None, None))
-    files: dict[str, BackupFile] = {}
-    to_copy: list[tuple[str, FileKind, int, int | None, int | None, float | None]] = []
-    for item in plan:
-        key, kind, size, _v, removed, _m = item
-        prior = base_files.get(key)
-        if prior is not None and kind != "meta" and prior.size == size:
-            files[key] = replace(prior, removed=removed if kind == "data" else prior.removed)
-        else:
-            to_copy.append(item)
-    # files of the base chain that the source lost (VACUUM, log cleanup) stay available
-    planned = {i[0] for i in plan}
-    for key, bf in base_files.items():
-        if key in planned or bf.kind == "meta":
-            continue
-        if bf.kind == "log" and (bf.version is None or bf.version > version):
-            continue
-        known = scan.files.get(key)
-        files[key] = replace(bf, removed=known.removed) if known is not None else bf
     dest_store = _dest_store(dest_uri, storage_options, overwrite=overwrite)
-    meter = _Meter(sum(i[2] for i in to_copy), progress)
+    meter = _Meter(sum(i.size for i in plan.to_copy), progress)
 
-    def copy_one(
-        item: tuple[str, FileKind, int, int | None, int | None, float | None],
-    ) -> BackupFile:
-        key, kind, size, v, removed, modified = item
-        digest: list[str] = []
-        where = f"{log.uri}/{key}"
-        prior = base_files.get(key)
-        if kind == "meta" and prior is not None and prior.size == size:
-            try:
-                data = source.read_bytes(key)
-            except NotFound:
-                return prior  # removed meanwhile: the base's copy is as good
-            meter.add(len(data))
-            if hashlib.sha256(data).hexdigest() == prior.sha256:
-                return prior
-            dest_store.write_bytes(f"{FILES_DIR}/{key}", data)
-            return BackupFile(key, len(data), hashlib.sha256(data).hexdigest(), kind, backup_id)
-        try:
-            written = dest_store.write_chunks(
-                f"{FILES_DIR}/{key}",
-                _hashed(
-                    source.read_chunks(key),
-                    expect_sha=None,
-                    expect_size=size if kind != "meta" else None,
-                    where=where,
-                    meter=meter,
-                    digest_out=digest,
-                ),
-            )
-        except NotFound as err:
-            raise StorageError(
-                f"backup: {where} vanished during the copy (a concurrent VACUUM with a "
-                "very short retention?)"
-            ) from err
-        except BackupCorrupted as err:
-            raise StorageError(f"backup: {where} changed during the copy: {err}") from err
-        return BackupFile(key, written, digest[0], kind, backup_id, v, removed, modified)
+    def copy_one(item: _Item) -> BackupFile | None:
+        return _copy_to_backup(
+            item,
+            source=source,
+            dest=dest_store,
+            backup_id=backup_id,
+            prior=base_files.get(item.key),
+            meter=meter,
+            where=f"{log.uri}/{item.key}",
+        )
 
     try:
-        for bf in _parallel_map(copy_one, to_copy, workers):
-            files[bf.path] = bf
-        # data files before the first version with all files available are not restorable
-        restorable_from = max(
-            [scan.min_version, *(f.removed or 0 for f in unavailable)]
-            + ([base_backup.manifest.restorable_from] if base_backup else [])
-        )
-        min_version = min(
-            [scan.min_version] + ([base_backup.manifest.min_version] if base_backup else [])
-        )
-        timestamps = dict(base_backup.manifest.timestamps) if base_backup else {}
-        timestamps.update(scan.timestamps)
-        manifest = _Manifest(
-            backup_id=backup_id,
-            kind="incremental" if base_backup else "full",
-            created_at=now,
-            created_by=user,
-            source=_public_uri(log.uri),
-            table_id=scan.table_id,
-            table_version=version,
-            min_version=min_version,
-            restorable_from=max(restorable_from, min_version),
-            rows=rows,
-            auth=auth,
-            timestamps={v: t for v, t in timestamps.items() if v <= version},
-            files=files,
-            base=(
-                {
-                    "backup_id": base_backup.manifest.backup_id,
-                    "uri": base_backup.uri,
-                    "relative": _relative(dest_uri, base_backup.uri),
-                    "manifest_sha256": base_backup.manifest_sha256,
-                    "table_version": base_backup.manifest.table_version,
-                }
-                if base_backup
-                else None
-            ),
+        files = dict(plan.files)
+        copied = _parallel_map(copy_one, plan.to_copy, workers)
+        for item, done in zip(plan.to_copy, copied, strict=True):
+            if done is not None:
+                files[done.path] = done
+            elif item.kind == "data":
+                plan.unavailable.append(scan.files[item.key])
+        manifest = _new_manifest(
+            backup_id, now, user, log.uri, dest_uri, pin, scan, plan, files, base_backup
         )
         dest_store.write_bytes(MANIFEST_NAME, manifest.encode(), if_absent=True)
     except BaseException:
@@ -997,17 +1052,68 @@ def create_backup(
             authorizer,
             "backup",
             target=_public_uri(dest_uri),
-            detail={"backup_id": backup_id, "kind": manifest.kind, "version": version},
+            detail={"backup_id": backup_id, "kind": manifest.kind, "version": pin.version},
         )
     logger.info(
         "backup %s of %s at version %d: %d files copied (%d bytes)",
         backup_id,
         log.uri,
-        version,
+        pin.version,
         meta.files_copied,
         meta.bytes_copied,
     )
     return meta
+
+
+def _new_manifest(
+    backup_id: str,
+    now: datetime,
+    user: str | None,
+    source_uri: str,
+    dest_uri: str,
+    pin: _Pin,
+    scan: _LogScan,
+    plan: _Plan,
+    files: dict[str, BackupFile],
+    base: _Backup | None,
+) -> _Manifest:
+    bm = base.manifest if base is not None else None
+    # the log replay ran over the union of the source's and the chain's log entries;
+    # versions before the last removal of a vacuumed file cannot be rebuilt
+    min_version = scan.min_version
+    restorable_from = max(
+        [min_version]
+        + [f.removed or 0 for f in plan.unavailable]
+        + ([bm.restorable_from] if bm else [])
+    )
+    timestamps = dict(bm.timestamps) if bm else {}
+    timestamps.update(scan.timestamps)
+    return _Manifest(
+        backup_id=backup_id,
+        kind="incremental" if base is not None else "full",
+        created_at=now,
+        created_by=user,
+        source=_public_uri(source_uri),
+        table_id=scan.table_id,
+        table_version=pin.version,
+        min_version=min_version,
+        restorable_from=restorable_from,
+        rows=pin.rows,
+        auth=pin.auth,
+        timestamps={v: t for v, t in timestamps.items() if v <= pin.version},
+        files=files,
+        base=(
+            {
+                "backup_id": bm.backup_id,
+                "uri": base.uri,
+                "relative": _relative(dest_uri, base.uri),
+                "manifest_sha256": base.manifest_sha256,
+                "table_version": bm.table_version,
+            }
+            if base is not None and bm is not None
+            else None
+        ),
+    )
 
 
 def _public_uri(uri: str) -> str:

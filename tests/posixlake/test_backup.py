@@ -618,6 +618,26 @@ def test_a_live_file_vanishing_during_the_copy_fails_the_backup(
     assert not (tmp_path / "bk").exists() or not any((tmp_path / "bk").rglob("*.json"))
 
 
+def test_an_old_file_vacuumed_during_the_copy_only_limits_old_versions(
+    db: DatabaseOps, tmp_path: Path
+) -> None:
+    live = {Path(u) for u in DeltaTable(db.uri).file_uris()}
+    old = [p for p in Path(db.uri).glob("*.parquet") if p not in live]
+    assert old
+
+    def vacuum_now(done: int, total: int) -> None:
+        for p in old:
+            p.unlink(missing_ok=True)
+
+    meta = db.backup(tmp_path / "bk", progress=vacuum_now, workers=1)
+    assert meta.restorable_from > 0
+    assert verify_backup(tmp_path / "bk").ok
+    restore(tmp_path / "bk", tmp_path / "r")
+    assert rows_at(tmp_path / "r") == rows_at(db.uri)
+    with pytest.raises(VersionError):
+        restore(tmp_path / "bk", tmp_path / "r0", version=meta.restorable_from - 1)
+
+
 # -- auth-enabled tables ------------------------------------------------------------------
 
 
