@@ -143,10 +143,18 @@ class NfsServer:
         return self._port
 
     def nfs_url(self, path: str = "/") -> str:
-        """Return a libnfs URL for `path` on this server (``nfs://127.0.0.1/path?...``)."""
+        """Return a libnfs URL for `path` on this server (for nfs-cat, nfs-ls, nfs-cp).
+
+        libnfs mounts the parent directory of the file; for a file directly in
+        the root that is the empty path, which libnfs 4.0 only handles with
+        ``auto-traverse-mounts=0`` (we have a single export, nothing to traverse).
+        """
         if not path.startswith("/"):
             path = "/" + path
-        return f"nfs://{self.host}{path}?version=3&nfsport={self.port}&mountport={self.port}"
+        return (
+            f"nfs://{self.host}{path}?version=3&nfsport={self.port}&mountport={self.port}"
+            "&auto-traverse-mounts=0"
+        )
 
     def is_ready(self) -> bool:
         """Return whether the server accepts connections."""

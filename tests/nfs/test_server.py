@@ -52,6 +52,7 @@ def test_start_port_ready_and_shutdown(memfs: MemoryFs) -> None:
         assert server.host == "127.0.0.1"
         assert server.nfs_url("/a.txt") == (
             f"nfs://127.0.0.1/a.txt?version=3&nfsport={server.port}&mountport={server.port}"
+            "&auto-traverse-mounts=0"
         )
         with RpcClient("127.0.0.1", server.port) as c:
             c.null()
