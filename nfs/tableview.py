@@ -509,8 +509,9 @@ class TableFs:
         return self._scratch.getattr(fid)
 
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
-        """Set attributes: a size on data.csv stages a truncation; mode/owner/times of the
-        table's own files are accepted and ignored; scratch entries behave as POSIX.
+        """Set attributes: a size on data.csv stages a truncation, its mode, owner and times
+        are accepted and ignored (``touch``, ``cp -p``); schema.sql and /versions refuse any
+        change (NFS3ERR_ROFS); scratch entries behave as POSIX.
         """
         with self._lock:
             self._poll_locked()
@@ -521,8 +522,8 @@ class TableFs:
                     st.truncate(attrs.size, touched=self._clock(), mtime=self._wallclock())
                 return self._getattr(fid)
             if fid in (SCHEMA_ID, VERSIONS_ID) or self._version_of(fid) is not None:
-                if attrs.size is not None:
-                    raise _err(Nfsstat3.NFS3ERR_ROFS, "read-only file")
+                if attrs != Sattr3():
+                    raise _err(Nfsstat3.NFS3ERR_ROFS, "read-only")
                 return self._getattr(fid)
             if fid in (ROOT_ID, DATA_DIR_ID):
                 if attrs.size is not None:
