@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from nfs.nfs3 import Ftype3, Nfsstat3, Sattr3, StableHow
+from nfs.nfs3 import Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, TimeHow
 from nfs.rpc import CallContext
 from nfs.tableview import (
     DATA_CSV_ID,
@@ -207,6 +207,22 @@ def test_versions_are_read_only_time_travel(fs: TableFs, db: DatabaseOps) -> Non
             call()
         assert status(e) in (Nfsstat3.NFS3ERR_ROFS, Nfsstat3.NFS3ERR_ACCES)
     assert fs.access(SCHEMA_ID, ACCESS3_READ | ACCESS3_MODIFY, ROOT) == ACCESS3_READ
+    now = SetTime(TimeHow.SET_TO_SERVER_TIME)
+    for fid in (SCHEMA_ID, VERSIONS_ID, fs.paths.resolve("/versions/1/data.csv")):
+        for attrs in (Sattr3(mode=0o600), Sattr3(atime=now, mtime=now)):
+            with pytest.raises(NfsError) as e:
+                fs.setattr(fid, attrs, ROOT)
+            assert status(e) == Nfsstat3.NFS3ERR_ROFS
+
+
+def test_touch_and_chmod_of_data_csv_change_nothing(fs: TableFs, db: DatabaseOps) -> None:
+    v = db.version
+    now = SetTime(TimeHow.SET_TO_SERVER_TIME)
+    before = fs.getattr(DATA_CSV_ID)
+    assert fs.setattr(DATA_CSV_ID, Sattr3(atime=now, mtime=now), ROOT) == before
+    assert fs.setattr(DATA_CSV_ID, Sattr3(mode=0o600, uid=5, gid=5), ROOT) == before
+    assert fs.setattr(ROOT_ID, Sattr3(mtime=now), ROOT).type == Ftype3.NF3DIR
+    assert db.version == v
 
 
 def test_api_write_is_visible_to_the_next_getattr_and_read(fs: TableFs, db: DatabaseOps) -> None:
