@@ -136,6 +136,7 @@ class MemoryFs:
         if len(self._generation) != 8:
             raise ValueError("generation must be 8 bytes")
         self._cookieverf = secrets.token_bytes(8)
+        self._capabilities = VfsCapabilities(read_only=read_only, max_file_size=max_file_size)
         self._bytes_used = 0
         now = self._now()
         self._nodes[root_id] = _Node(
@@ -259,7 +260,7 @@ class MemoryFs:
 
     def capabilities(self) -> VfsCapabilities:
         """Return the static properties (see `Vfs.capabilities`)."""
-        return VfsCapabilities(read_only=self._read_only, max_file_size=self._max_file_size)
+        return self._capabilities
 
     def root_dir(self) -> FileId:
         """Return the root directory's id."""

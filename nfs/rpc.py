@@ -13,7 +13,9 @@ client never hangs and the server never dies on one bad call.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
+import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, NewType, Protocol, TypeVar
@@ -251,15 +253,9 @@ class Credentials:
                 for a flavor we do not accept (only AUTH_NONE and AUTH_SYS are).
         """
         if cred.flavor == AuthFlavor.AUTH_NONE:
-            return cls()
+            return _ANONYMOUS
         if cred.flavor == AuthFlavor.AUTH_SYS:
-            u = Unpacker(cred.body)
-            try:
-                parms = AuthSysParms.unpack(u)
-                u.done()
-            except XdrError as err:
-                raise AuthError(AuthStat.AUTH_BADCRED, str(err)) from err
-            return cls(AuthFlavor.AUTH_SYS, parms.uid, parms.gid, parms.gids, parms.machinename)
+            return _auth_sys_credentials(cred.body)
         raise AuthError(AuthStat.AUTH_REJECTEDCRED, f"auth flavor {cred.flavor} not supported")
 
     @classmethod
@@ -272,6 +268,21 @@ class Credentials:
     def in_group(self, gid: int) -> bool:
         """Return whether `gid` is the primary or a supplementary group."""
         return gid == self.gid or gid in self.gids
+
+
+_ANONYMOUS: Final = Credentials()
+
+
+@functools.lru_cache(maxsize=1024)
+def _auth_sys_credentials(body: bytes) -> Credentials:
+    """Decode an AUTH_SYS body (cached: a client sends the same one on every call)."""
+    u = Unpacker(body)
+    try:
+        parms = AuthSysParms.unpack(u)
+        u.done()
+    except XdrError as err:
+        raise AuthError(AuthStat.AUTH_BADCRED, str(err)) from err
+    return Credentials(AuthFlavor.AUTH_SYS, parms.uid, parms.gid, parms.gids, parms.machinename)
 
 
 @dataclass(frozen=True)
@@ -379,6 +390,12 @@ def encode_call(header: CallHeader, args: Packable | Buffer = b"") -> Packer:
 # ---------------------------------------------------------------- replies
 
 
+_XID_MTYPE: Final = struct.Struct(">II")
+_CALL_BODY: Final = struct.Struct(">IIII")
+_SUCCESS_HEAD: Final = struct.Struct(">IIIIII")
+"""xid, REPLY, MSG_ACCEPTED, verifier AUTH_NONE (flavor, length 0), SUCCESS."""
+
+
 def _reply_prefix(p: Packer, xid: int, stat: ReplyStat) -> None:
     p.pack_uint(xid)
     p.pack_uint(MsgType.REPLY)
@@ -394,6 +411,9 @@ def reply_accepted(
     PROG_MISMATCH carries `low` and `high`, the other stats carry nothing.
     """
     p = Packer()
+    if stat == AcceptStat.SUCCESS:
+        p.pack_struct(_SUCCESS_HEAD, xid, MsgType.REPLY, ReplyStat.MSG_ACCEPTED, 0, 0, 0)
+        return p
     _reply_prefix(p, xid, ReplyStat.MSG_ACCEPTED)
     AUTH_NONE_BODY.pack(p)
     p.pack_uint(stat)
@@ -562,25 +582,24 @@ class Dispatcher:
         """
         u = Unpacker(record)
         try:
-            xid = Xid(u.unpack_uint())
-            mtype = u.unpack_uint()
+            xid_raw, mtype = u.unpack_struct(_XID_MTYPE)
         except XdrError:
             return None
+        xid = Xid(xid_raw)
         if mtype != MsgType.CALL:
             return None
         try:
             rpcvers = u.unpack_uint()
             if rpcvers != RPC_VERSION:
                 return reply_rpc_mismatch(xid).get_buffers()
-            prog = u.unpack_uint()
-            vers = u.unpack_uint()
-            proc = u.unpack_uint()
-            cred = OpaqueAuth.unpack(u)
-            OpaqueAuth.unpack(u)  # verifier: AUTH_NONE for AUTH_SYS; not checked
+            prog, vers, proc, cred_flavor = u.unpack_struct(_CALL_BODY)
+            cred_body = u.unpack_opaque(MAX_AUTH_BYTES)
+            u.unpack_uint()  # verifier: AUTH_NONE for AUTH_SYS; not checked
+            u.unpack_opaque(MAX_AUTH_BYTES)
         except XdrError:
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         try:
-            credentials = Credentials.from_auth(cred)
+            credentials = Credentials.from_auth(OpaqueAuth(cred_flavor, cred_body))
         except AuthError as err:
             return reply_auth_error(xid, err.stat).get_buffers()
 

@@ -126,6 +126,7 @@ class NfsServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -255,18 +256,23 @@ class NfsServer:
         await self._stop.wait()
         for s in servers:
             s.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.close()  # its reader sees EOF: the connection task ends by itself
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
         for s in servers:
             await s.wait_closed()
 
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        if self._stop is None or self._stop.is_set():
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._writers.add(writer)
         peer = writer.get_extra_info("peername")
         conn = ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None)
         records = RecordReader(self._max_record)
@@ -283,21 +289,18 @@ class NfsServer:
                     call = asyncio.create_task(self._call(record, conn, writer, write_lock, slots))
                     calls.add(call)
                     call.add_done_callback(calls.discard)
-            if calls:
-                await asyncio.gather(*calls, return_exceptions=True)
         except RecordError as err:
             logger.warning("closing connection from %s: %s", conn.peer, err)
         except ConnectionError:
             logger.debug("connection from %s reset", conn.peer)
-        except asyncio.CancelledError:
-            for call in calls:
-                call.cancel()
-            raise
         finally:
-            self._connections.discard(task)
+            self._writers.discard(writer)
+            if calls:  # let running calls finish (their replies go out if still possible)
+                await asyncio.gather(*calls, return_exceptions=True)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
+            self._connections.discard(task)
 
     async def _call(
         self,

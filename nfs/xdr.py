@@ -270,25 +270,37 @@ class Unpacker:
 
     def unpack_uint(self) -> int:
         """Read an unsigned 32-bit integer (§4.2)."""
-        pos = self._take(4)
+        pos = self._pos
+        if pos + 4 > len(self._data):
+            self._take(4)  # raises
+        self._pos = pos + 4
         value: int = _U32.unpack_from(self._data, pos)[0]
         return value
 
     def unpack_int(self) -> int:
         """Read a signed 32-bit integer (§4.1)."""
-        pos = self._take(4)
+        pos = self._pos
+        if pos + 4 > len(self._data):
+            self._take(4)  # raises
+        self._pos = pos + 4
         value: int = _I32.unpack_from(self._data, pos)[0]
         return value
 
     def unpack_uhyper(self) -> int:
         """Read an unsigned 64-bit integer (§4.5)."""
-        pos = self._take(8)
+        pos = self._pos
+        if pos + 8 > len(self._data):
+            self._take(8)  # raises
+        self._pos = pos + 8
         value: int = _U64.unpack_from(self._data, pos)[0]
         return value
 
     def unpack_hyper(self) -> int:
         """Read a signed 64-bit integer (§4.5)."""
-        pos = self._take(8)
+        pos = self._pos
+        if pos + 8 > len(self._data):
+            self._take(8)  # raises
+        self._pos = pos + 8
         value: int = _I64.unpack_from(self._data, pos)[0]
         return value
 
