@@ -104,3 +104,19 @@ def test_a_user_writes_as_itself() -> None:
     assert res.stdout.splitlines() == ["1000", "1000:1000", "denied", "denied"]
     assert fs.getattr(fs.resolve("/mine.txt")).uid == 1000
     assert fs.get("/root-only.txt") == b"secret\n"
+
+
+def test_mount_through_the_port_mapper() -> None:
+    """With no ports given, the kernel asks PMAP v2 GETPORT on host port 111 (over TCP)."""
+    fs = MemoryFs()
+    fs.put("/via-portmap.txt", b"found\n")
+    try:
+        server = NfsServer(fs, 0, portmapper=True, portmap_port=111).start()
+    except OSError as err:
+        pytest.skip(f"port 111 unavailable: {err}")
+    try:
+        res = run_in_vm(0, "cat /mnt/via-portmap.txt", rpcbind=True)
+    finally:
+        server.shutdown()
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "found\n"

@@ -69,6 +69,7 @@ def run_in_vm(
     mount_port: int | None = None,
     env: Mapping[str, str] | None = None,
     merge: bool = False,
+    rpcbind: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Boot the VM, mount the server on 127.0.0.1:`port` at /mnt and run `script` there.
 
@@ -82,6 +83,8 @@ def run_in_vm(
         mount_port: a separate MOUNT port (default: `port`).
         env: variables exported for the script.
         merge: merge stderr into stdout.
+        rpcbind: give the kernel no ports: it asks the port mapper on host port 111
+            (serve one with ``NfsServer(..., portmapper=True, portmap_port=111)``).
 
     Returns:
         The finished process: the script's exit status (125: the VM could not
@@ -92,15 +95,8 @@ def run_in_vm(
     with tempfile.TemporaryDirectory(prefix="nfsvm-") as tmp:
         path = Path(tmp) / "script.sh"
         path.write_text(script)
-        cmd = [
-            str(NFS_VM_TOOLS / "nfs-vm-run"),
-            "--port",
-            str(port),
-            "--export",
-            export,
-            "--timeout",
-            str(timeout),
-        ]
+        cmd = [str(NFS_VM_TOOLS / "nfs-vm-run"), "--export", export, "--timeout", str(timeout)]
+        cmd += ["--rpcbind"] if rpcbind else ["--port", str(port)]
         if mount_port is not None:
             cmd += ["--mount-port", str(mount_port)]
         if user is not None:
