@@ -19,8 +19,9 @@ empty string, and ``-0.0`` differs from ``0.0``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +30,9 @@ from posixlake.csvcodec import render_lines
 from posixlake.errors import DuplicateKeyError, SchemaError
 
 __all__ = ["RowDiff", "append_only_suffix", "apply_diff", "diff_rows", "fingerprints"]
+
+Arr: TypeAlias = "pa.Array[Any]"
+Chunked: TypeAlias = "pa.ChunkedArray[Any]"
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class RowDiff:
     @property
     def is_empty(self) -> bool:
         """Whether the diff changes nothing."""
-        return (
+        return bool(
             self.inserts.num_rows == 0 and self.deletes.num_rows == 0 and self.updates.num_rows == 0
         )
 
@@ -69,14 +73,21 @@ def _check_key(schema: pa.Schema, key: Sequence[str]) -> list[str]:
     return columns
 
 
-def _check_unique(keys: pa.ChunkedArray, key: Sequence[str], where: str) -> None:
+def _check_unique(keys: Chunked, key: Sequence[str], where: str) -> None:
     if len(keys) == 0 or pc.count_distinct(keys, mode="all").as_py() == len(keys):
         return
-    counts = pc.value_counts(keys)
-    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    counts: pa.StructArray = pc.value_counts(keys)
+    repeated = counts.filter(_compare(pc.greater, counts.field("counts"), 1))
     shown = ", ".join(f"({value})" for value in repeated.field("values").to_pylist()[:5])
     more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
     raise DuplicateKeyError(f"duplicate key ({','.join(key)}) in {where}: {shown}{more}")
+
+
+def _compare(function: Callable[..., Any], values: Arr, number: int) -> Arr:
+    """Apply an arithmetic or comparison kernel to ``values`` and an int64 scalar."""
+    # A function parameter, because the stubs' overloads reject Python ints.
+    result: Arr = function(values, pa.scalar(number, pa.int64()))
+    return result
 
 
 def _same_schema(old: pa.Table, new: pa.Table) -> None:
@@ -86,9 +97,12 @@ def _same_schema(old: pa.Table, new: pa.Table) -> None:
         )
 
 
-def _key_values(table: pa.Table, columns: list[str]) -> pa.ChunkedArray:
-    """Return one hashable value per row for the key: the column itself when it is a
-    single integer, string, date or timestamp column, else the rendered CSV of the key."""
+def _key_values(table: pa.Table, columns: list[str]) -> Chunked:
+    """Return one hashable value per row for the key columns.
+
+    That is the column itself when the key is one integer, string, date or timestamp
+    column (where hash equality is value equality, NULL included), else fingerprints.
+    """
     if len(columns) == 1:
         t = table.schema.field(columns[0]).type
         if (
@@ -103,45 +117,64 @@ def _key_values(table: pa.Table, columns: list[str]) -> pa.ChunkedArray:
 
 
 def _is_nested(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_map(t)
-        or pa.types.is_struct(t)
-    )
+    return isinstance(t, pa.ListType | pa.LargeListType | pa.MapType | pa.StructType)
 
 
-def _fingerprint_part(col: pa.Array) -> pa.Array:
+def _float_bits(col: Arr) -> Arr:
+    """Return the bit patterns of a float array as integers (NULL stays null)."""
+    width = col.type.bit_width
+    return col.view(pa.int64() if width == 64 else pa.int32() if width == 32 else pa.int16())
+
+
+def _binary(col: Arr) -> Arr:
+    return pc.cast(col, pa.binary())
+
+
+def _join(*parts: Arr, sep: bytes) -> Arr:
+    """Join binary arrays element-wise with ``sep`` between (``binary_join_element_wise``)."""
+    joined: Arr = pc.binary_join_element_wise(*parts, pa.scalar(sep))  # type: ignore[call-overload, unused-ignore]
+    return joined
+
+
+def _fill(values: Arr, value: pa.Scalar[Any]) -> Arr:
+    """Replace NULL by ``value`` (``fill_null``)."""
+    filled: Arr = pc.fill_null(values, value)  # type: ignore[arg-type, assignment, unused-ignore]
+    return filled
+
+
+def _ints(values: Arr | Chunked) -> list[int]:
+    """Return the values of an integer array without NULLs as Python ints."""
+    return [int(v) for v in values.to_pylist() if v is not None]
+
+
+def _bytes(values: Arr | Chunked) -> list[bytes]:
+    """Return the values of a binary array without NULLs as Python bytes."""
+    return [bytes(v) for v in values.to_pylist() if v is not None]
+
+
+def _fingerprint_part(col: Arr) -> Arr:
     """Return an injective binary text of each value; NULL is ``N``."""
     t = col.type
     if pa.types.is_floating(t):
-        bits = col.view(
-            pa.int64() if t.bit_width == 64 else pa.int32() if t.bit_width == 32 else pa.int16()
-        )
-        text = pc.if_else(pc.is_nan(col), "nan", pc.cast(bits, pa.string()))
+        bits = _binary(pc.cast(_float_bits(col), pa.string()))
+        text = pc.if_else(pc.is_nan(col), pa.scalar(b"nan"), bits)
     elif pa.types.is_integer(t) or pa.types.is_decimal(t):
-        text = pc.cast(col, pa.string())
-    elif pa.types.is_boolean(t):
-        text = pc.cast(pc.cast(col, pa.int8()), pa.string())
-    elif pa.types.is_date32(t):
-        text = pc.cast(pc.cast(col, pa.int32()), pa.string())
-    elif pa.types.is_timestamp(t):
-        text = pc.cast(pc.cast(col, pa.int64()), pa.string())
+        text = _binary(pc.cast(col, pa.string()))
+    elif pa.types.is_boolean(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        physical = (
+            pa.int8() if pa.types.is_boolean(t) else pa.int32() if t == pa.date32() else pa.int64()
+        )
+        text = _binary(pc.cast(pc.cast(col, physical), pa.string()))
     else:
         if _is_nested(t):
             col = render_lines(pa.table({"v": col})).combine_chunks()
         # Length-prefixed, so that no separator inside a value can be ambiguous.
-        length = pc.cast(pc.binary_length(col), pa.string())
-        return pc.fill_null(
-            pc.binary_join_element_wise(
-                pc.cast(length, pa.binary()), b":", pc.cast(col, pa.binary()), b""
-            ),
-            b"N",
-        )
-    return pc.fill_null(pc.cast(text, pa.binary()), b"N")
+        lengths: Arr = pc.binary_length(col)  # type: ignore[call-overload, unused-ignore]
+        text = _join(_binary(pc.cast(lengths, pa.string())), _binary(col), sep=b":")
+    return _fill(text, pa.scalar(b"N"))
 
 
-def fingerprints(table: pa.Table) -> pa.ChunkedArray:
+def fingerprints(table: pa.Table) -> Chunked:
     """Return one binary value per row such that rows are equal iff their values are.
 
     Equality here is exact value identity: NULL equals NULL, NaN equals NaN, ``-0.0``
@@ -160,54 +193,49 @@ def fingerprints(table: pa.Table) -> pa.ChunkedArray:
     parts = [_fingerprint_part(col.combine_chunks()) for col in table.columns]
     if len(parts) == 1:
         return pa.chunked_array([parts[0]])
-    return pa.chunked_array([pc.binary_join_element_wise(*parts, b",")])
+    return pa.chunked_array([_join(*parts, sep=b",")])
 
 
-def _rows_differ(left: pa.Table, right: pa.Table) -> pa.Array:
+def _rows_differ(left: pa.Table, right: pa.Table) -> Arr:
     """Compare aligned rows column by column: True where any value differs.
 
     NULL equals NULL, NaN equals NaN, and floats compare by bits otherwise (so -0.0
     differs from 0.0, as their CSV texts do); nested values compare by their JSON text.
     """
-    differ = pa.array([False] * left.num_rows, pa.bool_())
+    differ: Arr = pa.array([False] * left.num_rows, pa.bool_())
     for name in left.column_names:
         x = left.column(name).combine_chunks()
         y = right.column(name).combine_chunks()
         t = x.type
-        if (
-            pa.types.is_list(t)
-            or pa.types.is_large_list(t)
-            or pa.types.is_map(t)
-            or pa.types.is_struct(t)
-        ):
-            x = render_lines(pa.table({name: x})).combine_chunks()
-            y = render_lines(pa.table({name: y})).combine_chunks()
-            same = pc.equal(x, y)
-        elif pa.types.is_floating(t):
-            bits = (
-                pa.int64() if t.bit_width == 64 else pa.int32() if t.bit_width == 32 else pa.int16()
+        same: Arr
+        if _is_nested(t):
+            same = pc.equal(
+                render_lines(pa.table({name: x})).combine_chunks(),
+                render_lines(pa.table({name: y})).combine_chunks(),
             )
+        elif pa.types.is_floating(t):
             same = pc.or_kleene(
-                pc.equal(x.view(bits), y.view(bits)), pc.and_(pc.is_nan(x), pc.is_nan(y))
+                pc.equal(_float_bits(x), _float_bits(y)), pc.and_(pc.is_nan(x), pc.is_nan(y))
             )
         else:
             same = pc.equal(x, y)
         both_null = pc.and_(x.is_null(), y.is_null())
-        same = pc.or_(both_null, pc.fill_null(same, False))
+        same = pc.or_(both_null, _fill(same, pa.scalar(False)))
         differ = pc.or_(differ, pc.invert(same))
     return differ
 
 
-def _indices(length: int) -> pa.Array:
+def _indices(length: int) -> Arr:
     return pa.array(range(length), pa.int64())
 
 
 def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None) -> RowDiff:
     """Compute the rows that turn ``old`` into ``new``.
 
-    Cost: a CSV rendering of both tables plus hash lookups, all vectorized (about 0.1 s
-    for 100,000 rows); Python work only for rows whose multiplicity changed in an
-    unkeyed diff.
+    Cost: hash lookups on the key (or on row fingerprints without a key) and a
+    column-wise comparison of matched rows, all vectorized: about 20 ms keyed and
+    80 ms unkeyed for 100,000 rows; Python work only for rows whose multiplicity
+    changed in an unkeyed diff.
 
     Args:
         old: The table as the writer last saw it.
@@ -220,7 +248,8 @@ def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None)
         deletes in ``old``'s.
 
     Raises:
-        DuplicateKeyError: A key value occurs twice in ``new`` (or in ``old``).
+        DuplicateKeyError: A key value occurs twice in ``new`` (or in ``old``); NULL
+            keys count as equal.
         SchemaError: The schemas differ, or a key column is missing.
     """
     _same_schema(old, new)
@@ -232,15 +261,13 @@ def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None)
     _check_unique(new_keys, columns, "the new content")
     _check_unique(old_keys, columns, "the old content")
     position = pc.index_in(new_keys, value_set=old_keys)  # row of old with the same key
-    inserted = pc.is_null(position)
     deletes = old.select(columns).filter(pc.invert(pc.is_in(old_keys, value_set=new_keys)))
     matched_old = old.take(pc.drop_null(position))
     matched_new = new.filter(pc.is_valid(position))
-    changed = _rows_differ(matched_new, matched_old)
     return RowDiff(
-        inserts=new.filter(inserted),
+        inserts=new.filter(pc.is_null(position)),
         deletes=deletes,
-        updates=matched_new.filter(changed),
+        updates=matched_new.filter(_rows_differ(matched_new, matched_old)),
     )
 
 
@@ -250,8 +277,8 @@ def _diff_multiset(old: pa.Table, new: pa.Table) -> RowDiff:
     if old_lines.equals(new_lines):
         empty = new.slice(0, 0)
         return RowDiff(inserts=empty, deletes=empty, updates=empty)
-    old_counts = pc.value_counts(old_lines)
-    new_counts = pc.value_counts(new_lines)
+    old_counts: pa.StructArray = pc.value_counts(old_lines)
+    new_counts: pa.StructArray = pc.value_counts(new_lines)
     return RowDiff(
         inserts=new.take(_surplus(new_lines, new_counts, old_counts)),
         deletes=old.take(_surplus(old_lines, old_counts, new_counts)),
@@ -259,7 +286,7 @@ def _diff_multiset(old: pa.Table, new: pa.Table) -> RowDiff:
     )
 
 
-def _surplus(lines: pa.ChunkedArray, counts: pa.StructArray, other: pa.StructArray) -> pa.Array:
+def _surplus(lines: Chunked, counts: pa.StructArray, other: pa.StructArray) -> Arr:
     """Return the row indices of ``lines`` beyond their count in the other table.
 
     ``counts`` and ``other`` are the ``value_counts`` of ``lines`` and of the other
@@ -269,22 +296,20 @@ def _surplus(lines: pa.ChunkedArray, counts: pa.StructArray, other: pa.StructArr
     values = counts.field("values")
     mine = counts.field("counts")
     at = pc.index_in(values, value_set=other.field("values"))
-    theirs = pc.fill_null(pc.take(other.field("counts"), at), 0)
-    surplus = pc.subtract(mine, theirs)
-    extra = pc.greater(surplus, 0)
+    theirs = _fill(pc.take(other.field("counts"), at), pa.scalar(0, pa.int64()))
+    surplus: Arr = pc.subtract(mine, theirs)  # type: ignore[assignment, unused-ignore]
+    extra = _compare(pc.greater, surplus, 0)
     if not pc.any(extra).as_py():
         return pa.array([], pa.int64())
     wanted = values.filter(extra)
-    candidates = pc.indices_nonzero(pc.is_in(lines, value_set=wanted))
+    candidates: Arr = pc.indices_nonzero(pc.is_in(lines, value_set=wanted))
     if pc.all(pc.equal(surplus.filter(extra), mine.filter(extra))).as_py():
         return candidates  # every occurrence of those lines is surplus
-    remaining = dict(zip(wanted.to_pylist(), surplus.filter(extra).to_pylist(), strict=True))
+    remaining = dict(zip(_bytes(wanted), _ints(surplus.filter(extra)), strict=True))
     chosen: list[int] = []
-    candidate_lines = pc.take(lines, candidates).to_pylist()
+    candidate_lines = _bytes(pc.take(lines, candidates))
     # Walk backwards so that the LAST occurrences are the surplus ones.
-    for index, line in zip(
-        reversed(candidates.to_pylist()), reversed(candidate_lines), strict=True
-    ):
+    for index, line in zip(reversed(_ints(candidates)), reversed(candidate_lines), strict=True):
         if remaining[line]:
             remaining[line] -= 1
             chosen.append(index)
@@ -330,38 +355,36 @@ def apply_diff(old: pa.Table, diff: RowDiff, *, key: Sequence[str] | None = None
         )
     old_keys = _key_values(old, columns)
     gone = pc.is_in(old_keys, value_set=_key_values(diff.deletes, columns))
-    update_at = pc.index_in(old_keys, value_set=_key_values(diff.updates, columns))
-    n_old, n_updates = old.num_rows, diff.updates.num_rows
-    rows = pc.if_else(
-        pc.is_valid(update_at),
-        pc.add(pc.fill_null(update_at, 0).cast(pa.int64()), n_old),
-        _indices(n_old),
+    update_at = pc.cast(
+        pc.index_in(old_keys, value_set=_key_values(diff.updates, columns)), pa.int64()
     )
-    kept = rows.filter(pc.invert(gone))
-    appended = pc.add(_indices(diff.inserts.num_rows), n_old + n_updates)
+    n_old, n_updates = old.num_rows, diff.updates.num_rows
+    # Row numbers in concat([old, updates, inserts]): updated rows point at their update.
+    rows = pc.coalesce(_compare(pc.add, update_at, n_old), _indices(n_old))
+    kept: Chunked = rows.filter(pc.invert(gone))  # type: ignore[assignment, unused-ignore]
+    appended = _compare(pc.add, _indices(diff.inserts.num_rows), n_old + n_updates)
     everything = pa.concat_tables([old, diff.updates, diff.inserts])
-    return everything.take(pa.chunked_array([kept, appended], pa.int64()).combine_chunks())
+    return everything.take(pa.concat_arrays([kept.combine_chunks(), appended]))
 
 
 def _apply_multiset(old: pa.Table, diff: RowDiff) -> pa.Table:
     old_lines = fingerprints(old)
-    delete_lines = fingerprints(diff.deletes).to_pylist()
     remaining: dict[bytes, int] = {}
-    for line in delete_lines:
+    for line in _bytes(fingerprints(diff.deletes)):
         remaining[line] = remaining.get(line, 0) + 1
     hit = pc.is_in(old_lines, value_set=pa.array(list(remaining), pa.binary()))
-    candidates = pc.indices_nonzero(hit).to_pylist()
-    candidate_lines = pc.take(old_lines, pa.array(candidates, pa.int64())).to_pylist()
-    dropped: set[int] = set()
+    candidates = _ints(pc.indices_nonzero(hit))
+    candidate_lines = _bytes(pc.take(old_lines, pa.array(candidates, pa.int64())))
+    dropped: list[int] = []
     for index, line in zip(reversed(candidates), reversed(candidate_lines), strict=True):
         if remaining[line]:
             remaining[line] -= 1
-            dropped.add(index)
+            dropped.append(index)
     missing = sum(remaining.values())
     if missing:
         raise ValueError(f"{missing} row(s) to delete are not in the table")
     if dropped:
-        doomed = pa.array(sorted(dropped), pa.int64())
+        doomed = pa.array(dropped, pa.int64())
         old = old.filter(pc.invert(pc.is_in(_indices(old.num_rows), value_set=doomed)))
     return pa.concat_tables([old, diff.inserts])
 

@@ -58,9 +58,10 @@ import base64
 import json
 import os
 import re
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,6 +139,48 @@ class CsvFormatError(SerializationError, ValueError):
 
 
 # --------------------------------------------------------------------------- types
+#
+# pyarrow-stubs type arrays and compute functions precisely but reject some valid calls
+# (str scalars mixed with arrays in binary_join_element_wise, Python numbers in
+# comparisons). Those calls go through the few helpers below, each with one narrow
+# ignore; "unused-ignore" keeps mypy quiet when the stubs are not installed.
+
+Arr: TypeAlias = "pa.Array[Any]"
+Chunked: TypeAlias = "pa.ChunkedArray[Any]"
+Column: TypeAlias = "pa.Array[Any] | pa.ChunkedArray[Any]"
+
+
+_A = TypeVar("_A", "pa.Array[Any]", "pa.ChunkedArray[Any]")
+
+
+def _concat(*parts: _A | str, sep: str = "") -> _A:
+    """Join strings element-wise (``binary_join_element_wise``); str parts broadcast."""
+    # The stubs accept no str scalar among array operands.
+    joined: _A = pc.binary_join_element_wise(*parts, sep)  # type: ignore[call-overload, arg-type, unused-ignore]
+    return joined
+
+
+def _choose(condition: _A, then: _A | str | None, otherwise: _A | str | None) -> _A:
+    """Pick ``then`` where ``condition`` holds, else ``otherwise`` (``if_else``)."""
+    chosen: _A = pc.if_else(condition, then, otherwise)  # type: ignore[call-overload, arg-type, unused-ignore]
+    return chosen
+
+
+def _is_empty(text: _A) -> _A:
+    """Return, per value, whether a string is empty (NULL stays null)."""
+    empty: _A = pc.equal(text, pa.scalar("", text.type))  # type: ignore[assignment, unused-ignore]
+    return empty
+
+
+def _fill(text: _A, value: str) -> _A:
+    """Replace NULL by ``value`` (``fill_null``)."""
+    filled: _A = pc.fill_null(text, value)  # type: ignore[call-overload, arg-type, unused-ignore]
+    return filled
+
+
+def _any(mask: Column) -> bool:
+    """Return whether any value is true (NULL counts as false)."""
+    return bool(pc.any(mask).as_py())
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -148,16 +191,8 @@ def _is_bytes(t: pa.DataType) -> bool:
     return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
-
-
 def _is_nested(t: pa.DataType) -> bool:
-    return bool(_is_list(t) or pa.types.is_map(t) or pa.types.is_struct(t))
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_decimal(t))
+    return isinstance(t, pa.ListType | pa.LargeListType | pa.MapType | pa.StructType)
 
 
 def _type_label(t: pa.DataType) -> str:
@@ -166,23 +201,23 @@ def _type_label(t: pa.DataType) -> str:
         return ("Int" if pa.types.is_signed_integer(t) else "UInt") + str(t.bit_width)
     if pa.types.is_floating(t):
         return f"Float{t.bit_width}"
-    if pa.types.is_decimal(t):
+    if isinstance(t, pa.Decimal128Type | pa.Decimal256Type):
         return f"Decimal({t.precision}, {t.scale})"
     if pa.types.is_boolean(t):
         return "Boolean"
     if pa.types.is_date(t):
         return "Date"
-    if pa.types.is_timestamp(t):
+    if isinstance(t, pa.TimestampType):
         return "Timestamp" if t.tz is not None else "TimestampNtz"
     if _is_text(t):
         return "String"
     if _is_bytes(t):
         return "Binary (base64)"
-    if _is_list(t):
+    if isinstance(t, pa.ListType | pa.LargeListType):
         return f"List<{_type_label(t.value_type)}>"
-    if pa.types.is_map(t):
+    if isinstance(t, pa.MapType):
         return f"Map<{_type_label(t.key_type)}, {_type_label(t.item_type)}>"
-    if pa.types.is_struct(t):
+    if isinstance(t, pa.StructType):
         inner = ", ".join(f"{f.name}: {_type_label(f.type)}" for f in t)
         return f"Struct<{inner}>"
     return str(t)
@@ -194,12 +229,12 @@ def _with_article(label: str) -> str:
 
 def _check_supported(t: pa.DataType, where: str) -> None:
     """Raise SchemaError unless the codec can render and parse values of ``t``."""
-    if _is_list(t):
+    if isinstance(t, pa.ListType | pa.LargeListType):
         _check_supported(t.value_type, where)
-    elif pa.types.is_map(t):
+    elif isinstance(t, pa.MapType):
         _check_supported(t.key_type, where)
         _check_supported(t.item_type, where)
-    elif pa.types.is_struct(t):
+    elif isinstance(t, pa.StructType):
         for child in t:
             _check_supported(child.type, where)
     elif not (
@@ -218,126 +253,121 @@ def _check_supported(t: pa.DataType, where: str) -> None:
 # ------------------------------------------------------------------------- render
 
 
-AnyArray: TypeAlias = "pa.Array | pa.ChunkedArray"
-
-
-def _text(arr: pa.Array) -> pa.Array:
+def _text(arr: Arr) -> Arr:
     """Return the CSV text of each value, unquoted; NULL stays null."""
     t = arr.type
     if _is_text(t):
         return pc.cast(arr, pa.string()) if pa.types.is_large_string(t) else arr
     if _is_nested(t):
         out = _json(arr)
-        if arr.null_count:
-            out = pc.if_else(arr.is_valid(), out, pa.scalar(None, pa.string()))
-        return out
+        return _choose(arr.is_valid(), out, None) if arr.null_count else out
     if _is_bytes(t):
         return pa.array(
             [None if v is None else base64.b64encode(v).decode("ascii") for v in arr.to_pylist()],
             pa.string(),
         )
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        # Casting a zoned timestamp to string is slow (per-value zone lookups); the
-        # naive cast is a metadata change that keeps the UTC wall time.
-        naive = pc.cast(arr, pa.timestamp(t.unit))
-        return pc.binary_join_element_wise(_text(naive), "Z", "")
-    text = pc.cast(arr, pa.string())
-    if pa.types.is_floating(t):
-        if pc.any(pc.is_nan(arr)).as_py():
-            text = pc.if_else(pc.is_nan(arr), "NaN", text)
-    elif pa.types.is_timestamp(t):
-        text = pc.replace_substring(text, " ", "T", max_replacements=1)
+    if isinstance(t, pa.TimestampType):
+        if t.tz is not None:
+            # Casting a zoned timestamp to string is slow (per-value zone lookups); the
+            # naive cast is a metadata change that keeps the UTC wall time.
+            return _concat(_text(pc.cast(arr, pa.timestamp(t.unit))), "Z")
+        text = pc.replace_substring(pc.cast(arr, pa.string()), " ", "T", max_replacements=1)
         digits = {"s": 0, "ms": 3, "us": 6, "ns": 9}[t.unit]
-        if digits:
-            text = pc.replace_substring(text, "." + "0" * digits, "")
+        return pc.replace_substring(text, "." + "0" * digits, "") if digits else text
+    text = pc.cast(arr, pa.string())
+    if pa.types.is_floating(t) and _any(pc.is_nan(arr)):
+        text = _choose(pc.is_nan(arr), "NaN", text)
     return text
 
 
-def _json_quote(text: pa.Array) -> pa.Array:
+def _json_quote(text: Arr) -> Arr:
     """Return each string as a JSON string literal (quotes included)."""
     text = pc.replace_substring(text, "\\", "\\\\")
     text = pc.replace_substring(text, '"', '\\"')
-    if pc.any(pc.match_substring_regex(text, r"[\x00-\x1f]")).as_py():
+    if _any(pc.match_substring_regex(text, r"[\x00-\x1f]")):
         for code in range(32):
             char = chr(code)
             text = pc.replace_substring(text, char, _JSON_ESCAPES.get(char, f"\\u{code:04x}"))
-    return pc.binary_join_element_wise('"', text, '"', "")
+    return _concat('"', text, '"')
 
 
-def _child_range(arr: pa.Array) -> tuple[pa.Array, int, int]:
-    """Return (offsets rebased to 0, first child index, child length) of a list or map."""
+def _child_range(arr: pa.ListArray[Any] | pa.LargeListArray[Any]) -> tuple[Arr, int, int]:
+    """Return (offsets rebased to 0, first child index, child count) of a list or map array."""
     offsets = arr.offsets
-    start = offsets[0].as_py()
-    end = offsets[-1].as_py()
+    start = int(offsets[0].as_py())
+    end = int(offsets[-1].as_py())
     if start or arr.offset:
-        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
+        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))  # type: ignore[arg-type, unused-ignore]
     return offsets, start, end - start
 
 
-def _mask(arr: pa.Array) -> pa.Array | None:
+def _mask(arr: Arr) -> Arr | None:
     return arr.is_null() if arr.null_count else None
 
 
+def _list_array(t: pa.DataType, offsets: Arr, values: Arr, mask: Arr | None) -> Arr:
+    """Build a list (or large list, per ``t``) array; ``t`` is also the type when it is one."""
+    # The stubs know from_arrays without the type= and mask= keywords only.
+    built: Arr
+    if isinstance(t, pa.LargeListType):
+        built = pa.LargeListArray.from_arrays(offsets, values, type=t, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    elif isinstance(t, pa.ListType):
+        built = pa.ListArray.from_arrays(offsets, values, type=t, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    else:
+        built = pa.ListArray.from_arrays(offsets, values, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    return built
+
+
 def _join_lists(
-    arr: pa.Array, texts: pa.Array, offsets: pa.Array, left: str, right: str
-) -> pa.Array:
-    """Join each list's element texts with ``,`` between ``left`` and ``right``."""
-    cls = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
-    lists = cls.from_arrays(offsets, texts, mask=_mask(arr))
-    return pc.binary_join_element_wise(left, pc.binary_join(lists, ","), right, "")
+    arr: pa.ListArray[Any] | pa.LargeListArray[Any], texts: Arr, offsets: Arr, brackets: str
+) -> Arr:
+    """Join each list's element texts with ``,`` inside ``brackets`` (``"[]"``, ``"{}"``)."""
+    kind = pa.large_list(pa.string()) if isinstance(arr.type, pa.LargeListType) else None
+    lists = _list_array(kind or pa.null(), offsets, texts, _mask(arr))
+    joined: Arr = pc.binary_join(lists, ",")  # type: ignore[assignment, unused-ignore]
+    return _concat(brackets[0], joined, brackets[1])
 
 
-def _json(arr: pa.Array) -> pa.Array:
+def _json(arr: Arr) -> Arr:
     """Return the compact JSON text of each value; NULL becomes ``null``."""
     t = arr.type
-    if _is_list(t):
-        offsets, start, length = _child_range(arr)
-        items = _json(arr.values.slice(start, length))
-        out = _join_lists(arr, items, offsets, "[", "]")
-    elif pa.types.is_map(t):
+    out: Column
+    if isinstance(arr, pa.MapArray) and isinstance(t, pa.MapType):
         offsets, start, length = _child_range(arr)
         keys = _json(arr.keys.slice(start, length))
         values = _json(arr.items.slice(start, length))
         if _is_text(t.key_type):
-            pairs = pc.binary_join_element_wise(keys, values, ":")
-            out = _join_lists(arr, pairs, offsets, "{", "}")
+            out = _join_lists(arr, _concat(keys, values, sep=":"), offsets, "{}")
         else:
-            pairs = pc.binary_join_element_wise("[", keys, ",", values, "]", "")
-            out = _join_lists(arr, pairs, offsets, "[", "]")
-    elif pa.types.is_struct(t):
-        if t.num_fields == 0:
-            out = pa.array(["{}"] * len(arr), pa.string())
-        else:
-            parts = [
-                pc.binary_join_element_wise(json.dumps(f.name) + ":", _json(arr.field(i)), "")
-                for i, f in enumerate(t)
-            ]
-            body = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ",")
-            out = pc.binary_join_element_wise("{", body, "}", "")
+            out = _join_lists(arr, _concat("[", keys, ",", values, "]"), offsets, "[]")
+    elif isinstance(arr, pa.ListArray | pa.LargeListArray):
+        offsets, start, length = _child_range(arr)
+        out = _join_lists(arr, _json(arr.values.slice(start, length)), offsets, "[]")
+    elif isinstance(arr, pa.StructArray) and isinstance(t, pa.StructType):
+        parts = [_concat(json.dumps(f.name) + ":", _json(arr.field(i))) for i, f in enumerate(t)]
+        body = parts[0] if len(parts) == 1 else _concat(*parts, sep=",")
+        out = _concat("{", body, "}") if parts else pa.array(["{}"] * len(arr), pa.string())
         if arr.null_count:
-            out = pc.if_else(arr.is_valid(), out, "null")
-    elif _is_number(t) or pa.types.is_boolean(t):
+            out = _choose(arr.is_valid(), out, "null")
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t):
         out = _text(arr)
     elif pa.types.is_floating(t):
         text = _text(arr)
-        out = pc.if_else(pc.is_finite(arr), text, _json_quote(text))
+        out = _choose(pc.is_finite(arr), text, _json_quote(text))
     else:
         out = _json_quote(_text(arr))
-    return pc.fill_null(out, "null")
+    return _fill(out, "null")
 
 
-def _quote(text: AnyArray) -> AnyArray:
+def _quote(text: Arr) -> Arr:
     """Quote the fields that need it (see the module docstring); NULL becomes empty."""
-    needs = pc.or_(
-        pc.match_substring_regex(text, _NEEDS_QUOTES), pc.equal(pc.binary_length(text), 0)
-    )
-    if pc.any(needs).as_py():
-        quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
-        text = pc.if_else(needs, quoted, text)
-    return pc.fill_null(text, "")
+    needs = pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), _is_empty(text))
+    if _any(needs):
+        text = _choose(needs, _concat('"', pc.replace_substring(text, '"', '""'), '"'), text)
+    return _fill(text, "")
 
 
-def _field(arr: pa.Array) -> pa.Array:
+def _field(arr: Arr) -> Arr:
     """Return the CSV field of each value, quoted where needed, NULL as empty."""
     t = arr.type
     text = _text(arr)
@@ -345,17 +375,17 @@ def _field(arr: pa.Array) -> pa.Array:
         return _quote(text)
     if _is_bytes(t):
         # base64 needs no quotes, but empty binary must not look like NULL.
-        text = pc.if_else(pc.equal(pc.binary_length(text), 0), '""', text)
-    return pc.fill_null(text, "")
+        text = _choose(_is_empty(text), '""', text)
+    return _fill(text, "")
 
 
-def _batch_lines(batch: pa.RecordBatch) -> pa.Array:
+def _batch_lines(batch: pa.RecordBatch) -> Arr:
     fields = [_field(column) for column in batch.columns]
     if not fields:
         return pa.array([""] * batch.num_rows, pa.string())
     if len(fields) == 1:
-        return pc.cast(fields[0], pa.string())
-    return pc.binary_join_element_wise(*fields, ",")
+        return fields[0]
+    return _concat(*fields, sep=",")
 
 
 def _pieces(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
@@ -369,15 +399,20 @@ def _pieces(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         yield batch.slice(start, step)
 
 
-def _buffer_bytes(lines: pa.Array) -> bytes:
-    """Return the concatenated values of a string array without nulls, by buffer slice."""
+def _buffer_bytes(lines: Arr) -> bytes:
+    """Return the concatenated values of a string array, by slicing its data buffer.
+
+    The array must be of type string (32-bit offsets); NULL slots must be empty.
+    """
     if len(lines) == 0:
         return b""
     _, offsets_buffer, data = lines.buffers()
-    offsets = memoryview(offsets_buffer).cast("i")  # int32 offsets, native order
+    if offsets_buffer is None or data is None:
+        return b""
+    offsets = memoryview(offsets_buffer).cast("i")  # int32, native byte order
     start = offsets[lines.offset]
     end = offsets[lines.offset + len(lines)]
-    return b"" if data is None else data.slice(start, end - start).to_pybytes()
+    return bytes(data.slice(start, end - start).to_pybytes())
 
 
 def _as_batches(source: RenderSource) -> tuple[pa.Schema | None, Iterable[pa.RecordBatch]]:
@@ -392,7 +427,7 @@ def _as_batches(source: RenderSource) -> tuple[pa.Schema | None, Iterable[pa.Rec
 
 def _header_line(names: Sequence[str]) -> bytes:
     fields = _quote(pa.array(list(names), pa.string()))
-    return (",".join(fields.to_pylist()) + "\n").encode("utf-8")
+    return (",".join(str(f) for f in fields.to_pylist()) + "\n").encode("utf-8")
 
 
 def iter_render_csv(
@@ -405,7 +440,8 @@ def iter_render_csv(
 
     Each chunk holds whole lines (every line ends with LF). At most about 64 MiB of
     Arrow data (and at most 65,536 rows) is rendered per chunk, so a table larger than
-    memory can be streamed from a ``RecordBatchReader`` to a spill file.
+    memory can be streamed from a ``RecordBatchReader`` to a spill file, holding about
+    one chunk and its text at a time.
 
     Args:
         table_or_batches: A table, a record batch, a ``RecordBatchReader`` or any
@@ -438,8 +474,7 @@ def iter_render_csv(
             yield _header_line(batch.schema.names)
             header_done = True
         for piece in _pieces(batch):
-            lines = pc.binary_join_element_wise(_batch_lines(piece), "", "\n")
-            chunk = _buffer_bytes(lines)
+            chunk = _buffer_bytes(_concat(_batch_lines(piece), "", sep="\n"))
             if chunk:
                 yield chunk
     if not header_done:
@@ -462,7 +497,7 @@ def render_csv(table: pa.Table | pa.RecordBatch, *, header: bool = True) -> byte
     return b"".join(iter_render_csv(table, header=header))
 
 
-def render_lines(table: pa.Table | pa.RecordBatch) -> pa.ChunkedArray:
+def render_lines(table: pa.Table | pa.RecordBatch) -> Chunked:
     """Render each row as its CSV line, without the line terminator.
 
     The rendering is injective for a given schema (distinct rows give distinct lines;
@@ -498,9 +533,7 @@ def render_value(value: Any, type: pa.DataType) -> str:
         SchemaError: ``type`` is not supported.
     """
     _check_supported(type, "value")
-    field = _field(pa.array([value], type))
-    text = field[0].as_py()
-    return str(text)
+    return str(_field(pa.array([value], type))[0].as_py())
 
 
 # -------------------------------------------------------------------------- parse
@@ -532,8 +565,9 @@ def _line_breaks(raw: bytes) -> int:
 def _scan(data: bytes | memoryview, pos: int, line: int) -> Iterator[_Record]:
     """Yield the records of ``data`` from ``pos``, the way Arrow's CSV reader splits them.
 
-    A quote opens a quoted field only at the start of a field; text after the closing
-    quote, up to the next delimiter, is appended literally (as Arrow does).
+    CR, LF and CRLF end lines. A quote opens a quoted field only at the start of a
+    field; text after the closing quote, up to the next delimiter, is appended
+    literally (as Arrow does). Only used to check headers and to explain errors.
 
     Raises:
         CsvFormatError: A quoted field is never closed.
@@ -552,24 +586,24 @@ def _scan(data: bytes | memoryview, pos: int, line: int) -> Iterator[_Record]:
             fields = []
             while True:
                 if data[pos : pos + 1] == b'"':
-                    match = _QUOTED_RE.match(data, pos)
-                    if match is None:
+                    quoted = _QUOTED_RE.match(data, pos)
+                    if quoted is None:
                         raise CsvFormatError(
                             f"line {start_line}: unterminated quote: a quoted field opened "
                             "on this line is never closed",
                             line=start_line,
                         )
-                    raw = match.group(1)
+                    raw = quoted.group(1)
                     line += _line_breaks(raw)
-                    tail = _UNQUOTED_RE.match(data, match.end())
-                    assert tail is not None
+                    tail = _UNQUOTED_RE.match(data, quoted.end())
+                    assert tail is not None  # the pattern matches the empty string
                     fields.append((raw.replace(b'""', b'"') + tail.group(), True))
                     pos = tail.end()
                 else:
-                    match = _UNQUOTED_RE.match(data, pos)
-                    assert match is not None
-                    fields.append((match.group(), False))
-                    pos = match.end()
+                    plain = _UNQUOTED_RE.match(data, pos)
+                    assert plain is not None  # the pattern matches the empty string
+                    fields.append((plain.group(), False))
+                    pos = plain.end()
                 if data[pos : pos + 1] != b",":
                     break
                 pos += 1
@@ -624,6 +658,10 @@ def _split_header(data: bytes | memoryview, header: HeaderMode) -> _Body:
     return _Body(data, first.end, first.next_line, names)
 
 
+def _empty_strings(names: list[str]) -> pa.Table:
+    return pa.table({name: pa.array([], pa.string()) for name in names})
+
+
 def _read_strings(body: _Body, count: int) -> pa.Table:
     """Read the body with Arrow, every column as string, NULL for empty unquoted fields.
 
@@ -632,11 +670,11 @@ def _read_strings(body: _Body, count: int) -> pa.Table:
     """
     names = [f"c{i}" for i in range(count)]
     if body.start >= len(body.data):
-        return pa.table({n: pa.array([], pa.string()) for n in names})
+        return _empty_strings(names)
     buffer = pa.py_buffer(body.data).slice(body.start)
     try:
-        return pacsv.read_csv(
-            pa.BufferReader(buffer),
+        table = pacsv.read_csv(
+            pa.BufferReader(buffer),  # type: ignore[arg-type, unused-ignore]  # a NativeFile is a file
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=count > 1),
             convert_options=pacsv.ConvertOptions(
@@ -647,9 +685,23 @@ def _read_strings(body: _Body, count: int) -> pa.Table:
             ),
         )
     except pa.ArrowInvalid as err:
-        if "Empty CSV file" in str(err):
-            return pa.table({n: pa.array([], pa.string()) for n in names})
+        if "Empty CSV file" in str(err):  # only blank lines
+            return _empty_strings(names)
         raise _locate_malformed(body, count, err) from err
+    if _count_quotes(buffer) % 2:
+        # Arrow reads a quote left open at the end of the input as closed there. An odd
+        # number of quote characters is the cheap sign of it; the scanner confirms.
+        for _ in _scan(body.data, body.start, body.line):
+            pass
+    return table
+
+
+def _count_quotes(buffer: pa.Buffer) -> int:
+    """Count the ``"`` bytes of a buffer without copying it into Python."""
+    offsets = pa.py_buffer(struct.pack("<2q", 0, buffer.size))
+    values = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, buffer])
+    counts: Arr = pc.count_substring(values, '"')  # type: ignore[call-overload, unused-ignore]
+    return int(counts[0].as_py())
 
 
 def _data_records(body: _Body, count: int) -> Iterator[_Record]:
@@ -686,16 +738,22 @@ def _row_line(body: _Body, count: int, row: int) -> int:
 # Converters: string column (NULL = null) -> column of the target type. Each works
 # element by element and raises one of _BAD_VALUE_ERRORS when any value is bad.
 
+Converter: TypeAlias = "Callable[[Column, pa.DataType], Column]"
 
-def _trimmed(col: AnyArray) -> AnyArray:
+
+def _combined(col: Column) -> Arr:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def _trimmed(col: Column) -> Column:
     return pc.ascii_trim_whitespace(col)
 
 
-def _all_match(col: AnyArray, pattern: str) -> bool:
-    return bool(pc.all(pc.match_substring_regex(col, pattern)).as_py() is not False)
+def _all_match(col: Column, pattern: str) -> bool:
+    return pc.all(pc.match_substring_regex(col, pattern)).as_py() is not False
 
 
-def _lenient_cast(col: AnyArray, t: pa.DataType, tidy: Callable[[AnyArray], AnyArray]) -> AnyArray:
+def _lenient_cast(col: Column, t: pa.DataType, tidy: Callable[[Column], Column]) -> Column:
     """Cast strictly; if that fails, cast ``tidy(col)`` (trimmed, normalized) instead."""
     try:
         return pc.cast(col, t)
@@ -703,27 +761,20 @@ def _lenient_cast(col: AnyArray, t: pa.DataType, tidy: Callable[[AnyArray], AnyA
         return pc.cast(tidy(col), t)
 
 
-def _to_int(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_int(col: Column, t: pa.DataType) -> Column:
     out = _lenient_cast(col, t, lambda c: pc.ascii_ltrim(_trimmed(c), "+"))
     # Arrow also reads 0x hexadecimal; the format is decimal only.
-    if pc.any(pc.match_substring(col, "x", ignore_case=True)).as_py():
+    if _any(pc.match_substring(col, "x", ignore_case=True)):
         raise ValueError("not a decimal integer")
     return out
 
 
-def _to_float(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_scalar(col: Column, t: pa.DataType) -> Column:
+    """Convert floats, decimals and dates: Arrow's cast, after trimming if need be."""
     return _lenient_cast(col, t, _trimmed)
 
 
-def _to_decimal(col: AnyArray, t: pa.DataType) -> AnyArray:
-    return _lenient_cast(col, t, _trimmed)
-
-
-def _to_date(col: AnyArray, t: pa.DataType) -> AnyArray:
-    return _lenient_cast(col, t, _trimmed)
-
-
-def _to_bool(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_bool(col: Column, t: pa.DataType) -> Column:
     try:
         return pc.cast(col, t)  # true/false/1/0, any case
     except pa.ArrowInvalid:
@@ -731,31 +782,32 @@ def _to_bool(col: AnyArray, t: pa.DataType) -> AnyArray:
     words = pc.ascii_lower(_trimmed(col))
     true = pc.is_in(words, value_set=pa.array(_TRUE_WORDS))
     false = pc.is_in(words, value_set=pa.array(_FALSE_WORDS))
-    if pc.any(pc.and_(pc.is_valid(words), pc.invert(pc.or_(true, false)))).as_py():
+    if _any(pc.and_(pc.is_valid(words), pc.invert(pc.or_(true, false)))):
         raise ValueError("not a boolean")
-    return pc.if_else(pc.is_valid(words), true, pa.scalar(None, pa.bool_()))
+    return _choose(pc.is_valid(words), true, None)
 
 
-def _to_timestamp(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_timestamp(col: Column, t: pa.DataType) -> Column:
+    assert isinstance(t, pa.TimestampType)
     utc = pa.timestamp(t.unit, tz="UTC")
     try:
         # Rendered text: zoned ("...Z") in UTC columns, naive in naive columns.
-        return pc.cast(col, t if t.tz is None else utc).cast(t)
+        return pc.cast(pc.cast(col, t if t.tz is None else utc), t)
     except pa.ArrowInvalid:
         pass
-    col = pc.ascii_upper(_trimmed(col))
-    if not _all_match(col, _TIMESTAMP_RE):
+    text: Arr = pc.ascii_upper(_combined(_trimmed(col)))  # type: ignore[assignment, unused-ignore]
+    if not _all_match(text, _TIMESTAMP_RE):
         raise ValueError("not a timestamp")
-    bare = pc.match_substring_regex(col, _DATE_RE)
-    if pc.any(bare).as_py():
-        col = pc.if_else(bare, pc.binary_join_element_wise(col, "T00:00:00", ""), col)
-    zoned = pc.match_substring_regex(col, _ZONE_RE)
+    bare: Arr = pc.match_substring_regex(text, _DATE_RE)
+    if _any(bare):
+        text = _choose(bare, _concat(text, "T00:00:00"), text)
+    zoned: Arr = pc.match_substring_regex(text, _ZONE_RE)
     if not pc.all(zoned).as_py():
-        col = pc.if_else(zoned, col, pc.binary_join_element_wise(col, "Z", ""))
-    return pc.cast(pc.cast(col, utc), t)
+        text = _choose(zoned, text, _concat(text, "Z"))
+    return pc.cast(pc.cast(text, utc), t)
 
 
-def _to_binary(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_binary(col: Column, t: pa.DataType) -> Column:
     values = [
         None if v is None else base64.b64decode(v.strip(" \t\r\n\v\f"), validate=True)
         for v in col.to_pylist()
@@ -763,7 +815,7 @@ def _to_binary(col: AnyArray, t: pa.DataType) -> AnyArray:
     return pa.array(values, t)
 
 
-def _to_text(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_text(col: Column, t: pa.DataType) -> Column:
     return col if col.type == t else pc.cast(col, t)
 
 
@@ -775,19 +827,15 @@ def _json_leaves(value: Any, t: pa.DataType) -> Any:
     """Turn decoded JSON into Python data for ``_leaf_type(t)``: scalars become str."""
     if value is None:
         return None
-    if _is_list(t):
+    if isinstance(t, pa.ListType | pa.LargeListType):
         if not isinstance(value, list) or isinstance(value, _Obj):
             raise ValueError(f"expected a JSON array for {_type_label(t)}")
         return [_json_leaves(v, t.value_type) for v in value]
-    if pa.types.is_map(t):
-        if isinstance(value, _Obj):
-            pairs: list[Any] = list(value)
-        elif isinstance(value, list):
-            pairs = value
-        else:
+    if isinstance(t, pa.MapType):
+        if not isinstance(value, list):
             raise ValueError(f"expected a JSON object or array of pairs for {_type_label(t)}")
         out = []
-        for pair in pairs:
+        for pair in value:
             if not isinstance(pair, list | tuple) or isinstance(pair, _Obj) or len(pair) != 2:
                 raise ValueError("a map entry must be a [key, value] pair")
             key = _json_leaves(pair[0], t.key_type)
@@ -795,7 +843,7 @@ def _json_leaves(value: Any, t: pa.DataType) -> Any:
                 raise ValueError("a map key is null")
             out.append((key, _json_leaves(pair[1], t.item_type)))
         return out
-    if pa.types.is_struct(t):
+    if isinstance(t, pa.StructType):
         if not isinstance(value, _Obj):
             raise ValueError(f"expected a JSON object for {_type_label(t)}")
         by_name = {f.name: f.type for f in t}
@@ -814,30 +862,31 @@ def _json_leaves(value: Any, t: pa.DataType) -> Any:
 
 def _leaf_type(t: pa.DataType) -> pa.DataType:
     """Return ``t`` with every scalar replaced by string and every field nullable."""
-    if pa.types.is_large_list(t):
+    if isinstance(t, pa.LargeListType):
         return pa.large_list(_leaf_type(t.value_type))
-    if pa.types.is_list(t):
+    if isinstance(t, pa.ListType):
         return pa.list_(_leaf_type(t.value_type))
-    if pa.types.is_map(t):
+    if isinstance(t, pa.MapType):
         return pa.map_(_leaf_type(t.key_type), _leaf_type(t.item_type))
-    if pa.types.is_struct(t):
+    if isinstance(t, pa.StructType):
         return pa.struct([pa.field(f.name, _leaf_type(f.type)) for f in t])
     return pa.string()
 
 
-def _rebuild(arr: pa.Array, t: pa.DataType) -> pa.Array:
+def _rebuild(arr: Arr, t: pa.DataType) -> Arr:
     """Convert an array of ``_leaf_type(t)`` into type ``t``, leaves parsed as CSV text."""
-    if _is_list(t):
-        offsets, start, length = _child_range(arr)
-        values = _rebuild(arr.values.slice(start, length), t.value_type)
-        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
-        return cls.from_arrays(offsets, values, type=t, mask=_mask(arr))
-    if pa.types.is_map(t):
+    if isinstance(arr, pa.MapArray) and isinstance(t, pa.MapType):
         offsets, start, length = _child_range(arr)
         keys = _rebuild(arr.keys.slice(start, length), t.key_type)
         items = _rebuild(arr.items.slice(start, length), t.item_type)
-        return pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=_mask(arr))
-    if pa.types.is_struct(t):
+        built: Arr = pa.MapArray.from_arrays(offsets, keys, items, type=t, mask=_mask(arr))  # type: ignore[call-overload, unused-ignore]
+        return built
+    if isinstance(arr, pa.ListArray | pa.LargeListArray):
+        assert isinstance(t, pa.ListType | pa.LargeListType)
+        offsets, start, length = _child_range(arr)
+        values = _rebuild(arr.values.slice(start, length), t.value_type)
+        return _list_array(t, offsets, values, _mask(arr))
+    if isinstance(arr, pa.StructArray) and isinstance(t, pa.StructType):
         # flatten() masks children where the struct is NULL (their slots hold filler).
         children = [_rebuild(child, f.type) for child, f in zip(arr.flatten(), t, strict=True)]
         return pa.StructArray.from_arrays(children, fields=list(t), mask=_mask(arr))
@@ -851,26 +900,22 @@ def _json_decode(text: str) -> Any:
     )
 
 
-def _to_nested(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _to_nested(col: Column, t: pa.DataType) -> Column:
     values = [
         None if text is None else _json_leaves(_json_decode(text), t) for text in col.to_pylist()
     ]
     return _rebuild(pa.array(values, _leaf_type(t)), t)
 
 
-def _converter(t: pa.DataType) -> Callable[[AnyArray, pa.DataType], AnyArray]:
+def _converter(t: pa.DataType) -> Converter:
     if _is_text(t):
         return _to_text
     if pa.types.is_integer(t):
         return _to_int
-    if pa.types.is_floating(t):
-        return _to_float
-    if pa.types.is_decimal(t):
-        return _to_decimal
     if pa.types.is_boolean(t):
         return _to_bool
-    if pa.types.is_date32(t):
-        return _to_date
+    if pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date32(t):
+        return _to_scalar
     if pa.types.is_timestamp(t):
         return _to_timestamp
     if _is_bytes(t):
@@ -880,14 +925,14 @@ def _converter(t: pa.DataType) -> Callable[[AnyArray, pa.DataType], AnyArray]:
     raise SchemaError(f"type {t} is not supported by the CSV codec")
 
 
-def _convert(col: AnyArray, t: pa.DataType) -> AnyArray:
+def _convert(col: Column, t: pa.DataType) -> Column:
     return _converter(t)(col, t)
 
 
-def _first_bad(arr: pa.Array, t: pa.DataType) -> tuple[int, str]:
+def _first_bad(arr: Arr, t: pa.DataType) -> tuple[int, str]:
     """Return the index of the first value that does not convert, and why."""
 
-    def reason(piece: pa.Array) -> str | None:
+    def reason(piece: Arr) -> str | None:
         try:
             _convert(piece, t)
         except _BAD_VALUE_ERRORS as err:
@@ -920,29 +965,29 @@ def _detail(t: pa.DataType, why: str) -> str:
     return ""
 
 
-def _null_violation(arr: pa.Array, field: pa.Field, path: str) -> str | None:
+def _null_violation(arr: Arr, field: pa.Field[Any], path: str) -> str | None:
     """Return where a non-nullable (sub)field holds NULL, or None."""
     if not field.nullable and arr.null_count:
         return path
     t = field.type
-    if _is_list(t):
-        _, start, length = _child_range(arr)
-        return _null_violation(arr.values.slice(start, length), t.value_field, path + "[]")
-    if pa.types.is_map(t):
+    if isinstance(arr, pa.MapArray) and isinstance(t, pa.MapType):
         _, start, length = _child_range(arr)
         return _null_violation(arr.items.slice(start, length), t.item_field, path + "{}")
-    if pa.types.is_struct(t):
-        for i, child in enumerate(t):
-            values = arr.field(i)
-            if arr.null_count:
-                values = values.filter(arr.is_valid())
-            found = _null_violation(values, child, f"{path}.{child.name}")
+    if isinstance(arr, pa.ListArray | pa.LargeListArray):
+        assert isinstance(t, pa.ListType | pa.LargeListType)
+        _, start, length = _child_range(arr)
+        return _null_violation(arr.values.slice(start, length), t.value_field, path + "[]")
+    if isinstance(arr, pa.StructArray) and isinstance(t, pa.StructType):
+        for child_field, child in zip(t, arr.flatten(), strict=True):
+            # flatten() shows NULL where the struct itself is NULL: look past those.
+            values = child.filter(arr.is_valid()) if arr.null_count else child
+            found = _null_violation(values, child_field, f"{path}.{child_field.name}")
             if found:
                 return found
     return None
 
 
-def _first_null_row(arr: pa.Array, field: pa.Field) -> int:
+def _first_null_row(arr: Arr, field: pa.Field[Any]) -> int:
     for index in range(len(arr)):
         if _null_violation(arr.slice(index, 1), field, field.name):
             return index
@@ -955,31 +1000,36 @@ def _shown(value: str | None) -> str:
     return repr(value if len(value) <= 80 else value[:77] + "...")
 
 
+def _bad_value(raw: Chunked, field: pa.Field[Any], body: _Body, count: int) -> CsvFormatError:
+    """Explain why column ``raw`` does not convert to ``field``: first bad value."""
+    arr = raw.combine_chunks()
+    row, why = _first_bad(arr, field.type)
+    line = _row_line(body, count, row)
+    value = arr[row].as_py()
+    label = _with_article(_type_label(field.type))
+    return CsvFormatError(
+        f"line {line}, column {field.name!r}: {_shown(value)} is not "
+        f"{label}{_detail(field.type, why)}",
+        line=line,
+        column=field.name,
+        value=value,
+    )
+
+
 def _convert_columns(raw: pa.Table, schema: pa.Schema, body: _Body) -> pa.Table:
-    columns = []
+    columns: list[Column] = []
     count = len(schema)
     for index, field in enumerate(schema):
         col = raw.column(index)
         try:
             out = _convert(col, field.type)
         except _BAD_VALUE_ERRORS as err:
-            arr = col.combine_chunks()
-            row, why = _first_bad(arr, field.type)
-            line = _row_line(body, count, row)
-            value = arr[row].as_py()
-            label = _with_article(_type_label(field.type))
-            raise CsvFormatError(
-                f"line {line}, column {field.name!r}: {_shown(value)} is not "
-                f"{label}{_detail(field.type, why)}",
-                line=line,
-                column=field.name,
-                value=value,
-            ) from err
-        out_arr = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-        if (not field.nullable and out_arr.null_count) or _is_nested(field.type):
-            where = _null_violation(out_arr, field, field.name)
+            raise _bad_value(col, field, body, count) from err
+        if (not field.nullable and out.null_count) or _is_nested(field.type):
+            whole = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+            where = _null_violation(whole, field, field.name)
             if where is not None:
-                row = _first_null_row(out_arr, field)
+                row = _first_null_row(whole, field)
                 line = _row_line(body, count, row)
                 what = "NULL (empty field)" if where == field.name else f"NULL at {where}"
                 raise CsvFormatError(
@@ -1060,7 +1110,7 @@ def _load(source: PathOrBytes) -> bytes | memoryview:
     return memoryview(pa.memory_map(os.fspath(source), "r").read_buffer())
 
 
-def _sample(col: pa.ChunkedArray, size: int = 1000) -> pa.Array:
+def _sample(col: Chunked, size: int = 1000) -> Arr:
     """Return up to ``size`` non-NULL values from the start of ``col``."""
     values = []
     for chunk in col.chunks:
@@ -1071,7 +1121,7 @@ def _sample(col: pa.ChunkedArray, size: int = 1000) -> pa.Array:
     return pa.concat_arrays(values) if values else pa.array([], pa.string())
 
 
-def _is_bool_words(col: AnyArray) -> bool:
+def _is_bool_words(col: Column) -> bool:
     words = pc.drop_null(pc.ascii_lower(_trimmed(col)))
     return bool(pc.all(pc.is_in(words, value_set=pa.array(["true", "false"]))).as_py())
 
@@ -1079,7 +1129,7 @@ def _is_bool_words(col: AnyArray) -> bool:
 _CANDIDATES: Final = (pa.int64(), pa.float64(), pa.bool_(), pa.date32(), pa.timestamp("us", "UTC"))
 
 
-def _infer_column(col: pa.ChunkedArray) -> AnyArray:
+def _infer_column(col: Chunked) -> Column:
     """Convert ``col`` to the narrowest type that every non-NULL value parses as."""
     if col.null_count == len(col):
         return col

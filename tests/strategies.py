@@ -219,7 +219,7 @@ def _scalar_values(t: pa.DataType) -> st.SearchStrategy[Any]:
         return st.floats(width=32)
     if pa.types.is_floating(t):
         return st.floats()
-    if pa.types.is_decimal(t):
+    if isinstance(t, pa.Decimal128Type):
         return _decimals(t)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _strings()
