@@ -5,10 +5,10 @@ Glue between the CSV codec, the row diff and :class:`~posixlake.DatabaseOps`:
 - empty content: delete every row;
 - the content the writer started from plus whole new lines: INSERT those lines;
 - anything else: parse the whole file (it must start with the header), diff it against
-  the rows of the version the writer started from — by primary key into a MERGE of
-  INSERT / UPDATE / DELETE rows, or without a key as a multiset of whole rows into
-  ``replace_rows`` — and commit that diff on the current version, so rows that others
-  committed meanwhile survive.
+  the rows of the version the writer started from — by primary key (inserts, updates,
+  deletes), or without a key as a multiset of whole rows — and commit that diff with
+  ``DatabaseOps.replace_rows`` (one delta-rs MERGE) on the current version, so rows that
+  others committed meanwhile survive.
 
 Errors are the posixlake ones (``CsvFormatError`` is a ``SerializationError``); the NFS
 status mapping lives in :mod:`nfs.tableview`.
@@ -39,7 +39,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _LF: Final = 0x0A
-_OP: Final = "_op"
 
 Kind = Literal["unchanged", "insert", "diff", "empty"]
 
@@ -138,41 +137,39 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
 
 
 def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
+    """Diff ``new`` against ``base_version`` and commit it with ``replace_rows`` (delta-rs).
+
+    ``replace_rows`` commits the rows in memory directly, whatever the table's engine (a
+    Spark MERGE would cost seconds for a one-row change). With a primary key, an update
+    is the old row's key deleted and the new row inserted in the same MERGE.
+    """
     from nfs.diff import diff_rows
 
     old = db.to_arrow(version=base_version)
+    if not new.schema.equals(old.schema, check_metadata=False):
+        new = new.cast(old.schema)
     key = db.primary_key()
     diff = diff_rows(old, new, key=key or None)
+    if diff.is_empty:
+        return Applied("unchanged", None)
     before = db.version
     if key:
-        parts = []
-        if diff.inserts.num_rows:
-            parts.append(_with_op(diff.inserts, "INSERT"))
-        if diff.updates.num_rows:
-            parts.append(_with_op(diff.updates, "UPDATE"))
-        if diff.deletes.num_rows:
-            parts.append(_with_op(diff.deletes, "DELETE"))
-        if not parts:
-            return Applied("unchanged", None)
-        source = pa.concat_tables(parts, promote_options="default")
-        m = db.merge(source, key)
+        gone = pa.concat_tables([diff.deletes.select(key), diff.updates.select(key)])
+        delete = old.join(gone, keys=key, join_type="left semi").select(old.column_names)
+        insert = pa.concat_tables([diff.inserts, diff.updates])
+        deleted, inserted = db.replace_rows(delete=delete, insert=insert, key=key)
+        updated = min(diff.updates.num_rows, deleted)
         after = db.version
         return Applied(
             "diff",
             after if after != before else None,
-            inserted=m.rows_inserted,
-            updated=m.rows_updated,
-            deleted=m.rows_deleted,
+            inserted=inserted - updated,
+            updated=updated,
+            deleted=deleted - updated,
         )
-    if diff.inserts.num_rows == 0 and diff.deletes.num_rows == 0:
-        return Applied("unchanged", None)
     deleted, inserted = db.replace_rows(delete=diff.deletes, insert=diff.inserts)
     after = db.version
     return Applied("diff", after if after != before else None, inserted=inserted, deleted=deleted)
-
-
-def _with_op(rows: pa.Table, op: str) -> pa.Table:
-    return rows.append_column(_OP, pa.array([op] * rows.num_rows, pa.string()))
 
 
 def apply_content(

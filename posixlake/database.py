@@ -966,11 +966,16 @@ class DatabaseOps:
 
     # -- replacing exact rows (a multiset diff; used by the NFS face's overwrites) --------
 
-    def replace_rows(self, *, delete: Any, insert: Any) -> tuple[int, int]:
-        """Delete one occurrence of each row of ``delete`` and insert ``insert``, in ONE commit.
+    def replace_rows(
+        self, *, delete: Any, insert: Any, key: str | Sequence[str] | None = None
+    ) -> tuple[int, int]:
+        """Delete the rows ``delete`` names and insert ``insert``, in ONE commit (delta-rs).
 
-        Rows are whole rows compared on every column (NULL equals NULL); a row to delete
-        that is not in the table is skipped. No commit when nothing changes.
+        Without ``key``, rows are whole rows compared on every column (NULL equals NULL)
+        and each row of ``delete`` removes one occurrence. With ``key``, a row of
+        ``delete`` removes the row with its key (an update is a delete plus an insert).
+        A row to delete that is not in the table is skipped. No commit when nothing
+        changes. Rows in memory are committed directly, whatever the engine.
 
         Returns:
             (rows deleted, rows inserted)
@@ -988,20 +993,28 @@ class DatabaseOps:
             self._authorize("delete", "replace_rows")
         if dele.num_rows == 0 and ins.num_rows == 0:
             return 0, 0
-        key = self.primary_key()
+        match = [key] if isinstance(key, str) else list(key or [])
+        for k in match:
+            if k not in self._schema.names:
+                raise SchemaError(f"replace_rows: key column {k!r} is not in the table")
+        pk = self.primary_key()
         with self._write("REPLACE ROWS"):
-            if key and ins.num_rows:
-                dups = duplicate_keys(ins, key)
-                freed = existing_mask(ins, dele.select(key), key)
+            if pk and ins.num_rows:
+                dups = duplicate_keys(ins, pk)
+                freed = existing_mask(ins, dele.select(pk), pk)
                 taken = pc.and_(
-                    existing_mask(ins, self._keys.get(self._log, key), key), pc.invert(freed)
+                    existing_mask(ins, self._keys.get(self._log, pk), pk), pc.invert(freed)
                 )
                 if dups or pc.any(taken).as_py():
                     raise DuplicateKeyError(
                         f"replace_rows: inserted keys repeat or exist: {dups[:5]}"
                     )
             done = replace_rows(
-                self._log, delete=dele, insert=ins, metadata=self._metadata("REPLACE ROWS")
+                self._log,
+                delete=dele,
+                insert=ins,
+                key=match or None,
+                metadata=self._metadata("REPLACE ROWS"),
             )
             self._keys.invalidate()
         self._counters.bump(rows_written=done.inserted, rows_deleted=done.deleted)

@@ -1,8 +1,9 @@
-"""Replace exact rows (a multiset) in one Delta commit, for tables without a usable key.
+"""Replace rows (a multiset of whole rows, or rows by key) in one Delta commit.
 
 ``replace_rows(log, delete=D, insert=I)`` removes one occurrence of each row of ``D`` from
-the table and appends ``I``, as ONE commit. It is what an overwrite of a CSV file of a
-table without a primary key turns into: the diff of two multisets of whole rows.
+the table and appends ``I``, as ONE commit. It is what an overwrite of a CSV file turns
+into: the diff of two multisets of whole rows, or, with ``key=``, a diff by key (an
+update is the old row's key deleted and the new row inserted, in the same MERGE).
 
 How: a delta-rs MERGE whose match condition is a null-safe equality of every column
 (``t.c IS NOT DISTINCT FROM s.c``) and that only the source's DELETE rows can satisfy.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
@@ -102,11 +103,7 @@ def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tupl
         survivor_idx.extend([first_row[k]] * (n_present - gone))
     matches = cand.take(pa.array(match_idx, pa.int64()))
     survivors = cand.take(pa.array(survivor_idx, pa.int64()))
-    parts = [
-        matches.append_column(_OP, pa.array(["DELETE"] * matches.num_rows, pa.string())),
-        survivors.append_column(_OP, pa.array(["INSERT"] * survivors.num_rows, pa.string())),
-        insert.append_column(_OP, pa.array(["INSERT"] * insert.num_rows, pa.string())),
-    ]
+    parts = [_tagged(matches, "DELETE"), _tagged(survivors, "INSERT"), _tagged(insert, "INSERT")]
     return pa.concat_tables(parts), deleted
 
 
@@ -115,17 +112,21 @@ def replace_rows(
     *,
     delete: pa.Table,
     insert: pa.Table,
+    key: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> RowsReplaced:
-    """Delete one occurrence of each row of ``delete`` and append ``insert``, in ONE commit.
+    """Delete the rows ``delete`` names and append ``insert``, in ONE commit.
 
-    A row of ``delete`` that is not in the table (or fewer copies than asked) is skipped.
-    Nothing is committed when nothing changes.
+    Without ``key``, one occurrence of each row of ``delete`` goes (whole-row match); with
+    ``key``, the row holding each key of ``delete`` goes (keys are unique). A row to
+    delete that is not in the table (or fewer copies than asked) is skipped. Nothing is
+    committed when nothing changes.
 
     Args:
         log: the writable table; the caller holds its lock and has refreshed it.
         delete: rows to remove, with exactly the table's schema.
         insert: rows to add, with exactly the table's schema.
+        key: match ``delete`` rows on these columns instead of on every column.
         metadata: custom commit metadata.
 
     Raises:
@@ -137,9 +138,12 @@ def replace_rows(
             return RowsReplaced(0, 0, None)
         return RowsReplaced(0, insert.num_rows, log.append(insert, metadata=metadata))
     names = delete.column_names
-    match = " AND ".join(
-        f"(t.{quote_ident(c)} IS NOT DISTINCT FROM s.{quote_ident(c)})" for c in names
-    )
+    if key:
+        match = " AND ".join(f"t.{quote_ident(c)} = s.{quote_ident(c)}" for c in key)
+    else:
+        match = " AND ".join(
+            f"(t.{quote_ident(c)} IS NOT DISTINCT FROM s.{quote_ident(c)})" for c in names
+        )
     predicate = f"s.{quote_ident(_OP)} = 'DELETE' AND {match}"
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     with log.lock:
@@ -147,11 +151,13 @@ def replace_rows(
         counted = {"deleted": 0}
 
         def attempt() -> dict[str, Any]:
-            source, deleted = _merge_source(log.read_columns(None), delete, insert)
-            counted["deleted"] = deleted
+            if key:
+                source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
+            else:
+                source, counted["deleted"] = _merge_source(log.read_columns(None), delete, insert)
             if source.num_rows == 0:
                 return {}
-            return (
+            result: dict[str, Any] = (
                 log.table.merge(
                     source,
                     predicate,
@@ -165,7 +171,14 @@ def replace_rows(
                 )
                 .execute()
             )
+            if key:
+                counted["deleted"] = int(result.get("num_target_rows_deleted", 0) or 0)
+            return result
 
         log._retrying("replace rows", attempt)
         after = log.version
     return RowsReplaced(counted["deleted"], insert.num_rows, after if after != before else None)
+
+
+def _tagged(rows: pa.Table, op: str) -> pa.Table:
+    return rows.append_column(_OP, pa.array([op] * rows.num_rows, pa.string()))

@@ -249,3 +249,30 @@ def test_matches_a_multiset_model(
     assert (deleted, inserted) == (sum(removed.values()), len(insert))
     assert _bag(db) == model
     assert db.version == (v + 1 if (removed or insert) else v)
+
+
+def test_key_mode_deletes_by_key_and_updates_in_one_commit(tmp_path: Path) -> None:
+    db = DatabaseOps.create(
+        tmp_path / "km",
+        {"id": "Int64", "name": "String", "qty": "Int32"},
+        primary_key="id",
+        engine="local",
+    )
+    db.insert([{"id": i, "name": f"n{i}", "qty": i} for i in range(1, 6)])
+    v = db.version
+    out = db.replace_rows(
+        # row 2's other columns differ from the table: the key decides
+        delete=[{"id": 2, "name": "stale", "qty": 0}, {"id": 3}, {"id": 99}],
+        insert=[{"id": 3, "name": "three", "qty": 33}, {"id": 6, "name": "n6", "qty": 6}],
+        key="id",
+    )
+    assert out == (2, 2)
+    assert db.version == v + 1
+    got = {r["id"]: (r["name"], r["qty"]) for r in db.to_arrow().to_pylist()}
+    assert got == {1: ("n1", 1), 3: ("three", 33), 4: ("n4", 4), 5: ("n5", 5), 6: ("n6", 6)}
+    with pytest.raises(DuplicateKeyError):
+        db.replace_rows(delete=[{"id": 1}], insert=[{"id": 4, "name": "x", "qty": 0}], key="id")
+    with pytest.raises(SchemaError):
+        db.replace_rows(delete=[{"id": 1}], insert=[], key="nope")
+    assert db.replace_rows(delete=[{"id": 42}], insert=[], key=["id"]) == (0, 0)
+    assert db.version == v + 1
