@@ -253,6 +253,7 @@ _S3_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "secret_access_key": ("aws_secret_access_key", "secret_access_key"),
     "session_token": ("aws_session_token", "session_token", "aws_token", "token"),
     "region": ("aws_region", "region", "aws_default_region"),
+    "profile": ("aws_profile", "profile"),
     "allow_http": ("aws_allow_http", "allow_http"),
     "virtual_hosted_style": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
     "create_bucket": ("create_bucket",),
@@ -281,6 +282,8 @@ class S3Config:
         secret_access_key: the secret key (never shown in repr).
         region: the bucket region (``us-east-1`` when given nowhere).
         session_token: a temporary session token.
+        profile: a named profile of ``~/.aws/config`` / ``~/.aws/credentials`` (also
+            ``$AWS_PROFILE``), used when no keys are given.
         create_bucket: create a missing bucket when a table is created.
         allow_http: allow plain-HTTP endpoints (default: True for an ``http://`` endpoint).
         virtual_hosted_style: ``bucket.host`` addressing instead of path style.
@@ -297,6 +300,7 @@ class S3Config:
     region: str | None = None
     _: KW_ONLY
     session_token: str | None = field(default=None, repr=False)
+    profile: str | None = None
     create_bucket: bool = False
     allow_http: bool | None = None
     virtual_hosted_style: bool = False
@@ -336,7 +340,11 @@ class S3Config:
             access_key_id=self.access_key_id or _env("AWS_ACCESS_KEY_ID"),
             secret_access_key=self.secret_access_key or _env("AWS_SECRET_ACCESS_KEY"),
             session_token=self.session_token or _env("AWS_SESSION_TOKEN"),
-            region=self.region or _env("AWS_REGION", "AWS_DEFAULT_REGION") or "us-east-1",
+            profile=self.profile or _env("AWS_PROFILE"),
+            region=self.region
+            or _env("AWS_REGION", "AWS_DEFAULT_REGION")
+            or _profile_region(self.profile or _env("AWS_PROFILE"))
+            or "us-east-1",
         )
 
     @property
@@ -362,6 +370,10 @@ class S3Config:
             opts["AWS_SECRET_ACCESS_KEY"] = cfg.secret_access_key
         if cfg.session_token:
             opts["AWS_SESSION_TOKEN"] = cfg.session_token
+        if cfg.profile and not cfg.access_key_id:
+            # delta-rs reads profiles only through $AWS_PROFILE: resolve them here, with
+            # boto3, so that both libraries use the same keys.
+            opts.update(_profile_credentials(cfg.profile))
         if cfg.http_allowed:
             opts["AWS_ALLOW_HTTP"] = "true"
         if cfg.virtual_hosted_style:
@@ -373,6 +385,35 @@ class S3Config:
         )
         opts.update(cfg.options)
         return opts
+
+
+def _profile_session(profile: str) -> Any:
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        return boto3.session.Session(profile_name=profile)
+    except ProfileNotFound as err:
+        raise StorageAuthenticationError(f"AWS profile {profile!r} not found: {err}") from err
+
+
+def _profile_region(profile: str | None) -> str | None:
+    if not profile:
+        return None
+    region: str | None = _profile_session(profile).region_name
+    return region
+
+
+def _profile_credentials(profile: str) -> dict[str, str]:
+    """Return the delta-rs key options of an AWS profile (resolved now, by boto3)."""
+    creds = _profile_session(profile).get_credentials()
+    if creds is None:
+        raise StorageAuthenticationError(f"AWS profile {profile!r} has no credentials")
+    frozen = creds.get_frozen_credentials()
+    opts = {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key}
+    if frozen.token:
+        opts["AWS_SESSION_TOKEN"] = frozen.token
+    return opts
 
 
 # -- Azure -------------------------------------------------------------------------------
@@ -672,6 +713,7 @@ def _s3_key(cfg: S3Config) -> tuple[Any, ...]:
         cfg.access_key_id,
         cfg.secret_access_key,
         cfg.session_token,
+        cfg.profile if not cfg.access_key_id else None,
         cfg.region,
         cfg.virtual_hosted_style,
         cfg.connect_timeout,
@@ -688,7 +730,7 @@ def _s3_client_cached(key: tuple[Any, ...]) -> Any:
     import boto3
     from botocore.config import Config
 
-    endpoint, access_key, secret, token, region, virtual, connect, timeout, retries = key
+    endpoint, access_key, secret, token, profile, region, virtual, connect, timeout, retries = key
     config = Config(
         connect_timeout=connect,
         read_timeout=timeout if timeout is not None else 60,
@@ -696,7 +738,7 @@ def _s3_client_cached(key: tuple[Any, ...]) -> Any:
         s3={"addressing_style": "virtual" if virtual else "path"},
         signature_version="s3v4",
     )
-    session = boto3.session.Session()
+    session = boto3.session.Session(profile_name=profile)
     return session.client(
         "s3",
         endpoint_url=endpoint,
@@ -734,7 +776,7 @@ def azure_service_client(config: AzureConfig) -> Any:
         read_timeout=cfg.timeout if cfg.timeout is not None else 60,
         # The SDK's default policy backs off 15 s and more: far too long for a check.
         retry_policy=LinearRetry(
-            backoff=0.5, random_jitter_range=0.25, retry_total=min(cfg.max_retries, 2)
+            backoff=1, random_jitter_range=1, retry_total=min(cfg.max_retries, 2)
         ),
     )
 

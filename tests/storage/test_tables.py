@@ -248,3 +248,30 @@ def test_abfs_uri(azurite_server: Any) -> None:
     uri = f"abfss://{ctr}@devstoreaccount1.dfs.core.windows.net/t"
     DatabaseOps.create(uri, SCHEMA, storage=cfg, engine="local").insert(ROWS)
     assert rows(DatabaseOps.open(f"az://{ctr}/t", storage=cfg, engine="local")) == ROWS
+
+
+@pytest.mark.s3
+def test_s3_profile(moto_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from posixlake import S3Config
+    from posixlake.storage import StorageAuthenticationError
+    from tests.storage.conftest import make_bucket
+
+    (tmp_path / "credentials").write_text(
+        "[lake]\naws_access_key_id = testing\naws_secret_access_key = testing\n"
+    )
+    (tmp_path / "config").write_text("[profile lake]\nregion = eu-west-3\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    cfg = S3Config(moto_server.endpoint, profile="lake")
+    opts = cfg.storage_options()
+    assert (opts["AWS_ACCESS_KEY_ID"], opts["AWS_REGION"]) == ("testing", "eu-west-3")
+    uri = f"s3://{make_bucket('s3', moto_server.endpoint)}/t"
+    DatabaseOps.create(uri, SCHEMA, storage=cfg, engine="local").insert(ROWS)
+    assert rows(DatabaseOps.open(uri, storage=cfg, engine="local")) == ROWS
+    with pytest.raises(StorageAuthenticationError, match="profile 'nope' not found"):
+        DatabaseOps.open(
+            uri, storage=S3Config(moto_server.endpoint, profile="nope"), engine="local"
+        )
