@@ -506,8 +506,13 @@ class UserStore:
         raise StorageError("the user database keeps changing: gave up reading it")
 
     def has_newer(self, version: int) -> bool:
-        """Return whether a version after ``version`` exists (one HEAD request)."""
-        return self.store.exists(_version_key(version + 1))
+        """Return whether a version after ``version`` exists (one or two HEAD requests).
+
+        Versions are written in sequence; if ``version`` itself was pruned, newer ones exist.
+        """
+        return self.store.exists(_version_key(version + 1)) or not self.store.exists(
+            _version_key(version)
+        )
 
     def create(self, users: Mapping[str, Mapping[str, Any]]) -> UserDb:
         """Write version 1 (AlreadyExists if the table has users)."""

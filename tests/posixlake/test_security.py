@@ -330,6 +330,20 @@ def test_sessions_reread_the_users_after_the_refresh_interval(table: DatabaseOps
         auth.check("read", "query")
 
 
+def test_a_session_far_behind_the_pruned_versions_still_refreshes(table: DatabaseOps) -> None:
+    table.create_user("bob", "bob-password", ["read"])
+    now = [0.0]
+    auth = security.login(
+        table.uri, None, ("bob", "bob-password"), refresh_seconds=1, clock=lambda: now[0]
+    )
+    assert isinstance(auth, TableAuthorizer)
+    for i in range(40):  # its version is pruned meanwhile
+        table.set_roles("root", ["admin"], permissions=["backup"] if i % 2 else [])
+    table.set_roles("bob", ["write"])
+    now[0] = 2.0
+    assert auth.allows("write")
+
+
 def test_change_password(table: DatabaseOps) -> None:
     table.create_user("bob", "bob-password", ["read"])
     bob = open_as(table, "bob", "bob-password")
