@@ -234,7 +234,7 @@ def _split_options(
         name = lookup.get(str(key).lower())
         if name is None:
             rest[str(key)] = str(value)
-        elif value is not None:
+        elif value is not None and value != "":
             known[name] = value
     return known, rest
 
