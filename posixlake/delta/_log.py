@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import (
     CommitFailedError,
@@ -49,6 +50,10 @@ __all__ = ["DeltaLog", "plain_types", "quote_ident", "translate"]
 logger = logging.getLogger(__name__)
 
 MAX_COMMIT_RETRIES: Final = 25
+# Tables we create checkpoint every 10 commits (Delta's own default; delta-rs uses 100):
+# a commit's cost grows with the commits since the last checkpoint, so this keeps
+# single-row inserts flat (see benchmarks/bench_api.py).
+CHECKPOINT_INTERVAL: Final = "10"
 _T = TypeVar("_T")
 
 
@@ -178,13 +183,60 @@ def plain_types(table: pa.Table) -> pa.Table:
     )
     if target.equals(table.schema):
         return table
-    # cast only the columns that change: a cast re-checks nested nullability, and a NULL
-    # struct whose NOT NULL child holds a null slot would fail it for no reason
     columns = [
-        col if col.type.equals(f.type) else col.cast(f.type)
+        col
+        if col.type.equals(f.type)
+        else pa.chunked_array([_plain_array(c, f.type) for c in col.chunks], f.type)
         for col, f in zip(table.columns, target, strict=True)
     ]
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _plain_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Convert ``arr`` to ``target``, rebuilding nested arrays level by level.
+
+    A plain ``cast`` of a nested array re-checks nullability, and a NULL struct (or list)
+    whose NOT NULL child holds a null slot under it would fail for no reason; rebuilding
+    keeps each level's validity as it is.
+    """
+    if arr.type.equals(target):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(target):
+        children = [_plain_array(arr.field(i), target.field(i).type) for i in range(target.num_fields)]
+        fields = [target.field(i) for i in range(target.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if pa.types.is_map(target):
+        if not pa.types.is_map(arr.type):
+            return arr.cast(target)
+        offsets, start, stop = _rebased_offsets(arr)
+        return pa.MapArray.from_arrays(
+            offsets,
+            _plain_array(arr.keys.slice(start, stop - start), target.key_type),
+            _plain_array(arr.items.slice(start, stop - start), target.item_type),
+            type=target,
+            mask=mask,
+        )
+    if pa.types.is_list(target):
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+            return pa.array(arr.to_pylist(), type=target)  # list views: rare, by value
+        offsets, start, stop = _rebased_offsets(arr)
+        return pa.ListArray.from_arrays(
+            offsets,
+            _plain_array(arr.values.slice(start, stop - start), target.value_type),
+            type=target,
+            mask=mask,
+        )
+    return arr.cast(target)
+
+
+def _rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
+    """Return a list/map array's offsets as a new int32 array starting at 0, and the
+    range of its child values they cover (a sliced array's offsets start anywhere)."""
+    offsets = arr.offsets
+    start = int(offsets[0].as_py()) if len(offsets) else 0
+    stop = int(offsets[-1].as_py()) if len(offsets) else 0
+    return pc.subtract(offsets, start).cast(pa.int32()), start, stop
 
 
 class DeltaLog:
@@ -239,7 +291,10 @@ class DeltaLog:
                 mode="error",
                 partition_by=list(partition_by) if partition_by else None,
                 name=name,
-                configuration=dict(configuration) if configuration else None,
+                configuration={
+                    "delta.checkpointInterval": CHECKPOINT_INTERVAL,
+                    **(configuration or {}),
+                },
                 storage_options=dict(storage_options) if storage_options else None,
                 raise_if_key_not_exists=False,
             )
@@ -325,17 +380,31 @@ class DeltaLog:
         if self.read_only:
             return self.version
         with self._lock, _translated("refresh table"):
-            self._check_exists()
+            if self._no_new_commit():
+                return int(self._dt.version())
             self._dt.update_incremental()
             return int(self._dt.version())
 
-    def _check_exists(self) -> None:
-        """Raise NotFound when a local table's ``_delta_log`` is gone (one stat call).
+    def _no_new_commit(self) -> bool:
+        """Return True when a local table certainly has no commit after the loaded version.
 
-        Without it delta-rs would write a commit into a recreated, empty directory.
+        Commits are numbered files, so one ``stat`` of the next commit's file answers it;
+        ``update_incremental`` would list and re-read the log, a cost that grows with the
+        number of commits since the last checkpoint. Object stores always refresh.
+
+        Raises:
+            NotFound: a local table's ``_delta_log`` is gone (delta-rs would otherwise
+                write a commit into a recreated, empty directory).
         """
-        if is_local(self.uri) and not os.path.isdir(os.path.join(self.uri, "_delta_log")):
+        if not is_local(self.uri):
+            return False
+        log_dir = os.path.join(self.uri, "_delta_log")
+        nxt = os.path.join(log_dir, f"{int(self._dt.version()) + 1:020d}.json")
+        if os.path.exists(nxt):
+            return False
+        if not os.path.isdir(log_dir):
             raise NotFound(f"no Delta table at {self.uri} any more: its _delta_log is gone")
+        return True
 
     def _metadata(self) -> tuple[int, pa.Schema, dict[str, str], list[str]]:
         """Return schema, configuration and partition columns, cached per loaded version."""
