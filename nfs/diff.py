@@ -184,7 +184,7 @@ def _fingerprint_parts(col: Arr) -> list[Arr]:
     if _is_nested(t):
         col = render_lines(pa.table({"v": col})).combine_chunks()
     values = _fill(_binary(col), pa.scalar(b""))
-    lengths: Arr = pc.cast(pc.binary_length(values), pa.int64())  # type: ignore[call-overload, unused-ignore]
+    lengths: Arr = pc.cast(pc.binary_length(values), pa.int64())  # type: ignore[call-overload, assignment, unused-ignore]
     return [_raw_bytes(lengths), values]
 
 

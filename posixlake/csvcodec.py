@@ -399,6 +399,35 @@ def _pieces(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         yield batch.slice(start, step)
 
 
+def _steps(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Cut big batches and merge small ones into steps of at most the render limits.
+
+    Merging matters for tables read from many small files (each ``echo >>`` commits
+    one): every step costs a fixed number of compute calls.
+    """
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        for piece in _pieces(batch):
+            if pending and (
+                rows + piece.num_rows > _RENDER_ROWS or size + piece.nbytes > _RENDER_BYTES
+            ):
+                yield _merged(pending)
+                pending, rows, size = [], 0, 0
+            pending.append(piece)
+            rows += piece.num_rows
+            size += piece.nbytes
+    if pending:
+        yield _merged(pending)
+
+
+def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    table = pa.Table.from_batches(batches, schema=batches[0].schema).combine_chunks()
+    return table.to_batches()[0]
+
+
 def _buffer_bytes(lines: Arr) -> bytes:
     """Return the concatenated values of a string array, by slicing its data buffer.
 
@@ -467,16 +496,15 @@ def iter_render_csv(
         if not header_done:
             yield _header_line(schema.names)
             header_done = True
-    for batch in batches:
+    for step in _steps(batches):
         if not header_done:
-            for field in batch.schema:
+            for field in step.schema:
                 _check_supported(field.type, field.name)
-            yield _header_line(batch.schema.names)
+            yield _header_line(step.schema.names)
             header_done = True
-        for piece in _pieces(batch):
-            chunk = _buffer_bytes(_concat(_batch_lines(piece), "", sep="\n"))
-            if chunk:
-                yield chunk
+        chunk = _buffer_bytes(_concat(_batch_lines(step), "", sep="\n"))
+        if chunk:
+            yield chunk
     if not header_done:
         raise ValueError("iter_render_csv: no batches and no schema: cannot write the header")
 
@@ -515,7 +543,7 @@ def render_lines(table: pa.Table | pa.RecordBatch) -> Chunked:
     for field in table.schema:
         _check_supported(field.type, field.name)
     batches = table.to_batches() if isinstance(table, pa.Table) else [table]
-    chunks = [_batch_lines(piece) for batch in batches for piece in _pieces(batch)]
+    chunks = [_batch_lines(step) for step in _steps(batches)]
     return pa.chunked_array(chunks, pa.string())
 
 
