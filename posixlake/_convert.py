@@ -239,15 +239,19 @@ def _from_mapping(data: Mapping[str, Any], schema: pa.Schema) -> pa.Table:
 
 
 def _from_rows(rows: list[Any], schema: pa.Schema) -> pa.Table:
-    columns: dict[str, list[Any]] = {}
     for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
+        if type(row) is not dict and not isinstance(row, Mapping):
             raise SerializationError(f"row {i} is a {type(row).__name__}, not an object")
-        for key in row:
-            if key not in columns:
-                columns[key] = [None] * i
-        for key, values in columns.items():
-            values.append(row.get(key))
+    names: dict[Any, None] = {}
+    if rows:
+        first = rows[0].keys()
+        if all(row.keys() == first for row in rows):  # the common case: the same keys
+            names = dict.fromkeys(first)
+        else:
+            for row in rows:
+                for key in row:
+                    names.setdefault(key)
+    columns = {key: [row.get(key) for row in rows] for key in names}
     return _from_columns(columns, len(rows), schema)
 
 

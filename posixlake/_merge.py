@@ -64,6 +64,7 @@ def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) ->
     loose = pa.schema(
         [pa.field(f.name, f.type, True) for f in schema] + [pa.field(OP_COLUMN, pa.string(), True)]
     )
+    rows = _parsed_json(rows)  # parse JSON once, for the rows and for the columns they carry
     table = to_arrow(rows, loose)
     if table.num_rows == 0:
         return MergeSource(table.select([*schema.names, OP_COLUMN]), tuple(key))
@@ -101,17 +102,43 @@ def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) ->
     return MergeSource(out, tuple(key))
 
 
+def _parsed_json(rows: object) -> object:
+    """Return JSON text parsed to Python values (other input, and bad JSON, unchanged)."""
+    if isinstance(rows, bytes | bytearray):
+        try:
+            rows = bytes(rows).decode("utf-8")
+        except UnicodeDecodeError:
+            return rows
+    if isinstance(rows, str) and rows.lstrip()[:1] in ("[", "{"):
+        import json
+
+        try:
+            value: object = json.loads(rows)
+        except json.JSONDecodeError:
+            return rows  # JSON lines, or malformed: to_arrow reports it
+        if isinstance(value, list | dict):
+            return value
+    return rows
+
+
 def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> tuple[set[str], dict[str, list[bool]]]:
     """Return the columns the input carried, and per-row presence for row-wise input."""
     import json
 
     def from_dicts(items: list[object]) -> tuple[set[str], dict[str, list[bool]]]:
-        names: set[str] = set()
-        for item in items:
-            if isinstance(item, dict):
-                names.update(str(k) for k in item)
-        masks = {n: [isinstance(item, dict) and n in item for item in items] for n in names}
-        return names, masks
+        dicts = [item if isinstance(item, dict) else {} for item in items]
+        if not dicts:
+            return set(), {}
+        first = dicts[0].keys()
+        if all(d.keys() == first for d in dicts):  # every row carries the same columns
+            return {str(k) for k in first}, {}
+        counts: dict[str, int] = {}
+        for d in dicts:
+            for k in d:
+                counts[str(k)] = counts.get(str(k), 0) + 1
+        # masks only for the columns some rows lack (the others are set by every row)
+        masks = {n: [n in d for d in dicts] for n, c in counts.items() if c < len(dicts)}
+        return set(counts), masks
 
     if isinstance(rows, str | bytes):
         text = rows.decode() if isinstance(rows, bytes) else rows
