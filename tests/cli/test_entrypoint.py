@@ -100,14 +100,19 @@ def test_closed_stdout_is_not_a_traceback(tmp_path: Path) -> None:
     assert posixlake("insert", path, "--engine", "local", input=rows).returncode == 0
     assert EXE is not None
     proc = subprocess.Popen(
-        [EXE, "query", path, "SELECT * FROM data", "--engine", "local", "--json"],
+        [EXE, "query", path, "SELECT * FROM data ORDER BY id", "--engine", "local", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.read(10) == b'[{"id": 0}'
-    proc.stdout.close()
-    err = proc.stderr.read()
-    proc.stderr.close()
-    assert proc.wait(timeout=60) in (0, 1)
+    try:
+        head = proc.stdout.read(10)
+        proc.stdout.close()
+        err = proc.stderr.read()
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+        code = proc.wait(timeout=60)
+    assert head == b'[{"id": 0}'
+    assert code in (0, 1)
     assert b"Traceback" not in err
