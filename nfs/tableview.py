@@ -32,6 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Final
 
+import pyarrow as pa
+
 from nfs._apply import (
     Applied,
     apply_content,
@@ -323,6 +325,9 @@ class TableFs:
         except PosixLakeError as err:
             logger.info("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
+        except pa.ArrowException as err:  # a bug below us: fail this write, keep serving
+            logger.exception("data.csv: write failed")
+            raise _err(Nfsstat3.NFS3ERR_IO, str(err)) from err
         finally:
             self._checked_at = -float("inf")  # re-read the version on the next call
         logger.debug("data.csv: %s", applied)

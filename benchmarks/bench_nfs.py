@@ -1,0 +1,500 @@
+"""The NFS face through real clients, against NFS-Ganesha serving the same bytes as plain files.
+
+Run:  python benchmarks/bench_nfs.py [--runs N] [--dir DIR] [--big-rows N] [--install]
+                                     [--no-ganesha] [--no-vm]
+
+Tables (id Int64, name String, value Float64): 100,000 rows (about 2.5 MB of CSV) and a
+large one (5,000,000 rows by default, about 130 MB of CSV). Ganesha (Debian
+``nfs-ganesha`` + ``nfs-ganesha-vfs``; ``--install`` installs them and ``rpcbind``) serves
+byte-identical plain files from a temporary export, in the same run.
+
+Workloads (medians over ``--runs``; libnfs' ``nfs-cat`` / ``nfs-cp`` unless noted):
+
+1. warm read of the 100,000-row table: ``nfs-cat`` after a first read;
+2. cold read of the 100,000-row table: the first ``nfs-cat`` after an API write, so
+   the new version is rendered (Ganesha: the same bytes, nothing to render);
+3. read throughput of the large table, warm, ``nfs-cat > /dev/null`` (MB/s); also its
+   first rendering time and the peak memory a fresh process needs to render it;
+4. one-row append on 100,000 rows: the Linux kernel client's ``echo >> data.csv`` timed
+   inside the nfs-vm guest (TCG, so slower than a real machine, for both servers), and
+   the exact RPC that command sends (WRITE FILE_SYNC at EOF) timed from the host;
+5. one-row change in a 100,000-row overwrite: ``nfs-cp`` of the changed file onto
+   data.csv (Ganesha: onto a new file), with the number of Delta commits it made; and
+   ``cat new.csv > data.csv`` through the kernel client in the VM.
+
+These are measurements, not tests: nothing here asserts a time. Processes this script
+starts (Ganesha, rpcbind if nothing listens on port 111) are stopped by their own pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from nfs.nfs3 import StableHow
+from nfs.server import NfsServer
+from nfs.tableview import TableFs
+from posixlake import DatabaseOps
+
+SCHEMA = {"id": "Int64", "name": "String", "value": "Float64"}
+SMALL = 100_000
+NFS_VM = Path(os.environ.get("NFS_VM_TOOLS", "/work/shared/tools/nfs-vm"))
+
+
+@dataclass
+class Result:
+    """One line of the report."""
+
+    name: str
+    ours: list[float]
+    ganesha: list[float] = field(default_factory=list)
+    unit: str = "ms"
+    target: str = ""
+    original: str = ""
+    note: str = ""
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def table(n: int, start: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "name": pa.array([f"name{i}" for i in range(start, start + n)]),
+            "value": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
+        }
+    )
+
+
+def make_table(path: Path, rows: int) -> DatabaseOps:
+    db = DatabaseOps.create(path, SCHEMA, engine="local")
+    chunk = 1_000_000
+    for start in range(0, rows, chunk):
+        db.insert(table(min(chunk, rows - start), start))
+    return db
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def run(*args: str, stdout: int | None = subprocess.PIPE) -> bytes:
+    proc = subprocess.run(args, stdout=stdout, stderr=subprocess.PIPE, timeout=600, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args} failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout or b""
+
+
+def nfs_cat(url: str) -> bytes:
+    return run("nfs-cat", url)
+
+
+def nfs_cat_null(url: str) -> None:
+    run("nfs-cat", url, stdout=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------- Ganesha
+
+
+@dataclass
+class Ganesha:
+    """A Ganesha serving ``export`` on 127.0.0.1 (NFS and MOUNT ports)."""
+
+    export: Path
+    nfs_port: int
+    mnt_port: int
+
+    def url(self, name: str) -> str:
+        return (
+            f"nfs://127.0.0.1{self.export}/{name}?version=3"
+            f"&nfsport={self.nfs_port}&mountport={self.mnt_port}"
+        )
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def ganesha(work: Path, *, install: bool) -> Iterator[Ganesha | None]:
+    """Start rpcbind (if needed) and Ganesha; yield None (with a reason printed) if unable."""
+    fsal = Path("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so")
+    if not (shutil.which("ganesha.nfsd") and fsal.exists() and shutil.which("rpcbind")):
+        if not install:
+            print("ganesha: not installed (use --install): Ganesha columns left empty")
+            yield None
+            return
+        subprocess.run(
+            [
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "nfs-ganesha",
+                "nfs-ganesha-vfs",
+                "rpcbind",
+            ],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            check=True,
+            capture_output=True,
+        )
+    export = work / "export"
+    export.mkdir(parents=True, exist_ok=True)
+    g = Ganesha(export, free_port(), free_port())
+    conf = work / "ganesha.conf"
+    conf.write_text(
+        textwrap.dedent(
+            f"""\
+            NFS_CORE_PARAM {{
+                NFS_Port = {g.nfs_port}; MNT_Port = {g.mnt_port}; Bind_addr = 127.0.0.1;
+                Protocols = 3; Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false;
+            }}
+            NFS_KRB5 {{ Active_krb5 = false; }}
+            NFSV4 {{ Graceless = true; }}
+            EXPORT {{
+                Export_Id = 1; Path = {export}; Pseudo = {export}; Protocols = 3;
+                Transports = TCP; Access_Type = RW; Squash = No_Root_Squash; SecType = sys;
+                Attr_Expiration_Time = 0; FSAL {{ Name = VFS; }}
+            }}
+            LOG {{ Default_Log_Level = EVENT; }}
+            """
+        )
+    )
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        if not _listening(111):
+            Path("/run/rpcbind").mkdir(parents=True, exist_ok=True)
+            started.append(subprocess.Popen(["rpcbind", "-f"], stderr=subprocess.DEVNULL))
+            time.sleep(0.5)
+        log = work / "ganesha.log"
+        started.append(
+            subprocess.Popen(
+                [
+                    "ganesha.nfsd",
+                    "-F",
+                    "-f",
+                    str(conf),
+                    "-L",
+                    str(log),
+                    "-p",
+                    str(work / "ganesha.pid"),
+                    "-N",
+                    "NIV_EVENT",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        for _ in range(120):
+            if log.exists() and "NFS SERVER INITIALIZED" in log.read_text(errors="replace"):
+                break
+            if started[-1].poll() is not None:
+                print("ganesha: exited at start; Ganesha columns left empty")
+                yield None
+                return
+            time.sleep(0.25)
+        yield g
+    finally:
+        for proc in reversed(started):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---------------------------------------------------------------------------- the VM
+
+
+def vm_available() -> bool:
+    tool = NFS_VM / "nfs-vm-run"
+    if not os.access(tool, os.X_OK):
+        return False
+    setup = subprocess.run([str(NFS_VM / "nfs-vm-setup")], capture_output=True, check=False)
+    return setup.returncode == 0
+
+
+def vm(port: int, script: str, *, mount_port: int | None = None, export: str = "/") -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+        f.write(textwrap.dedent(script))
+    cmd = [str(NFS_VM / "nfs-vm-run"), "--port", str(port), "--export", export]
+    cmd += ["--opts", "noacl", "--timeout", "400"]
+    if mount_port:
+        cmd += ["--mount-port", str(mount_port)]
+    proc = subprocess.run([*cmd, f.name], capture_output=True, text=True, timeout=600, check=False)
+    os.unlink(f.name)
+    if proc.returncode != 0:
+        raise RuntimeError(f"VM run failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+VM_SCRIPT = r"""
+set -u
+cd /mnt/{dir}
+f={file}
+cat $f > /dev/null
+for i in $(seq 1 {runs}); do
+    s=$(date +%s%N); echo "{first},appended$i,0.5" >> $f; e=$(date +%s%N)
+    echo "APPEND $(( (e - s) / 1000 ))"
+done
+sed 's/^54321,name54321,/54321,CHANGED,/' $f > /tmp/new1.csv
+sed 's/^54322,name54322,/54322,CHANGED,/' /tmp/new1.csv > /tmp/new2.csv
+sed 's/^54323,name54323,/54323,CHANGED,/' /tmp/new2.csv > /tmp/new3.csv
+for i in 1 2 3; do
+    s=$(date +%s%N); cat /tmp/new$i.csv > $f; e=$(date +%s%N)
+    echo "OVERWRITE $(( (e - s) / 1000 ))"
+done
+"""
+
+
+def vm_times(stdout: str, key: str) -> list[float]:
+    return [int(m) / 1000 for m in re.findall(rf"^{key} (\d+)$", stdout, re.M)]
+
+
+# ---------------------------------------------------------------------------- workloads
+
+
+def peak_render_memory(path: Path) -> tuple[float, float, int]:
+    """Render the big table in a fresh process: (ms, peak RSS growth in MB, CSV bytes)."""
+    code = textwrap.dedent(
+        f"""
+        import resource, time
+        from posixlake import DatabaseOps
+        from nfs.tableview import TableFs
+        db = DatabaseOps.open({str(path)!r}, engine="local")
+        fs = TableFs(db, idle_timer=False)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        size = fs.paths.getattr("/data/data.csv").size
+        ms = (time.perf_counter() - t0) * 1000
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(ms, (after - before) / 1024, size)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900
+    ).stdout.split()
+    return float(out[0]), float(out[1]), int(out[2])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per workload (default 5)")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    parser.add_argument("--big-rows", type=int, default=5_000_000, help="rows of the big table")
+    parser.add_argument("--install", action="store_true", help="apt-get install Ganesha")
+    parser.add_argument("--no-ganesha", action="store_true", help="skip Ganesha")
+    parser.add_argument("--no-vm", action="store_true", help="skip the kernel-client (VM) runs")
+    args = parser.parse_args()
+    if shutil.which("nfs-cat") is None:
+        sys.exit("bench_nfs: needs libnfs-utils (nfs-cat, nfs-cp): apt install libnfs-utils")
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-nfs-"))
+    work.mkdir(parents=True, exist_ok=True)
+    runs = args.runs
+    results: list[Result] = []
+    print(f"bench_nfs: building tables in {work} ...", flush=True)
+    small = make_table(work / "small", SMALL)
+    big = make_table(work / "big", args.big_rows)
+
+    render_ms, render_mb, big_size = peak_render_memory(work / "big")
+    print(f"bench_nfs: big table: {big_size / 1e6:.0f} MB of CSV", flush=True)
+
+    maybe_ganesha = _none() if args.no_ganesha else ganesha(work, install=args.install)
+    with maybe_ganesha as g, NfsServer(TableFs(small)) as s_srv, NfsServer(TableFs(big)) as b_srv:
+        s_url = s_srv.nfs_url("/data/data.csv")
+        b_url = b_srv.nfs_url("/data/data.csv")
+        small_bytes = nfs_cat(s_url)
+        nfs_cat_null(b_url)  # render the big table in the server
+        if g is not None:
+            (g.export / "data.csv").write_bytes(small_bytes)
+            (g.export / "big.csv").write_bytes(nfs_cat(b_url))
+            nfs_cat_null(g.url("data.csv"))
+            nfs_cat_null(g.url("big.csv"))
+
+        # 1. warm read
+        r = Result("warm read, 100k rows (nfs-cat)", [], target="<= 30", original="190")
+        for _ in range(runs):
+            r.ours.append(timed(lambda: nfs_cat_null(s_url)))
+            if g is not None:
+                r.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
+        results.append(r)
+
+        # 2. cold read: an API write, then the first read renders the new version
+        r = Result("cold read (first render), 100k rows", [], target="<= 300")
+        for i in range(runs):
+            small.insert({"id": 10_000_000 + i, "name": "api", "value": 1.0})
+            r.ours.append(timed(lambda: nfs_cat_null(s_url)))
+            if g is not None:
+                r.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
+        results.append(r)
+
+        # 3. big table throughput
+        mb = big_size / 1e6
+        r = Result(f"read {mb:.0f} MB table, warm", [], unit="MB/s", target=">= 300")
+        for _ in range(max(3, runs // 2)):
+            r.ours.append(mb / (timed(lambda: nfs_cat_null(b_url)) / 1000))
+            if g is not None:
+                r.ganesha.append(mb / (timed(lambda: nfs_cat_null(g.url("big.csv"))) / 1000))
+        results.append(r)
+        results.append(
+            Result(
+                f"first render of the {mb:.0f} MB table",
+                [render_ms],
+                note=f"peak RSS growth {render_mb:.0f} MB = {render_mb / mb:.2f} x CSV",
+            )
+        )
+
+        # 4. one-row append: the RPC that echo >> sends, from the host
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests/
+        from tests.nfs.rpcclient import RpcClient
+
+        r = Result("one-row append, 100k rows (WRITE at EOF, RPC)", [], target="<= 100")
+        with RpcClient("127.0.0.1", s_srv.port) as c:
+            c.mount("/")
+            fh = c.walk("/data/data.csv")
+            for i in range(runs):
+                size = c.attrs(fh).size
+                line = f"{20_000_000 + i},rpc,0.5\n".encode()
+                before = small.version
+
+                def append(size: int = size, line: bytes = line) -> None:
+                    res = c.write(fh, size, line, StableHow.FILE_SYNC)
+                    assert res.resok is not None, res.status
+
+                r.ours.append(timed(append))
+                assert small.version == before + 1
+        if g is not None:
+            with RpcClient("127.0.0.1", g.mnt_port) as m:
+                root = m.mount(str(g.export))
+            with RpcClient("127.0.0.1", g.nfs_port) as c:
+                c.root = root
+                fh = c.walk("/data.csv")
+                for i in range(runs):
+                    size = c.attrs(fh).size
+                    line = f"{20_000_000 + i},rpc,0.5\n".encode()
+                    r.ganesha.append(
+                        timed(lambda s=size, ln=line: c.write(fh, s, ln, StableHow.FILE_SYNC))
+                    )
+        results.append(r)
+
+        # 5. one-row change in a 100k-row overwrite (nfs-cp)
+        r = Result(
+            "one-row change in 100k-row overwrite (nfs-cp)", [], target="<= 1500", original="8000"
+        )
+        commits: list[int] = []
+        for i in range(runs):
+            current = nfs_cat(s_url)
+            k = 54321 + i
+            new = current.replace(f"\n{k},name{k},".encode(), f"\n{k},CHANGED,".encode())
+            assert new != current
+            src = work / f"new{i}.csv"
+            src.write_bytes(new)
+            before = small.version
+            r.ours.append(timed(lambda src=src: run("nfs-cp", str(src), s_url)))
+            commits.append(small.version - before)
+            if g is not None:
+                r.ganesha.append(
+                    timed(lambda src=src, i=i: run("nfs-cp", str(src), g.url(f"copy{i}.csv")))
+                )
+        r.note = f"Delta commits per overwrite: {sorted(set(commits))}"
+        results.append(r)
+
+        # kernel client in the VM (TCG: both servers pay the same emulation cost)
+        if not args.no_vm and vm_available():
+            first = 30_000_000
+            out = vm(
+                s_srv.port, VM_SCRIPT.format(dir="data", file="data.csv", runs=runs, first=first)
+            )
+            gout = ""
+            if g is not None:
+                (g.export / "data.csv").write_bytes(nfs_cat(s_url))
+                gout = vm(
+                    g.nfs_port,
+                    VM_SCRIPT.format(dir="", file="data.csv", runs=runs, first=first),
+                    mount_port=g.mnt_port,
+                    export=str(g.export),
+                )
+            results.append(
+                Result(
+                    "one-row append, 100k rows (kernel echo >>, VM)",
+                    vm_times(out, "APPEND"),
+                    vm_times(gout, "APPEND"),
+                    target="<= 100",
+                    original="730",
+                    note="timed in the TCG guest",
+                )
+            )
+            results.append(
+                Result(
+                    "one-row change, 100k-row overwrite (kernel cat >, VM)",
+                    vm_times(out, "OVERWRITE"),
+                    vm_times(gout, "OVERWRITE"),
+                    target="<= 1500",
+                    note="timed in the TCG guest",
+                )
+            )
+        elif not args.no_vm:
+            print("bench_nfs: nfs-vm unavailable; kernel-client rows skipped")
+
+    report(results)
+    if not args.dir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _none() -> Iterator[None]:
+    yield None
+
+
+def report(results: list[Result]) -> None:
+    print()
+    head = f"{'workload':52} {'posixlake':>11} {'Ganesha':>10} {'ratio':>7} {'target':>8} {'original':>9}"
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        ours, theirs = med(r.ours), med(r.ganesha)
+        ratio = ours / theirs if r.ganesha and theirs else float("nan")
+        g = f"{theirs:10.1f}" if r.ganesha else f"{'-':>10}"
+        rs = f"{ratio:7.2f}" if r.ganesha else f"{'-':>7}"
+        print(
+            f"{r.name:52} {ours:8.1f} {r.unit:<3}{g} {rs} {r.target:>8} {r.original:>9}"
+            + (f"  ({r.note})" if r.note else "")
+        )
+    print(
+        "\nmedians; ratio = posixlake / Ganesha (Ganesha serves the same bytes as plain "
+        "files); 'original' = the original project's server, measured earlier"
+    )
+
+
+if __name__ == "__main__":
+    main()
