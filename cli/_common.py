@@ -305,7 +305,7 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
     opts = get_options()
     uri = normalize_uri(table)
     try:
-        return DatabaseOps.open(
+        db = DatabaseOps.open(
             uri,
             storage=storage_for(uri),
             credentials=credentials(),
@@ -319,6 +319,9 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
             f"{uri} has users: log in with --user NAME (or ${USER_ENV}); the password comes "
             f"from ${PASSWORD_ENV} or a prompt"
         ) from err
+    if opts.user and db.user is None:
+        click.echo(f"Warning: {uri} has no users; --user {opts.user} is not used", err=True)
+    return db
 
 
 # -- input ---------------------------------------------------------------------------------

@@ -247,3 +247,12 @@ def test_enable_twice_fails(run: Cli, secured: str, monkeypatch: pytest.MonkeyPa
 def test_users_on_a_table_without_users(run: Cli, table: str) -> None:
     assert "posixlake users enable" in run.fails(1, "users", "list", table).stderr
     unchanged(table, 1, ROWS)
+
+
+def test_user_on_a_table_without_users_is_a_warning(
+    run: Cli, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POSIXLAKE_PASSWORD", "whatever-pw")
+    result = run.ok("info", table, "--user", "bob", "--json")
+    assert result.stderr == f"Warning: {table} has no users; --user bob is not used\n"
+    assert json.loads(result.stdout)["rows"] == 3
