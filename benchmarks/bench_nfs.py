@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -402,9 +403,7 @@ def main() -> None:
                 for i in range(runs):
                     size = c.attrs(fh).size
                     line = f"{20_000_000 + i},rpc,0.5\n".encode()
-                    r.ganesha.append(
-                        timed(lambda s=size, ln=line: c.write(fh, s, ln, StableHow.FILE_SYNC))
-                    )
+                    r.ganesha.append(timed(partial(c.write, fh, size, line, StableHow.FILE_SYNC)))
         results.append(r)
 
         # 5. one-row change in a 100k-row overwrite (nfs-cp)
@@ -420,12 +419,10 @@ def main() -> None:
             src = work / f"new{i}.csv"
             src.write_bytes(new)
             before = small.version
-            r.ours.append(timed(lambda src=src: run("nfs-cp", str(src), s_url)))
+            r.ours.append(timed(partial(run, "nfs-cp", str(src), s_url)))
             commits.append(small.version - before)
             if g is not None:
-                r.ganesha.append(
-                    timed(lambda src=src, i=i: run("nfs-cp", str(src), g.url(f"copy{i}.csv")))
-                )
+                r.ganesha.append(timed(partial(run, "nfs-cp", str(src), g.url(f"copy{i}.csv"))))
         r.note = f"Delta commits per overwrite: {sorted(set(commits))}"
         results.append(r)
 
