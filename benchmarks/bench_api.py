@@ -23,6 +23,7 @@ These are benchmarks, not tests: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import statistics
 import tempfile
@@ -125,7 +126,7 @@ def cpu_since(mark: int) -> float:
 
 def inserts_ours(path: Path) -> list[float]:
     db = DatabaseOps.create(path, SCHEMA, engine="local")
-    lat = [timed(lambda i=i: db.insert(row(i))) for i in range(100)]
+    lat = [timed(functools.partial(db.insert, row(i))) for i in range(100)]
     db.close()
     return lat
 
@@ -135,13 +136,8 @@ def inserts_plain(path: Path) -> list[float]:
     dt = DeltaTable(path)
     lat = []
     for i in range(100):
-        lat.append(
-            timed(
-                lambda i=i: write_deltalake(
-                    dt, pa.Table.from_pylist([row(i)], schema=ARROW_SCHEMA), mode="append"
-                )
-            )
-        )
+        one = pa.Table.from_pylist([row(i)], schema=ARROW_SCHEMA)
+        lat.append(timed(functools.partial(write_deltalake, dt, one, mode="append")))
     return lat
 
 

@@ -77,7 +77,7 @@ def to_arrow(data: object, schema: pa.Schema) -> pa.Table:
             return conform(pa.Table.from_pandas(data, preserve_index=False), schema)
         return conform(pa.table(data.to_arrow()), schema)  # type: ignore[attr-defined]
     if hasattr(data, "__arrow_c_stream__"):
-        return conform(pa.table(data), schema)  # type: ignore[arg-type]
+        return conform(pa.table(data), schema)
     raise SerializationError(
         f"cannot insert a {type(data).__name__}: pass dicts, JSON, CSV text, Arrow, pandas or polars data"
     )
@@ -151,12 +151,12 @@ def quick_row(data: object, schema: pa.Schema) -> dict[str, Any] | None:
             checks[f.name] = c
             if not f.nullable:
                 required.add(f.name)
-        cached = (schema, checks, frozenset(required))
+        cached = (schema, checks, frozenset(required))  # required: the NOT NULL columns
         if len(_QUICK) > 64:
             _QUICK.clear()
         _QUICK[id(schema)] = cached
-    _, checks, required = cached
-    if not checks or not required.issubset(data):
+    _, checks, needed = cached
+    if not checks or not needed.issubset(data):
         return None
     for name, value in data.items():
         check = checks.get(name)

@@ -91,7 +91,11 @@ def prepare_merge_source(rows: object, schema: pa.Schema, key: Sequence[str]) ->
         nulls = pc.is_null(table[f.name])
         if pc.any(pc.and_(nulls, is_insert)).as_py():
             raise SchemaError(f"column {f.name!r} is NOT NULL: INSERT rows need a value")
-        sets = pa.array(masks[f.name], pa.bool_()) if f.name in masks else pa.array([True] * table.num_rows)
+        sets = (
+            pa.array(masks[f.name], pa.bool_())
+            if f.name in masks
+            else pa.array([True] * table.num_rows)
+        )
         if f.name in present and pc.any(pc.and_(pc.and_(nulls, is_update), sets)).as_py():
             raise SchemaError(f"column {f.name!r} is NOT NULL: UPDATE rows cannot set it to NULL")
     keep = [c for c in schema.names if c in present or c in key] + [OP_COLUMN]
@@ -121,7 +125,9 @@ def _parsed_json(rows: object) -> object:
     return rows
 
 
-def _present_columns(rows: object, table: pa.Table, schema: pa.Schema) -> tuple[set[str], dict[str, list[bool]]]:
+def _present_columns(
+    rows: object, table: pa.Table, schema: pa.Schema
+) -> tuple[set[str], dict[str, list[bool]]]:
     """Return the columns the input carried, and per-row presence for row-wise input."""
     import json
 

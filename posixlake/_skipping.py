@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +31,7 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 
-Mask = pa.Array
+Mask: TypeAlias = pa.Array  # a boolean array, one value per active file
 
 
 class _Parser:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_BUFFER_ROWS", "WriteBuffer"]
 
 DEFAULT_BUFFER_ROWS = 1000
 
-_Chunk = pa.Table | list[dict[str, Any]]
+_Chunk: TypeAlias = "pa.Table | list[dict[str, Any]]"
 
 
 class WriteBuffer:
@@ -46,7 +46,9 @@ class WriteBuffer:
         self, max_rows: int = DEFAULT_BUFFER_ROWS, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-            raise InvalidOperation(f"buffer_rows must be an integer of at least 1, not {max_rows!r}")
+            raise InvalidOperation(
+                f"buffer_rows must be an integer of at least 1, not {max_rows!r}"
+            )
         self.max_rows = max_rows
         self._clock = clock
         self._chunks: list[_Chunk] = []

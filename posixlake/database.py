@@ -752,7 +752,7 @@ class DatabaseOps:
         if table.num_rows == 0:
             return 0
         self._append(table, operation="INSERT", upsert=upsert)
-        return table.num_rows
+        return int(table.num_rows)
 
     def insert_buffered(self, data: Any) -> int:
         """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.

@@ -9,7 +9,7 @@ Finer errors subclass a category.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 __all__ = [
     "AlreadyExists",
@@ -46,7 +46,7 @@ class PosixLakeError(Exception):
     VersionError: ClassVar[type[VersionError]]
     StorageError: ClassVar[type[StorageError]]
     NetworkError: ClassVar[type[NetworkError]]
-    TimeoutError: ClassVar[type[TimeoutError]]
+    TimeoutError: ClassVar[type[_TimeoutError]]  # ours, not the builtin it shadows
     NotFound: ClassVar[type[NotFound]]
     AlreadyExists: ClassVar[type[AlreadyExists]]
 
@@ -105,6 +105,9 @@ class NetworkError(StorageError):
 
 class TimeoutError(PosixLakeError):
     """An operation did not finish in its allotted time."""
+
+
+_TimeoutError: TypeAlias = TimeoutError
 
 
 class NotFound(PosixLakeError):

@@ -40,7 +40,8 @@ class QueryResult:
 
     def to_pylist(self) -> list[dict[str, Any]]:
         """Return the rows as a list of dicts."""
-        return self._table.to_pylist()
+        rows: list[dict[str, Any]] = self._table.to_pylist()
+        return rows
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Return all rows as tuples, in column order."""
@@ -73,7 +74,7 @@ class QueryResult:
     @property
     def columns(self) -> list[str]:
         """Column names."""
-        return self._table.column_names
+        return [str(name) for name in self._table.column_names]
 
     @property
     def schema(self) -> pa.Schema:
@@ -81,7 +82,7 @@ class QueryResult:
         return self._table.schema
 
     def __len__(self) -> int:
-        return self._table.num_rows
+        return int(self._table.num_rows)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())

@@ -203,7 +203,9 @@ def _plain_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return arr
     mask = arr.is_null() if arr.null_count else None
     if pa.types.is_struct(target):
-        children = [_plain_array(arr.field(i), target.field(i).type) for i in range(target.num_fields)]
+        children = [
+            _plain_array(arr.field(i), target.field(i).type) for i in range(target.num_fields)
+        ]
         fields = [target.field(i) for i in range(target.num_fields)]
         return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
     if pa.types.is_map(target):
@@ -647,7 +649,9 @@ class DeltaLog:
         self._check_writable()
         from posixlake._merge import SET_PREFIX
 
-        data_cols = [c for c in source.column_names if c != op_column and not c.startswith(SET_PREFIX)]
+        data_cols = [
+            c for c in source.column_names if c != op_column and not c.startswith(SET_PREFIX)
+        ]
         predicate = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(k)}" for k in key)
         op = f"s.{quote_ident(op_column)}"
 
@@ -702,7 +706,7 @@ class DeltaLog:
 
             def attempt() -> dict[str, Any]:
                 return self._dt.optimize.compact(
-                    partition_filters=partition_filters,  # type: ignore[arg-type]
+                    partition_filters=partition_filters,
                     target_size=target_size,
                     commit_properties=self._props(None),
                 )
@@ -726,7 +730,7 @@ class DeltaLog:
             def attempt() -> dict[str, Any]:
                 return self._dt.optimize.z_order(
                     list(columns),
-                    partition_filters=partition_filters,  # type: ignore[arg-type]
+                    partition_filters=partition_filters,
                     target_size=target_size,
                     commit_properties=self._props(None),
                 )

@@ -18,7 +18,7 @@ from posixlake.engines import Engine
 from posixlake.errors import DuplicateKeyError, InvalidOperation, SchemaError
 
 SCHEMA = Schema([Field("id", "Int64", False), Field("name", "String"), Field("score", "Float64")])
-ROWS = [
+ROWS: list[dict[str, Any]] = [
     {"id": 1, "name": "ann", "score": 1.5},
     {"id": 2, "name": "bob", "score": None},
     {"id": 3, "name": None, "score": -2.0},

@@ -30,7 +30,7 @@ from tests.strategies import arrow_schemas, arrow_tables, comparable_rows
 # across examples is safe.
 _settings = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
-    max_examples=max(10, settings.default.max_examples // 3),
+    max_examples=max(10, settings().max_examples // 3),
 )
 
 

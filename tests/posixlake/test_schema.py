@@ -157,7 +157,7 @@ def test_malformed_type_strings_raise_schema_error(spec: str) -> None:
 
 def test_non_string_type_raises_schema_error() -> None:
     with pytest.raises(SchemaError, match="int"):
-        parse_type(5)  # type: ignore[arg-type]
+        parse_type(5)
 
 
 @pytest.mark.parametrize("t", [pa.time64("us"), pa.duration("s"), pa.dense_union([])])
@@ -223,7 +223,7 @@ class TestSchemaValidation:
     @pytest.mark.parametrize("bad", ["id Int64", b"x", 5, [("id",)], [object()]])
     def test_coerce_rejects_non_schemas(self, bad: object) -> None:
         with pytest.raises(SchemaError):
-            Schema.coerce(bad)  # type: ignore[arg-type]
+            Schema.coerce(bad)
 
     def test_str_reads_like_sql(self) -> None:
         s = Schema([Field("id", "Int64", False), Field("v", "Decimal128(5,2)")], primary_key="id")
