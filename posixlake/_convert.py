@@ -7,7 +7,12 @@ object with ``__arrow_c_stream__``.
 
 Conversion never truncates: a value that does not fit its column (1.5 into Int64, 300
 into Int8, "abc" into Int64, a string into Boolean) is a :class:`SchemaError` naming the
-column, and nothing is written.
+column, and nothing is written. The same holds inside nested values (2.5 in a list of
+Int64, a datetime in a list of dates, an unknown struct field), and for floats into
+decimals (1.005 does not fit Decimal(10,2); 1.5 becomes 1.50). Accepted conversions are
+exact: an int into a float column, 2.0 into an integer column, an ISO string into a date
+or timestamp column (a UTC column needs an offset), text into binary (UTF-8), and
+unsigned integers into the wider signed types Delta stores them as.
 """
 
 from __future__ import annotations

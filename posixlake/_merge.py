@@ -8,6 +8,12 @@ Engines receive the source as Arrow: the data columns, ``_op``, and for a column
 some UPDATE rows carry, a boolean column ``SET_PREFIX + name`` that is true where the row
 sets it (an engine assigns the column only there). A column with no such mask is set by
 every UPDATE row.
+
+Which columns a row "carries": the keys of a dict row; for columnar dicts, Arrow tables
+and pandas / polars frames, every column of the input, for every row (a NULL there is a
+value that an UPDATE sets). Rows that do not apply (UPDATE or DELETE of a missing key,
+INSERT of an existing key) are skipped and counted (``MergeMetrics.rows_skipped``), or
+with ``strict=True`` raise InvalidOperation before anything is committed.
 """
 
 from __future__ import annotations

@@ -5,6 +5,25 @@ or the Delta log to do the work, and returns a typed result. Every write is one 
 commit, and a write that changes nothing makes no commit.
 
 The original project's method names are kept as thin aliases at the end of the class.
+
+Decisions the test suite pins (tests/posixlake/):
+
+- A bad payload, value, key or SQL raises its PosixLakeError (SerializationError,
+  SchemaError, DuplicateKeyError, QueryError, NotFound, ...) and leaves the version and
+  rows unchanged; the handle stays usable.
+- ``insert`` of a primary key the table (or the batch) holds raises DuplicateKeyError;
+  ``insert(..., upsert=True)`` and ``merge`` are the update paths. The key check is exact
+  within a process; across processes it sees the version each writer read.
+- ``merge``: UPDATE/DELETE of a missing key and INSERT of an existing key are counted in
+  ``MergeMetrics.rows_skipped``; ``strict=True`` raises InvalidOperation instead and
+  commits nothing. A merge on another key than the primary key must keep it unique.
+- ``delete_rows_where`` / ``update`` that match nothing, an empty merge or insert, and an
+  OPTIMIZE with nothing to do make no commit (and count no commit in ``get_metrics``).
+- Buffered rows are validated when buffered, invisible until flushed, and flushed by
+  ``flush``, at ``buffer_rows``, by ``close`` and on leaving a ``with`` block (also when
+  the block raises). A flush that fails keeps them buffered.
+- A table whose directory was removed raises NotFound on the next operation and is not
+  recreated; time travel to a version whose files VACUUM removed raises VersionError.
 """
 
 from __future__ import annotations
