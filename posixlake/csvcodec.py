@@ -14,13 +14,20 @@ Format (bytes, UTF-8):
   when it contains ``,`` ``"`` CR or LF, when it starts or ends with ASCII whitespace
   (space, tab, VT, FF), or when it is the empty string. Inside quotes ``"`` is doubled.
 - NULL is an empty, unquoted field; the empty string is ``""``. So ``a,,b`` holds a NULL
-  and ``a,"",b`` an empty string, and both round-trip.
+  and ``a,"",b`` an empty string, and both round-trip. ``NULL``, ``null`` and ``NaN``
+  in a text column are just those strings.
+- Input is read as Arrow's CSV reader reads it: a ``"`` opens a quoted field only at
+  the start of a field (``ab"c`` is the text ``ab"c``), and text between a closing
+  quote and the next delimiter is kept (``"ab"c`` is ``abc``). A quote still open at
+  the end of the input is an error (detected by quote parity, so not when an odd
+  number of stray mid-field quotes hides it).
 - Integers are plain decimal (``-12``). On input, ASCII whitespace around a non-text
-  value is ignored and a leading ``+`` is accepted.
+  value is ignored and a leading ``+`` is accepted; hexadecimal is not. Out-of-range
+  values are errors.
 - Floats use the shortest text that reads back as the same value of the column's width
   (float32 columns round-trip as float32): ``1.0`` -> ``1``, ``0.1`` -> ``0.1``,
   ``1e20`` -> ``1e+20``; ``NaN``, ``inf`` and ``-inf`` for the special values (any case,
-  and ``Infinity``, on input).
+  and ``Infinity``, on input). A finite input beyond the type's range is an error.
 - Decimals keep their scale: ``1.50`` in a ``decimal128(10, 2)`` column. Input with more
   fractional digits than the scale, or too many digits for the precision, is an error,
   never rounded.
@@ -46,7 +53,8 @@ Format (bytes, UTF-8):
   omit fields (NULL) but not carry unknown ones.
 - A blank line is skipped when the table has several columns (it cannot be a row);
   in a one-column table it is a row holding NULL.
-- A UTF-8 byte order mark at the start of the input is ignored.
+- A UTF-8 byte order mark at the start of the input is ignored. Invalid UTF-8 is an
+  error.
 
 Rendering and parsing are vectorized with ``pyarrow.compute`` and ``pyarrow.csv``;
 only binary (base64) and nested (JSON) columns cost Python work per value.
@@ -789,8 +797,13 @@ def _lenient_cast(col: Column, t: pa.DataType, tidy: Callable[[Column], Column])
         return pc.cast(tidy(col), t)
 
 
+def _without_plus(col: Column) -> Column:
+    """Trim, and drop a ``+`` before a digit (Arrow's integer parser rejects it)."""
+    return pc.replace_substring_regex(_trimmed(col), r"^\+([0-9])", r"\1")
+
+
 def _to_int(col: Column, t: pa.DataType) -> Column:
-    out = _lenient_cast(col, t, lambda c: pc.ascii_ltrim(_trimmed(c), "+"))
+    out = _lenient_cast(col, t, _without_plus)
     # Arrow also reads 0x hexadecimal; the format is decimal only.
     if _any(pc.match_substring(col, "x", ignore_case=True)):
         raise ValueError("not a decimal integer")
@@ -798,8 +811,23 @@ def _to_int(col: Column, t: pa.DataType) -> Column:
 
 
 def _to_scalar(col: Column, t: pa.DataType) -> Column:
-    """Convert floats, decimals and dates: Arrow's cast, after trimming if need be."""
+    """Convert decimals and dates: Arrow's cast, after trimming if need be."""
     return _lenient_cast(col, t, _trimmed)
+
+
+def _to_float(col: Column, t: pa.DataType) -> Column:
+    """Convert floats; a finite number too big for the type is an error, not infinity."""
+    out = _lenient_cast(col, t, _trimmed)
+    infinite = pc.is_inf(out)
+    if _any(infinite) and not _spelled_inf(col, infinite):
+        raise ValueError("out of range")
+    return out
+
+
+def _spelled_inf(col: Column, infinite: Column) -> bool:
+    """Return whether every value that parsed as infinite is spelled as an infinity."""
+    spelled = pc.match_substring(col, "inf", ignore_case=True)
+    return bool(pc.all(pc.or_(pc.invert(infinite), spelled)).as_py())
 
 
 def _to_bool(col: Column, t: pa.DataType) -> Column:
@@ -942,7 +970,9 @@ def _converter(t: pa.DataType) -> Converter:
         return _to_int
     if pa.types.is_boolean(t):
         return _to_bool
-    if pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date32(t):
+    if pa.types.is_floating(t):
+        return _to_float
+    if pa.types.is_decimal(t) or pa.types.is_date32(t):
         return _to_scalar
     if pa.types.is_timestamp(t):
         return _to_timestamp
@@ -988,6 +1018,8 @@ def _detail(t: pa.DataType, why: str) -> str:
     """Keep the part of a conversion error worth showing to a user."""
     if pa.types.is_decimal(t) and ("precision" in why or "Rescaling" in why):
         return " (too many digits)"
+    if why == "out of range":
+        return " (out of range)"
     if _is_nested(t) or _is_bytes(t):
         return f" ({why.split(': ', 1)[-1]})" if why else ""
     return ""

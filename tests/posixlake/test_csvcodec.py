@@ -388,8 +388,10 @@ def test_error_bad_value_in_a_big_file() -> None:
     [
         (pa.int8(), "300", "'300' is not an Int8"),
         (pa.int64(), "0x10", "'0x10' is not an Int64"),
+        (pa.int64(), "+-5", "'+-5' is not an Int64"),
         (pa.float64(), "1,5", None),
         (pa.float32(), "one", "'one' is not a Float32"),
+        (pa.float32(), "3.5e38", "'3.5e38' is not a Float32 (out of range)"),
         (pa.decimal128(4, 2), "1.234", "'1.234' is not a Decimal(4, 2) (too many digits)"),
         (pa.decimal128(4, 2), "123.4", "'123.4' is not a Decimal(4, 2) (too many digits)"),
         (pa.bool_(), "maybe", "'maybe' is not a Boolean"),
