@@ -91,10 +91,19 @@ def _compare(function: Callable[..., Any], values: Arr, number: int) -> Arr:
 
 
 def _same_schema(old: pa.Table, new: pa.Table) -> None:
-    if not old.schema.equals(new.schema, check_metadata=False):
+    """Require the same column names and types; top-level nullability may differ."""
+    same = old.schema.names == new.schema.names and all(
+        a.type.equals(b.type) for a, b in zip(old.schema, new.schema, strict=True)
+    )
+    if not same:
         raise SchemaError(
             f"cannot diff tables of different schemas:\n{old.schema}\nvs\n{new.schema}"
         )
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Give ``table`` exactly ``schema`` (they differ at most in nullability)."""
+    return table if table.schema.equals(schema) else table.cast(schema)
 
 
 def _key_values(table: pa.Table, columns: list[str]) -> Chunked:
@@ -270,7 +279,8 @@ def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None)
 
     Args:
         old: The table as the writer last saw it.
-        new: The table as the writer wants it; same schema as ``old``.
+        new: The table as the writer wants it: the same column names and types as
+            ``old`` (top-level nullability may differ).
         key: Primary key columns, or ``None`` to compare whole rows as a multiset.
 
     Returns:
@@ -281,7 +291,7 @@ def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None)
     Raises:
         DuplicateKeyError: A key value occurs twice in ``new`` (or in ``old``); NULL
             keys count as equal.
-        SchemaError: The schemas differ, or a key column is missing.
+        SchemaError: Column names or types differ, or a key column is missing.
     """
     _same_schema(old, new)
     if key is None:
@@ -394,7 +404,9 @@ def apply_diff(old: pa.Table, diff: RowDiff, *, key: Sequence[str] | None = None
     rows = pc.coalesce(_compare(pc.add, update_at, n_old), _indices(n_old))
     kept: Chunked = rows.filter(pc.invert(gone))  # type: ignore[assignment, unused-ignore]
     appended = _compare(pc.add, _indices(diff.inserts.num_rows), n_old + n_updates)
-    everything = pa.concat_tables([old, diff.updates, diff.inserts])
+    everything = pa.concat_tables(
+        [old, _conform(diff.updates, old.schema), _conform(diff.inserts, old.schema)]
+    )
     return everything.take(pa.concat_arrays([kept.combine_chunks(), appended]))
 
 
@@ -417,7 +429,7 @@ def _apply_multiset(old: pa.Table, diff: RowDiff) -> pa.Table:
     if dropped:
         doomed = pa.array(dropped, pa.int64())
         old = old.filter(pc.invert(pc.is_in(_indices(old.num_rows), value_set=doomed)))
-    return pa.concat_tables([old, diff.inserts])
+    return pa.concat_tables([old, _conform(diff.inserts, old.schema)])
 
 
 def append_only_suffix(old: bytes | bytearray, new: bytes | bytearray) -> bytes | None:

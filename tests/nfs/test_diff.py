@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -174,6 +176,19 @@ def test_schema_and_key_errors() -> None:
         diff_rows(old, old, key=["nope"])
     with pytest.raises(SchemaError, match="at least one column"):
         diff_rows(old, old, key=[])
+
+
+def test_top_level_nullability_may_differ() -> None:
+    old = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
+    fields: list[pa.Field[Any]] = [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("v", pa.string()),
+    ]
+    strict = pa.schema(fields)
+    new = pa.table({"id": [2, 3], "v": ["B", "c"]}, schema=strict)
+    for key in (["id"], None):
+        diff = diff_rows(old, new, key=key)
+        assert_same_rows(apply_diff(old, diff, key=key), new.cast(old.schema), ordered=False)
 
 
 def test_apply_rejects_deleting_missing_rows() -> None:
