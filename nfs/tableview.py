@@ -30,6 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Final
 
 import pyarrow as pa
@@ -111,6 +112,7 @@ _DIR_MODE: Final = 0o777
 _RO_DIR_MODE: Final = 0o555
 _DIR_SIZE: Final = 4096
 _KEEP_SHADOWS: Final = 4
+_RECENT_COMMITS: Final = 64
 _ALL_ACCESS: Final = (
     ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
 )
@@ -207,6 +209,7 @@ class TableFs:
         # data.csv as the last NFS writer wrote it, per version it produced (see _apply)
         self._shadows: OrderedDict[int, bytes] = OrderedDict()
         self._schema_text: tuple[int, bytes] | None = None
+        self._times: dict[int, Nfstime3] = {}
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         if idle_timer:
@@ -274,13 +277,24 @@ class TableFs:
         return self._schema_text[1]
 
     def _commit_time(self, version: int) -> Nfstime3:
-        """The commit time of ``version``, with the version in the nanoseconds (unique mtimes)."""
+        """The commit time of ``version``, with the version in the nanoseconds (unique mtimes).
+
+        A recent version's time comes from the newest few commits (cheap at any history
+        length); an old one's from the whole history, once.
+        """
+        cached = self._times.get(version)
+        if cached is not None:
+            return cached
         try:
-            when = self._db.commit_time(version)
+            behind = self._known_version - version
+            if 0 <= behind < _RECENT_COMMITS:
+                for info in self._db.history(behind + 1):
+                    self._times.setdefault(info.version, _stamp(info.timestamp, info.version))
+            if version not in self._times:
+                self._times[version] = _stamp(self._db.commit_time(version), version)
         except PosixLakeError as err:
             raise nfs_error(err) from err
-        ms = int(when.timestamp() * 1000)
-        return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
+        return self._times[version]
 
     # ------------------------------------------------------------ staging and applying
 
@@ -897,6 +911,12 @@ class TableFs:
     def paths(self) -> PathOps:
         """Path-based helpers for tests and in-process callers (as root)."""
         return PathOps(self)
+
+
+def _stamp(when: datetime, version: int) -> Nfstime3:
+    """A commit time (milliseconds in Delta) with the version in the sub-millisecond digits."""
+    ms = int(when.timestamp() * 1000)
+    return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
 
 
 def _fits(content: memoryview, offset: int, data: bytes) -> bool:
