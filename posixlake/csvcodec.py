@@ -192,11 +192,11 @@ def _any(mask: Column) -> bool:
 
 
 def _is_text(t: pa.DataType) -> bool:
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
 
 
 def _is_bytes(t: pa.DataType) -> bool:
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t))
 
 
 def _is_nested(t: pa.DataType) -> bool:
@@ -245,6 +245,8 @@ def _check_supported(t: pa.DataType, where: str) -> None:
     elif isinstance(t, pa.StructType):
         for child in t:
             _check_supported(child.type, where)
+    elif isinstance(t, pa.DictionaryType):
+        _check_supported(t.value_type, where)
     elif not (
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
@@ -261,11 +263,17 @@ def _check_supported(t: pa.DataType, where: str) -> None:
 # ------------------------------------------------------------------------- render
 
 
+def _decoded(arr: Arr) -> Arr:
+    """Return a dictionary-encoded array as plain values (others unchanged)."""
+    return arr.dictionary_decode() if isinstance(arr, pa.DictionaryArray) else arr
+
+
 def _text(arr: Arr) -> Arr:
     """Return the CSV text of each value, unquoted; NULL stays null."""
+    arr = _decoded(arr)
     t = arr.type
     if _is_text(t):
-        return pc.cast(arr, pa.string()) if pa.types.is_large_string(t) else arr
+        return arr if t == pa.string() else pc.cast(arr, pa.string())
     if _is_nested(t):
         out = _json(arr)
         return _choose(arr.is_valid(), out, None) if arr.null_count else out
@@ -338,6 +346,7 @@ def _join_lists(
 
 def _json(arr: Arr) -> Arr:
     """Return the compact JSON text of each value; NULL becomes ``null``."""
+    arr = _decoded(arr)
     t = arr.type
     out: Column
     if isinstance(arr, pa.MapArray) and isinstance(t, pa.MapType):
@@ -377,6 +386,7 @@ def _quote(text: Arr) -> Arr:
 
 def _field(arr: Arr) -> Arr:
     """Return the CSV field of each value, quoted where needed, NULL as empty."""
+    arr = _decoded(arr)
     t = arr.type
     text = _text(arr)
     if _is_text(t) or _is_nested(t):
@@ -963,7 +973,14 @@ def _to_nested(col: Column, t: pa.DataType) -> Column:
     return _rebuild(pa.array(values, _leaf_type(t)), t)
 
 
+def _to_dictionary(col: Column, t: pa.DataType) -> Column:
+    assert isinstance(t, pa.DictionaryType)
+    return pc.cast(_convert(col, t.value_type), t)
+
+
 def _converter(t: pa.DataType) -> Converter:
+    if isinstance(t, pa.DictionaryType):
+        return _to_dictionary
     if _is_text(t):
         return _to_text
     if pa.types.is_integer(t):

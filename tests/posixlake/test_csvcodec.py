@@ -69,6 +69,27 @@ def test_parse_inverts_render_for_each_scalar_type(type: pa.DataType, data: st.D
         assert_same_rows(parse_csv(render_csv(table), schema), table)
 
 
+@pytest.mark.parametrize(
+    "type",
+    [
+        pa.string_view(),
+        pa.binary_view(),
+        pa.dictionary(pa.int32(), pa.string()),
+        pa.list_(pa.dictionary(pa.int8(), pa.string())),
+    ],
+    ids=str,
+)
+@given(data=st.data())
+def test_view_and_dictionary_types_round_trip(type: pa.DataType, data: st.DataObject) -> None:
+    plain: pa.DataType = pa.list_(pa.string()) if pa.types.is_list(type) else pa.string()
+    if pa.types.is_binary_view(type):
+        plain = pa.binary()
+    table = data.draw(arrow_tables(one_column(plain))).cast(one_column(type))
+    text = render_csv(table)
+    assert text == render_csv(table.cast(one_column(plain)))
+    assert_same_rows(parse_csv(text, table.schema), table)
+
+
 @given(data=st.data())
 def test_parse_inverts_render_for_nested_and_decimal_types(data: st.DataObject) -> None:
     type = data.draw(st.one_of(decimal_types(), arrow_types(max_depth=2)))
