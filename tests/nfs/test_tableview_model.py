@@ -274,8 +274,8 @@ class BagTable(_Machine):
 
 
 _settings = settings(
-    max_examples=8,
-    stateful_step_count=10,
+    max_examples=15,
+    stateful_step_count=12,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
