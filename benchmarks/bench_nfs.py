@@ -268,9 +268,9 @@ for i in $(seq 1 {runs}); do
     s=$(date +%s%N); echo "{first},appended$i,0.5" >> $f; e=$(date +%s%N)
     echo "APPEND $(( (e - s) / 1000 ))"
 done
-sed 's/^54321,name54321,/54321,CHANGED,/' $f > /tmp/new1.csv
-sed 's/^54322,name54322,/54322,CHANGED,/' /tmp/new1.csv > /tmp/new2.csv
-sed 's/^54323,name54323,/54323,CHANGED,/' /tmp/new2.csv > /tmp/new3.csv
+sed 's/^77001,name77001,/77001,CHANGED,/' $f > /tmp/new1.csv
+sed 's/^77002,name77002,/77002,CHANGED,/' /tmp/new1.csv > /tmp/new2.csv
+sed 's/^77003,name77003,/77003,CHANGED,/' /tmp/new2.csv > /tmp/new3.csv
 for i in 1 2 3; do
     s=$(date +%s%N); cat /tmp/new$i.csv > $f; e=$(date +%s%N)
     echo "OVERWRITE $(( (e - s) / 1000 ))"
