@@ -294,6 +294,34 @@ def diff_rows(old: pa.Table, new: pa.Table, *, key: Sequence[str] | None = None)
         SchemaError: Column names or types differ, or a key column is missing.
     """
     _same_schema(old, new)
+    plain_old, plain_new = _without_views(old), _without_views(new)
+    diff = _diff(plain_old, plain_new, key)
+    if plain_old is old and plain_new is new:
+        return diff
+    return RowDiff(
+        inserts=diff.inserts.cast(new.schema),
+        deletes=diff.deletes.cast(
+            pa.schema([old.schema.field(n) for n in diff.deletes.column_names])
+        ),
+        updates=diff.updates.cast(new.schema),
+    )
+
+
+def _without_views(table: pa.Table) -> pa.Table:
+    """Cast string_view / binary_view columns to large_string / large_binary.
+
+    pyarrow has no ``take`` kernel for view types; the diff casts them back.
+    """
+    plain = table.schema
+    for index, field in enumerate(table.schema):
+        if pa.types.is_string_view(field.type):
+            plain = plain.set(index, field.with_type(pa.large_string()))
+        elif pa.types.is_binary_view(field.type):
+            plain = plain.set(index, field.with_type(pa.large_binary()))
+    return table if plain.equals(table.schema) else table.cast(plain)
+
+
+def _diff(old: pa.Table, new: pa.Table, key: Sequence[str] | None) -> RowDiff:
     if key is None:
         return _diff_multiset(old, new)
     columns = _check_key(old.schema, key)
@@ -384,6 +412,14 @@ def apply_diff(old: pa.Table, diff: RowDiff, *, key: Sequence[str] | None = None
     """
     _same_schema(old, diff.inserts)
     _same_schema(old, diff.updates)
+    plain = _without_views(old)
+    if plain is not old:
+        plain_diff = RowDiff(
+            inserts=_without_views(diff.inserts),
+            deletes=_without_views(diff.deletes),
+            updates=_without_views(diff.updates),
+        )
+        return apply_diff(plain, plain_diff, key=key).cast(old.schema)
     if key is None:
         if diff.updates.num_rows:
             raise SchemaError("an unkeyed diff cannot carry updates")

@@ -191,6 +191,16 @@ def test_top_level_nullability_may_differ() -> None:
         assert_same_rows(apply_diff(old, diff, key=key), new.cast(old.schema), ordered=False)
 
 
+@pytest.mark.parametrize("key", [["id"], None])
+def test_view_types(key: list[str] | None) -> None:
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string_view()), ("b", pa.binary_view())])
+    old = pa.table({"id": [1, 2, 3], "s": ["a", "b", None], "b": [b"x", None, b""]}).cast(schema)
+    new = pa.table({"id": [1, 3, 4], "s": ["A", None, "d"], "b": [b"x", b"", b"y"]}).cast(schema)
+    diff = diff_rows(old, new, key=key)
+    assert diff.inserts.schema == schema
+    assert_same_rows(apply_diff(old, diff, key=key), new, ordered=False)
+
+
 def test_apply_rejects_deleting_missing_rows() -> None:
     old = pa.table({"a": [1]})
     diff = RowDiff(inserts=old.slice(0, 0), deletes=pa.table({"a": [2]}), updates=old.slice(0, 0))
