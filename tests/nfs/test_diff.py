@@ -193,7 +193,12 @@ def test_top_level_nullability_may_differ() -> None:
 
 @pytest.mark.parametrize("key", [["id"], None])
 def test_view_types(key: list[str] | None) -> None:
-    schema = pa.schema([("id", pa.int64()), ("s", pa.string_view()), ("b", pa.binary_view())])
+    fields: list[pa.Field[Any]] = [
+        pa.field("id", pa.int64()),
+        pa.field("s", pa.string_view()),
+        pa.field("b", pa.binary_view()),
+    ]
+    schema = pa.schema(fields)
     old = pa.table({"id": [1, 2, 3], "s": ["a", "b", None], "b": [b"x", None, b""]}).cast(schema)
     new = pa.table({"id": [1, 3, 4], "s": ["A", None, "d"], "b": [b"x", b"", b"y"]}).cast(schema)
     diff = diff_rows(old, new, key=key)
