@@ -55,6 +55,8 @@ Format (bytes, UTF-8):
   in a one-column table it is a row holding NULL.
 - A UTF-8 byte order mark at the start of the input is ignored. Invalid UTF-8 is an
   error.
+- ``string_view``, ``binary_view`` and dictionary columns render as their values
+  (and parse back into those types).
 
 Rendering and parsing are vectorized with ``pyarrow.compute`` and ``pyarrow.csv``;
 only binary (base64) and nested (JSON) columns cost Python work per value.
