@@ -450,6 +450,14 @@ def test_error_unterminated_quote() -> None:
     assert err.line == 3
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview, str])
+def test_error_quote_open_at_the_end_of_the_input(kind: type) -> None:
+    data = b'id,name,qty\n1,a,2\n2,"open\n'
+    source = data.decode() if kind is str else kind(data)
+    with pytest.raises(CsvFormatError, match="^line 3: unterminated quote"):
+        parse_csv(source, SCHEMA)
+
+
 def test_error_invalid_utf8() -> None:
     err = error_of(b"id,name,qty\n1,\xff,2\n")
     assert str(err).startswith("line 2, field: invalid UTF-8")
