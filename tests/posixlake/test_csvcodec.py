@@ -454,7 +454,7 @@ def test_error_unterminated_quote() -> None:
 def test_error_quote_open_at_the_end_of_the_input(kind: type) -> None:
     data = b'id,name,qty\n1,a,2\n2,"open\n'
     source = data.decode() if kind is str else kind(data)
-    with pytest.raises(CsvFormatError, match="^line 3: unterminated quote"):
+    with pytest.raises(CsvFormatError, match=r"^line 3: unterminated quote"):
         parse_csv(source, SCHEMA)
 
 
