@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +51,9 @@ __all__ = ["DeltaLog", "plain_types", "quote_ident", "translate"]
 logger = logging.getLogger(__name__)
 
 MAX_COMMIT_RETRIES: Final = 25
+_ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
+#: commit info key naming the operation of a commit made with ``create_write_transaction``
+COMMIT_OPERATION_KEY: Final = "posixlake.commitOperation"
 # Tables we create checkpoint every 10 commits (Delta's own default; delta-rs uses 100):
 # a commit's cost grows with the commits since the last checkpoint, so this keeps
 # single-row inserts flat (see benchmarks/bench_api.py).
@@ -71,7 +75,7 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         query: the error came from running SQL: any error that is not about storage is
             a :class:`QueryError` (a cast failing at run time included).
     """
-    text = str(err)
+    text = _ANSI.sub("", str(err))
     low = text.lower()
     if "could not create local directory" in low:
         return IoError(f"{what}: {text.splitlines()[0]}")
@@ -335,25 +339,37 @@ class DeltaLog:
                     f"version {version} does not exist (the table has versions 0..{latest})"
                 )
         elif isinstance(version, datetime):
-            when = version if version.tzinfo else version.replace(tzinfo=UTC)
-            if when < self.commit_time(0):
-                raise VersionError(
-                    f"the table did not exist at {when.isoformat()} (created {self.commit_time(0).isoformat()})"
-                )
-            version = when
+            version = self.version_at(version if version.tzinfo else version.replace(tzinfo=UTC))
         else:
             raise VersionError(
                 f"a version must be an int or a datetime, not {type(version).__name__}"
             )
         with _translated(f"load version {version}"):
-            if isinstance(version, int):
-                dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
-            else:
-                dt = DeltaTable(self.uri, storage_options=self.storage_options)
-                dt.load_as_version(version)
+            dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
         snap = DeltaLog(dt, self.uri, self.storage_options, read_only=True)
         snap._commit_times = self._commit_times
         return snap
+
+    def version_at(self, when: datetime) -> int:
+        """Return the latest version committed at or before ``when``.
+
+        Resolved from the commit timestamps in the log (milliseconds, as ``history``
+        shows them), not from object modification times, which S3 and Azure round to
+        the second.
+
+        Raises:
+            VersionError: ``when`` is before the table was created.
+        """
+        latest = self.version
+        known = max(self._commit_times, default=-1)
+        if known < latest:
+            self.history(None if known < 0 else latest - known)
+        earlier = [v for v, t in self._commit_times.items() if t <= when]
+        if not earlier:
+            first = min(self._commit_times.items(), key=lambda kv: kv[0], default=None)
+            created = f" (created {first[1].isoformat()})" if first else ""
+            raise VersionError(f"the table did not exist at {when.isoformat()}{created}")
+        return max(earlier)
 
     # -- state -----------------------------------------------------------------------
 
@@ -474,7 +490,9 @@ class DeltaLog:
                 CommitInfo(
                     version=version,
                     timestamp=ts,
-                    operation=str(entry.get("operation", "")),
+                    # a commit of files another engine wrote is a Delta WRITE; the
+                    # operation it performed (DELETE, UPDATE, MERGE) is in our own key
+                    operation=str(custom.get(COMMIT_OPERATION_KEY) or entry.get("operation", "")),
                     parameters=params,
                     metrics=dict(entry.get("operationMetrics") or {}),
                     user=custom.get("posixlake.user"),
