@@ -125,11 +125,6 @@ def test_time_travel_history(lake: Lake) -> None:
     assert history[0].operation == "DELETE"
 
 
-@pytest.mark.xfail(
-    reason="delta-rs resolves as_of by the objects' Last-Modified, which S3 and Azure give "
-    "to the second: a later commit of the same second wins (fix belongs in DeltaLog.at)",
-    strict=False,
-)
 def test_time_travel_to_a_commit_time_within_one_second(lake: Lake) -> None:
     db = create(lake)
     db.insert(ROWS[:1])
