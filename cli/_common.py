@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -82,7 +82,6 @@ class Options:
     user: str | None = None
     password: str | None = None
     json: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _OPTION_NAMES: Final = frozenset(f.name for f in fields(Options))
@@ -95,12 +94,9 @@ def get_options() -> Options:
 
 def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Option callback: keep ``value`` in the context's :class:`Options`."""
-    opts = ctx.ensure_object(Options)
     name = param.name or ""
-    if name in _OPTION_NAMES:
-        setattr(opts, name, value)
-    else:
-        opts.extra[name] = value
+    assert name in _OPTION_NAMES, f"--{name} has no field in Options"
+    setattr(ctx.ensure_object(Options), name, value)
     return value
 
 
