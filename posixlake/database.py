@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake._authz import AllowAll, Authorizer, Permission
-from posixlake._convert import conform, is_arrow_like, python_column, quick_row, to_arrow
+from posixlake._convert import conform, python_column, quick_row, to_arrow
 from posixlake._merge import (
     OP_COLUMN,
     check_insert_keys,
@@ -624,7 +624,35 @@ class DatabaseOps:
             raise AlreadyExists(f"a Delta table already exists at {uri}")
         data = eng.read_files(paths, fmt=fmt, schema=None)
         if data is None:
-            raise InvalidOperation(f"engine {eng.name} cannot create a table from files")
+            # the engine (Spark) writes the files itself: staged first, committed once the
+            # table exists; any failure removes the staged files
+            stage = getattr(eng, "stage_files", None)
+            if stage is None:
+                raise InvalidOperation(f"engine {eng.name} cannot create a table from files")
+            staged = stage(
+                paths,
+                fmt=fmt,
+                uri=uri,
+                storage_options=storage_options_for(uri, options.get("storage")),
+                partition_by=tuple(partition_by or ()),
+            )
+            try:
+                arrow = delta_schema(staged.schema)
+                keys = Schema.from_arrow(arrow, primary_key=primary_key).key_columns
+                if keys:
+                    arrow = pa.schema([f.with_nullable(False) if f.name in keys else f for f in arrow])
+                    staged.check_keys(keys)
+                db = cls.create(
+                    uri, arrow, engine=eng, primary_key=primary_key, partition_by=partition_by, **options
+                )
+                operation = "CREATE FROM " + fmt.upper()
+                with db._write(operation):
+                    outcome = staged.commit(db._log, metadata=db._metadata(operation))
+                db._counters.bump(inserts=1, rows_written=outcome.rows)
+            except BaseException:
+                staged.discard()
+                raise
+            return db
         arrow = delta_schema(data.schema)
         keys = Schema.from_arrow(arrow, primary_key=primary_key).key_columns
         if keys:
@@ -755,9 +783,11 @@ class DatabaseOps:
         """
         self._authorize("write", "insert")
         external = getattr(self._engine, "insert_external", None)
+        # the engine tells what it takes (a Spark DataFrame has __arrow_c_stream__ too);
+        # an upsert is a merge, and its rows go through Arrow
         if (
             external is not None
-            and not is_arrow_like(data)
+            and not upsert
             and getattr(self._engine, "accepts", lambda d: False)(data)
         ):
             with self._write("INSERT"):

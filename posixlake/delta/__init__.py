@@ -1,6 +1,23 @@
 """The Delta log layer: the only package that imports ``deltalake``."""
 
+from posixlake.delta._commit import WrittenFile, commit_files, create_with_files, file_stats
 from posixlake.delta._log import DeltaLog, plain_types, quote_ident, translate
 from posixlake.delta._rows import RowsReplaced, replace_rows
+from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 
-__all__ = ["DeltaLog", "RowsReplaced", "plain_types", "quote_ident", "replace_rows", "translate"]
+__all__ = [
+    "DataFile",
+    "DeltaLog",
+    "RowsReplaced",
+    "Snapshot",
+    "WrittenFile",
+    "commit_files",
+    "create_with_files",
+    "file_stats",
+    "plain_types",
+    "quote_ident",
+    "replace_rows",
+    "snapshot_for_files",
+    "snapshot_of",
+    "translate",
+]

@@ -1,0 +1,312 @@
+"""Snapshots for external engines: the exact file list, partition values and schema of a version.
+
+An engine that reads Parquet files itself (Spark) must read exactly what delta-rs resolves:
+the active files of one version, each with the partition values of its add action, and
+the table schema. Partition values come from the log, never from directory names, so
+empty strings, spaces, ``/``, ``=``, ``%`` and non-ASCII values survive.
+
+delta-rs reports an empty-string partition value of a string column as NULL in
+``get_add_actions``; its file pruning (``files("col = ''")``) tells them apart, and we
+use that to restore the empty strings.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any, Final
+
+import pyarrow as pa
+
+from posixlake.delta._log import DeltaLog, _translated, plain_types, quote_ident
+from posixlake.errors import InvalidOperation
+
+__all__ = [
+    "DataFile",
+    "Snapshot",
+    "check_readable",
+    "parse_partition_value",
+    "serialize_partition_value",
+    "snapshot_for_files",
+    "snapshot_of",
+]
+
+UNSUPPORTED_READER_FEATURES: Final = ("deletionVectors", "columnMapping")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One active data file of a snapshot.
+
+    Attributes:
+        path: the decoded path relative to the table root (the object key below it).
+        size: bytes.
+        num_records: rows, when the add action has statistics.
+        partition_values: typed Python values per partition column (None for NULL).
+    """
+
+    path: str
+    size: int
+    num_records: int | None
+    partition_values: Mapping[str, Any] = field(default_factory=dict)
+
+    def serialized_partition_values(self, schema: pa.Schema) -> dict[str, str | None]:
+        """Return the partition values as the Delta log stores them."""
+        return {
+            k: serialize_partition_value(v, schema.field(k).type)
+            for k, v in self.partition_values.items()
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What an engine needs to read one version of a table.
+
+    Attributes:
+        uri: the table root.
+        storage_options: delta-rs storage options (None for local tables).
+        version: the version this snapshot is of.
+        schema: the table schema as plain pyarrow types, columns in table order.
+        delta_schema_json: the Delta schema (Spark's StructType JSON format).
+        partition_columns: partition columns, in order.
+        files: the active data files.
+    """
+
+    uri: str
+    storage_options: Mapping[str, str] | None
+    version: int
+    schema: pa.Schema
+    delta_schema_json: str
+    partition_columns: tuple[str, ...]
+    files: tuple[DataFile, ...]
+
+    @property
+    def data_schema(self) -> pa.Schema:
+        """The columns stored in the data files (the schema minus partition columns)."""
+        return pa.schema([f for f in self.schema if f.name not in self.partition_columns])
+
+    def file_map(self) -> dict[str, DataFile]:
+        """Return the files by decoded relative path."""
+        return {f.path: f for f in self.files}
+
+    def to_json(self) -> str:
+        """Serialise for shipping to Spark workers (see :meth:`from_json`)."""
+        return json.dumps(
+            {
+                "uri": self.uri,
+                "storage_options": dict(self.storage_options or {}),
+                "version": self.version,
+                "delta_schema": self.delta_schema_json,
+                "partition_columns": list(self.partition_columns),
+                "files": [
+                    [f.path, f.size, f.num_records, f.serialized_partition_values(self.schema)]
+                    for f in self.files
+                ],
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Snapshot:
+        """Rebuild a snapshot serialised with :meth:`to_json`."""
+        from deltalake import Schema as DeltaSchema
+
+        raw = json.loads(text)
+        schema = _arrow_schema(DeltaSchema.from_json(raw["delta_schema"]))
+        files = tuple(
+            DataFile(
+                path,
+                size,
+                rows,
+                {k: parse_partition_value(v, schema.field(k).type) for k, v in parts.items()},
+            )
+            for path, size, rows, parts in raw["files"]
+        )
+        return cls(
+            uri=raw["uri"],
+            storage_options=raw["storage_options"] or None,
+            version=raw["version"],
+            schema=schema,
+            delta_schema_json=raw["delta_schema"],
+            partition_columns=tuple(raw["partition_columns"]),
+            files=files,
+        )
+
+
+def snapshot_for_files(
+    uri: str,
+    storage_options: Mapping[str, str] | None,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    files: Sequence[DataFile],
+    *,
+    version: int = -1,
+) -> Snapshot:
+    """Describe files that are not (yet) in a table's log as a snapshot, to read them back.
+
+    Raises:
+        SchemaError: Delta cannot store the schema.
+    """
+    from deltalake import Schema as DeltaSchema
+
+    with _translated("convert schema"):
+        delta = DeltaSchema.from_arrow(schema)
+    return Snapshot(
+        uri=uri,
+        storage_options=storage_options,
+        version=version,
+        schema=_arrow_schema(delta),
+        delta_schema_json=delta.to_json(),
+        partition_columns=tuple(partition_columns),
+        files=tuple(files),
+    )
+
+
+def _arrow_schema(delta_schema: Any) -> pa.Schema:
+    raw = pa.schema(delta_schema.to_arrow())
+    return plain_types(raw.empty_table()).schema
+
+
+def check_readable(log: DeltaLog) -> None:
+    """Refuse tables whose files cannot be read as plain Parquet.
+
+    Raises:
+        InvalidOperation: the table uses deletion vectors or column mapping.
+    """
+    with log.lock:
+        protocol = log.table.protocol()
+        config = log.table.metadata().configuration
+    features = set(protocol.reader_features or ())
+    used = [f for f in UNSUPPORTED_READER_FEATURES if f in features]
+    mode = (config.get("delta.columnMapping.mode") or "none").lower()
+    if mode != "none" and "columnMapping" not in used:
+        used.append("columnMapping")
+    if used:
+        raise InvalidOperation(
+            f"the table at {log.uri} uses {' and '.join(used)}: the Spark engine reads data "
+            "files as plain Parquet and cannot apply them; use engine='local'"
+        )
+
+
+def snapshot_of(log: DeltaLog) -> Snapshot:
+    """Resolve the loaded version of ``log`` to a file list, partition values and schema.
+
+    Raises:
+        InvalidOperation: the table uses deletion vectors or column mapping.
+    """
+    check_readable(log)
+    with log.lock, _translated("list files"):
+        dt = log.table
+        version = dt.version()
+        delta_schema = dt.schema()
+        parts = list(dt.metadata().partition_columns)
+        actions = pa.table(dt.get_add_actions(flatten=False))
+        schema = _arrow_schema(delta_schema)
+        empty_strings = _empty_string_files(log, schema, parts, actions)
+    paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
+    sizes = actions.column("size_bytes").to_pylist()
+    rows = (
+        actions.column("num_records").to_pylist()
+        if "num_records" in actions.column_names
+        else [None] * len(paths)
+    )
+    values: list[dict[str, Any]] = [{} for _ in paths]
+    if parts:
+        struct = actions.column("partition").combine_chunks()
+        for col in parts:
+            column = struct.field(col).to_pylist()
+            blanks = empty_strings.get(col, set())
+            for i, v in enumerate(column):
+                values[i][col] = "" if v is None and paths[i] in blanks else v
+    files = tuple(
+        DataFile(p, int(s), None if r is None else int(r), v)
+        for p, s, r, v in zip(paths, sizes, rows, values, strict=True)
+    )
+    return Snapshot(
+        uri=log.uri,
+        storage_options=log.storage_options,
+        version=version,
+        schema=schema,
+        delta_schema_json=delta_schema.to_json(),
+        partition_columns=tuple(parts),
+        files=files,
+    )
+
+
+def _empty_string_files(
+    log: DeltaLog, schema: pa.Schema, parts: Sequence[str], actions: pa.Table
+) -> dict[str, set[str]]:
+    """Return, per string partition column with NULLs, the files whose value is ``""``."""
+    out: dict[str, set[str]] = {}
+    if not parts or actions.num_rows == 0:
+        return out
+    struct = actions.column("partition").combine_chunks()
+    for col in parts:
+        if not pa.types.is_string(schema.field(col).type):
+            continue
+        if struct.field(col).null_count == 0:
+            continue
+        found = log.table._table.files(f"{quote_ident(col)} = ''")
+        out[col] = set(found)  # decoded relative paths
+    return out
+
+
+# -- partition value serialisation (the Delta protocol's strings) ---------------------
+
+
+def serialize_partition_value(value: Any, t: pa.DataType) -> str | None:
+    """Render a typed partition value the way delta-rs writes it to the log."""
+    if value is None:
+        return None
+    if pa.types.is_string(t):
+        return str(value)
+    if pa.types.is_boolean(t):
+        return "true" if value else "false"
+    if pa.types.is_integer(t):
+        return str(int(value))
+    if pa.types.is_floating(t):
+        return repr(float(value))
+    if pa.types.is_decimal(t):
+        return format(Decimal(value), "f")
+    if pa.types.is_timestamp(t):
+        when: datetime = value
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if pa.types.is_date(t):
+        day: date = value
+        return day.isoformat()
+    if pa.types.is_binary(t):
+        return bytes(value).decode("latin-1")
+    raise InvalidOperation(f"cannot partition by a column of type {t}")
+
+
+def parse_partition_value(text: str | None, t: pa.DataType) -> Any:
+    """Parse a partition value string of the log into a typed Python value."""
+    if text is None:
+        return None
+    if pa.types.is_string(t):
+        return text
+    if text == "":
+        return None
+    if pa.types.is_boolean(t):
+        return text.lower() == "true"
+    if pa.types.is_integer(t):
+        return int(text)
+    if pa.types.is_floating(t):
+        return float(text)
+    if pa.types.is_decimal(t):
+        return Decimal(text)
+    if pa.types.is_timestamp(t):
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if t.tz is not None:
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        return parsed.replace(tzinfo=None)
+    if pa.types.is_date(t):
+        return date.fromisoformat(text)
+    if pa.types.is_binary(t):
+        return text.encode("latin-1")
+    raise InvalidOperation(f"cannot partition by a column of type {t}")

@@ -1,0 +1,124 @@
+"""The ``posixlake`` Spark data source: users' own Spark jobs read and write tables."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from posixlake import DatabaseOps, Field, Schema
+from posixlake.engines import LocalEngine
+from tests.posixlake.test_spark_engine import ALL_TYPES, all_types_rows
+
+pytestmark = pytest.mark.spark
+
+PySparkException = pytest.importorskip("pyspark.errors").PySparkException
+
+
+def spark_dirs(path: Path) -> list[str]:
+    return sorted(d for d in os.listdir(path) if d.startswith("spark-")) if path.exists() else []
+
+
+def read(spark: Any, path: Path, **options: Any) -> list[dict[str, Any]]:
+    reader = spark.read.format("posixlake")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return sorted(reader.load(str(path)).toArrow().to_pylist(), key=lambda r: r["id"])
+
+
+def test_round_trips_every_type(tmp_path: Path, spark_session: Any) -> None:
+    src = DatabaseOps.create(tmp_path / "src", ALL_TYPES, engine=LocalEngine())
+    src.insert(all_types_rows())
+    want = sorted(src.to_arrow().to_pylist(), key=lambda r: r["id"])
+    df = spark_session.read.format("posixlake").load(str(tmp_path / "src"))
+    assert sorted(df.toArrow().to_pylist(), key=lambda r: r["id"]) == want
+    df.write.format("posixlake").mode("append").save(str(tmp_path / "copy"))  # creates it
+    copy = DatabaseOps.open(tmp_path / "copy", engine=LocalEngine())
+    assert sorted(copy.to_arrow().to_pylist(), key=lambda r: r["id"]) == want
+    assert copy.to_arrow().schema.field("at").type == pa.timestamp("us", tz="UTC")
+    assert copy.to_arrow().schema.field("naive").type == pa.timestamp("us")
+    assert read(spark_session, tmp_path / "copy") == want
+
+
+def test_time_travel_options(tmp_path: Path, spark_session: Any) -> None:
+    db = DatabaseOps.create(tmp_path / "t", {"id": "Int64"}, engine=LocalEngine())
+    db.insert([{"id": 1}])
+    db.insert([{"id": 2}])
+    assert read(spark_session, tmp_path / "t", versionAsOf=1) == [{"id": 1}]
+    when = db.commit_time(1).astimezone(UTC).isoformat()
+    assert read(spark_session, tmp_path / "t", timestampAsOf=when) == [{"id": 1}]
+    assert len(read(spark_session, tmp_path / "t")) == 2
+
+
+def test_append_and_overwrite_commit_once_each(tmp_path: Path, spark_session: Any) -> None:
+    db = DatabaseOps.create(tmp_path / "t", {"id": "Int64", "v": "String"}, engine=LocalEngine())
+    db.insert([{"id": 1, "v": "a"}])
+    df = spark_session.createDataFrame([(2, "b"), (3, "c")], "id long, v string")
+    df.write.format("posixlake").mode("append").save(str(tmp_path / "t"))
+    assert db.version == 2
+    assert [r["id"] for r in read(spark_session, tmp_path / "t")] == [1, 2, 3]
+    df.limit(1).write.format("posixlake").mode("overwrite").save(str(tmp_path / "t"))
+    assert db.version == 3
+    assert read(spark_session, tmp_path / "t") == [{"id": 2, "v": "b"}]
+    assert db.query("SELECT count(*) FROM data", version=2).scalar() == 3
+
+
+def test_new_table_with_partitions_and_key(tmp_path: Path, spark_session: Any) -> None:
+    df = spark_session.createDataFrame(
+        [(1, ""), (2, "a/b"), (3, None), (4, "ü x=%")], "id long, p string"
+    )
+    (
+        df.write.format("posixlake")
+        .mode("append")
+        .option("partitionBy", "p")
+        .option("primaryKey", "id")
+        .save(str(tmp_path / "t"))
+    )
+    db = DatabaseOps.open(tmp_path / "t", engine=LocalEngine())
+    assert db.version == 1  # created (with the key property), then the rows
+    assert db.primary_key() == ["id"]
+    assert sorted(db.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "p": ""},
+        {"id": 2, "p": "a/b"},
+        {"id": 3, "p": None},
+        {"id": 4, "p": "ü x=%"},
+    ]
+    got = spark_session.read.format("posixlake").load(str(tmp_path / "t")).where("p = 'a/b'")
+    assert [r.id for r in got.collect()] == [2]
+
+
+def test_primary_key_is_enforced_on_append(tmp_path: Path, spark_session: Any) -> None:
+    schema = Schema([Field("id", "Int64", False), Field("v", "String")], primary_key="id")
+    db = DatabaseOps.create(tmp_path / "t", schema, engine=LocalEngine())
+    db.insert([{"id": 1, "v": "a"}])
+    df = spark_session.createDataFrame([(1, "dup"), (9, "new")], "id long, v string")
+    with pytest.raises(PySparkException, match=r"DuplicateKeyError|primary key already exists"):
+        df.write.format("posixlake").mode("append").save(str(tmp_path / "t"))
+    assert db.version == 1
+    assert spark_dirs(tmp_path / "t") == []
+
+
+def test_failed_write_removes_its_files(tmp_path: Path, spark_session: Any) -> None:
+    schema = Schema([Field("id", "Int64", False), Field("v", "String")])
+    db = DatabaseOps.create(tmp_path / "t", schema, engine=LocalEngine())
+    df = spark_session.createDataFrame([(1, "a"), (None, "b")], "id long, v string")
+    with pytest.raises(PySparkException, match=r"NOT NULL"):
+        df.write.format("posixlake").mode("append").save(str(tmp_path / "t"))
+    assert db.version == 0
+    assert spark_dirs(tmp_path / "t") == []
+
+
+def test_reading_a_missing_table_fails_clearly(tmp_path: Path, spark_session: Any) -> None:
+    with pytest.raises(PySparkException, match=r"no Delta table|NotFound"):
+        spark_session.read.format("posixlake").load(str(tmp_path / "nope")).collect()
+
+
+def test_timestamps_before_the_table_fail(tmp_path: Path, spark_session: Any) -> None:
+    DatabaseOps.create(tmp_path / "t", {"id": "Int64"}, engine=LocalEngine())
+    old = datetime(2000, 1, 1, tzinfo=UTC).isoformat()
+    with pytest.raises(PySparkException, match=r"VersionError|did not exist"):
+        read(spark_session, tmp_path / "t", timestampAsOf=old)
