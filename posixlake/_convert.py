@@ -454,10 +454,132 @@ def _cast_column(
         # via the shortest decimal text of each float, so 1.005 into Decimal(10,2) is refused
         # (a direct cast would round it) while 1.5 becomes exactly 1.50
         arr = arr.cast(pa.string())
+    if dst == "nested" and src == "nested":
+        if isinstance(arr, pa.ChunkedArray):
+            chunks = [_cast_nested(name, c, target) for c in arr.chunks]
+            return pa.chunked_array(chunks, target)
+        return _cast_nested(name, arr, target)
     try:
         return arr.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
         raise SchemaError(f"column {name!r} ({target}): {err}") from err
+
+
+def _cast_nested(name: str, arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast a list / map / struct array level by level, each level with the checks above.
+
+    ``Array.cast`` of a nested array neither checks the leaves' categories (it parses
+    strings into numbers) nor copes with a NULL struct or list whose NOT NULL child holds
+    a null slot under it; rebuilding keeps every level's validity and checks that a NOT
+    NULL child has no null under a valid parent.
+
+    Raises:
+        SchemaError: a shape or leaf type that does not fit, or a NULL in a NOT NULL child.
+    """
+    if arr.type.equals(target):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+
+    def check_children(child: pa.Array, nullable: bool, where: str, under: Any) -> None:
+        if nullable or not child.null_count:
+            return
+        bad = child.is_null() if under is None else pc.and_(child.is_null(), under)
+        if pc.any(bad).as_py():
+            raise SchemaError(f"column {name!r}: {where} is NOT NULL but holds NULLs")
+
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(arr.type):
+            raise SchemaError(f"column {name!r} is {target}, but the data holds {arr.type}")
+        have = {arr.type.field(i).name for i in range(arr.type.num_fields)}
+        want = [target.field(i) for i in range(target.num_fields)]
+        unknown = have - {f.name for f in want}
+        if unknown:
+            raise SchemaError(f"column {name!r}: unknown struct field(s) {sorted(unknown)}")
+        valid = pc.is_valid(arr)
+        children = []
+        for f in want:
+            if f.name in have:
+                child = _cast_any(f"{name}.{f.name}", arr.field(f.name), f.type)
+            else:
+                child = pa.nulls(len(arr), f.type)
+            check_children(child, f.nullable, f"field {f.name!r}", valid)
+            if not f.nullable and child.null_count:
+                # the nulls sit under NULL structs: give them a placeholder value, as
+                # Parquet writers refuse a null in a NOT NULL column even where unseen
+                child = pc.coalesce(child, _placeholder(f.type))
+            children.append(child)
+        return pa.StructArray.from_arrays(children, fields=want, mask=mask)
+    if pa.types.is_map(target):
+        if not pa.types.is_map(arr.type):
+            raise SchemaError(f"column {name!r} is {target}, but the data holds {arr.type}")
+        offsets, start, stop = _rebased_offsets(arr)
+        keys = _cast_any(f"{name}.key", arr.keys.slice(start, stop - start), target.key_type)
+        items = _cast_any(f"{name}.value", arr.items.slice(start, stop - start), target.item_type)
+        check_children(keys, False, "a map key", None)
+        check_children(items, target.item_field.nullable, "a map value", None)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_list(target) or pa.types.is_large_list(target):
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+            if pa.types.is_list_view(arr.type) or pa.types.is_large_list_view(arr.type):
+                return _cast_nested(
+                    name, pa.array(arr.to_pylist(), pa.list_(arr.type.value_field)), target
+                )
+            raise SchemaError(f"column {name!r} is {target}, but the data holds {arr.type}")
+        offsets, start, stop = _rebased_offsets(arr)
+        values = _cast_any(f"{name}[]", arr.values.slice(start, stop - start), target.value_type)
+        check_children(values, target.value_field.nullable, "a list element", None)
+        if pa.types.is_large_list(target):
+            return pa.LargeListArray.from_arrays(
+                offsets.cast(pa.int64()), values, type=target, mask=mask
+            )
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
+    return _cast_any(name, arr, target)
+
+
+def _placeholder(t: pa.DataType) -> pa.Scalar:
+    """Return a non-null value of type ``t`` (zero, empty, or a struct of placeholders)."""
+    value: Any
+    if pa.types.is_struct(t):
+        value = {
+            t.field(i).name: (
+                None if t.field(i).nullable else _placeholder(t.field(i).type).as_py()
+            )
+            for i in range(t.num_fields)
+        }
+    elif pa.types.is_nested(t):
+        value = []
+    elif pa.types.is_boolean(t):
+        value = False
+    elif pa.types.is_decimal(t):
+        value = Decimal(0)
+    elif pa.types.is_integer(t) or pa.types.is_floating(t):
+        value = 0
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        value = ""
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        value = b""
+    elif pa.types.is_date(t):
+        value = date(1970, 1, 1)
+    elif pa.types.is_timestamp(t):
+        value = datetime(1970, 1, 1)
+    else:
+        raise SchemaError(f"no placeholder value for a NOT NULL {t} under a NULL struct")
+    return pa.scalar(value, t)
+
+
+def _cast_any(name: str, arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast one (child) array with the checks of :func:`_cast_column`."""
+    out: pa.Array = _cast_column(name, arr, target)
+    return out
+
+
+def _rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
+    """Return a list/map array's offsets as a new int32 array starting at 0, and the
+    range of child values they cover (the offsets of a sliced array start anywhere)."""
+    offsets = arr.offsets
+    start = int(offsets[0].as_py()) if len(offsets) else 0
+    stop = int(offsets[-1].as_py()) if len(offsets) else 0
+    return pc.subtract(offsets, start).cast(pa.int32()), start, stop
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

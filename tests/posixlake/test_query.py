@@ -269,7 +269,8 @@ class TestHistory:
         assert [c.operation for c in h] == ["DELETE", "UPDATE", "MERGE", "WRITE", "CREATE TABLE"]
         assert all(a.timestamp >= b.timestamp for a, b in itertools.pairwise(h))
         assert all(c.timestamp.tzinfo is not None for c in h)
-        assert h[0].metrics.get("num_deleted_rows") == 1
+        if engine.name == "local":  # delta-rs' own operation metrics
+            assert h[0].metrics.get("num_deleted_rows") == 1
         assert [c.version for c in d.history(2)] == [4, 3]
         assert [c.version for c in d.get_history(1)] == [4]
 
