@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -422,10 +423,10 @@ def spinner(label: str) -> Iterator[None]:
     """
     stop = threading.Event()
     with click.progressbar(
-        iter(int, 1), label=label, file=click.get_text_stream("stderr"), show_eta=False
+        iter(int, 1), label=label, file=sys.stderr, show_eta=False
     ) as bar:
         ticker: threading.Thread | None = None
-        if click.get_text_stream("stderr").isatty():
+        if sys.stderr.isatty():
 
             def tick() -> None:
                 while not stop.wait(0.2):
@@ -454,7 +455,7 @@ class _Progress:
             self.bar = click.progressbar(
                 length=max(total, 1),
                 label=self.label,
-                file=click.get_text_stream("stderr"),
+                file=sys.stderr,
                 item_show_func=lambda _: f"{human_bytes(self.done)} / {human_bytes(total)}",
             )
             self.bar.__enter__()
