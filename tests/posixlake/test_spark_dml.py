@@ -77,9 +77,16 @@ DELETES = [
 ]
 
 
-@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "flat"])
-@pytest.mark.parametrize("predicate", DELETES)
-def test_delete(tmp_path: Path, spark_session: Any, predicate: str, partitioned: bool) -> None:
+def layouts(n: int, flat: int) -> list[Any]:
+    """Every case on a partitioned table, the first ``flat`` also on an unpartitioned one."""
+    return [pytest.param(i, True, id=f"{i}-partitioned") for i in range(n)] + [
+        pytest.param(i, False, id=f"{i}-flat") for i in range(flat)
+    ]
+
+
+@pytest.mark.parametrize(("case", "partitioned"), layouts(len(DELETES), 3))
+def test_delete(tmp_path: Path, spark_session: Any, case: int, partitioned: bool) -> None:
+    predicate = DELETES[case]
     want, got = differential(
         tmp_path, spark_session, lambda db: db.delete_rows_where(predicate), partitioned=partitioned
     )
@@ -97,8 +104,7 @@ UPDATES: list[tuple[str | None, dict[str, Any] | None, dict[str, str] | None]] =
 ]
 
 
-@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "flat"])
-@pytest.mark.parametrize("case", range(len(UPDATES)))
+@pytest.mark.parametrize(("case", "partitioned"), layouts(len(UPDATES), 3))
 def test_update(tmp_path: Path, spark_session: Any, case: int, partitioned: bool) -> None:
     predicate, values, expressions = UPDATES[case]
     want, got = differential(
@@ -129,8 +135,7 @@ MERGES: list[list[dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "flat"])
-@pytest.mark.parametrize("case", range(len(MERGES)))
+@pytest.mark.parametrize(("case", "partitioned"), layouts(len(MERGES), 2))
 def test_merge(tmp_path: Path, spark_session: Any, case: int, partitioned: bool) -> None:
     want, got = differential(
         tmp_path, spark_session, lambda db: db.merge(MERGES[case]), partitioned=partitioned

@@ -38,6 +38,7 @@ from posixlake.engines.spark._frames import (
 from posixlake.engines.spark._io import WriteSpec, check_schema_names, import_task
 from posixlake.engines.spark._session import (
     build_session,
+    preload,
     quiet,
     spark_errors,
     translate_spark_error,
@@ -243,6 +244,7 @@ class SparkEngine:
             elif not self._registered:
                 from posixlake.engines.spark._datasource import register_data_source
 
+                preload()
                 register_data_source(self._spark)
             self._registered = True
             return self._spark

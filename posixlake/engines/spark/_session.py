@@ -29,6 +29,7 @@ __all__ = [
     "SparkUnavailableError",
     "build_session",
     "check_java",
+    "preload",
     "quiet",
     "spark_errors",
     "translate_spark_error",
@@ -163,7 +164,7 @@ def build_session(
             session = builder.getOrCreate()
         except (RuntimeError, OSError) as err:  # PySparkRuntimeError: JVM did not start
             raise SparkUnavailableError(f"Spark failed to start ({err}): {_FIX}") from err
-        _preload_quietly()
+        preload()
     session.sparkContext.setLogLevel("ERROR")
     from posixlake.engines.spark._datasource import register_data_source
 
@@ -172,10 +173,19 @@ def build_session(
     return session
 
 
-def _preload_quietly() -> None:
-    """Import PySpark modules whose import-time checks warn under pandas 3, once, quietly."""
-    with contextlib.suppress(ImportError):  # PySpark without its testing package
-        import pyspark.testing.utils  # noqa: F401
+def preload() -> None:
+    """Do, once and quietly, the imports PySpark does lazily with side effects.
+
+    ``pyspark.testing.utils`` warns at import under pandas 3, and PySpark's first
+    DataFrame call imports IPython when it is installed, which (through jedi) raises the
+    recursion limit; better at session start than in the middle of a user's job.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # third-party import-time warnings are not ours
+        with contextlib.suppress(ImportError):  # PySpark without its testing package
+            import pyspark.testing.utils  # noqa: F401
+        with contextlib.suppress(ImportError):
+            import IPython  # noqa: F401
 
 
 # -- errors -----------------------------------------------------------------------------
