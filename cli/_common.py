@@ -331,7 +331,7 @@ def read_input(source: str) -> bytes:
         click.BadParameter: the file cannot be read.
     """
     if source == "-":
-        return click.get_binary_stream("stdin").read()
+        return sys.stdin.buffer.read()
     try:
         with open(source, "rb") as fh:
             return fh.read()
@@ -422,9 +422,7 @@ def spinner(label: str) -> Iterator[None]:
     printed once.
     """
     stop = threading.Event()
-    with click.progressbar(
-        iter(int, 1), label=label, file=sys.stderr, show_eta=False
-    ) as bar:
+    with click.progressbar(iter(int, 1), label=label, file=sys.stderr, show_eta=False) as bar:
         ticker: threading.Thread | None = None
         if sys.stderr.isatty():
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import Final
 
@@ -111,7 +112,7 @@ def query(table: str, sql: str, fmt: str, version: int | None, as_of: datetime |
         from posixlake.csvcodec import render_csv
 
         rendered = render_csv(result.arrow())
-        out = click.get_binary_stream("stdout")
+        out = sys.stdout.buffer
         out.write(rendered if isinstance(rendered, bytes) else str(rendered).encode("utf-8"))
         out.flush()
     else:
