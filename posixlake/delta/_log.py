@@ -760,13 +760,36 @@ class DeltaLog:
     def vacuum(
         self, retention_hours: int | None, *, dry_run: bool, enforce_retention_duration: bool
     ) -> list[str]:
-        """Delete (or list, with ``dry_run``) files no longer referenced and older than the retention."""
+        """Delete (or list, with ``dry_run``) files no longer referenced and older than the retention.
+
+        Returns:
+            The table-relative paths of the files deleted (or that would be). delta-rs
+            lists every expired tombstone, also files an earlier vacuum already deleted;
+            those are left out, and when nothing is left no vacuum is committed.
+        """
         self._check_writable()
+        from posixlake._objstore import open_store
+
         with self._lock, _translated("vacuum"):
-            return list(
+            listed = self._dt.vacuum(
+                retention_hours=retention_hours,
+                dry_run=True,
+                enforce_retention_duration=enforce_retention_duration,
+            )
+            store = open_store(self.uri, self.storage_options)
+            present = [p for p in (self._relative(f) for f in listed) if store.exists(p)]
+            if present and not dry_run:
                 self._dt.vacuum(
                     retention_hours=retention_hours,
-                    dry_run=dry_run,
+                    dry_run=False,
                     enforce_retention_duration=enforce_retention_duration,
                 )
-            )
+            return present
+
+    def _relative(self, path: str) -> str:
+        """Return ``path`` relative to the table root (delta-rs mixes both forms)."""
+        for root in (self.uri, "file://" + self.uri, "file:" + self.uri):
+            prefix = root.rstrip("/") + "/"
+            if path.startswith(prefix):
+                return path[len(prefix) :]
+        return path
