@@ -1602,6 +1602,33 @@ class DatabaseOps:
         """Alias of :meth:`history`."""
         return self.history(limit)
 
+    def get_base_path(self) -> str:
+        """Alias of :attr:`uri` (original name)."""
+        return self.uri
+
+    def list_parquet_files(self) -> list[str]:
+        """Return the table-relative paths of the active data files (original name)."""
+        self._authorize("read", "list_parquet_files")
+        self._log.refresh()
+        return [str(p) for p in self._log.add_actions()["path"].to_pylist()]
+
+    def vacuum_dry_run(self, retention_hours: int | None = None) -> list[str]:
+        """Alias of ``vacuum(retention_hours, dry_run=True).files`` (original name)."""
+        return list(self.vacuum(retention_hours, dry_run=True).files)
+
+    def optimize_with_target_size(self, target_size: int) -> OptimizeResult:
+        """Alias of ``optimize.compact(target_size=...)`` (original name)."""
+        return self.optimize.compact(target_size=target_size)
+
+    def optimize_with_filter(self, partition_filters: str | list[tuple[str, str, Any]]) -> OptimizeResult:
+        """Alias of ``optimize.compact(partition_filters=...)`` (original name).
+
+        Args:
+            partition_filters: ``[("day", "=", "2024-01-01")]``, or the text form
+                ``"day = '2024-01-01'"`` (conditions joined with AND).
+        """
+        return self.optimize.compact(partition_filters=_partition_filters(partition_filters))
+
     @classmethod
     def create_with_s3(
         cls, s3_path: str, schema: Any, s3_config: StorageConfig, **options: Any
@@ -1695,6 +1722,22 @@ def _mapping_arg(value: object, what: str) -> dict[str, Any]:
             f"update: {what} must map column names to values, not {type(value).__name__}"
         )
     return {str(k): v for k, v in value.items()}
+
+
+def _partition_filters(value: str | list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+    """Accept delta-rs partition filter tuples or ``col = 'v' AND col2 != 'w'`` text."""
+    if not isinstance(value, str):
+        return list(value)
+    import re
+
+    out: list[tuple[str, str, Any]] = []
+    for part in re.split(r"\s+AND\s+", value.strip(), flags=re.IGNORECASE):
+        m = re.fullmatch(r"\s*\"?([^\s\"=!<>]+)\"?\s*(=|!=|<>)\s*'?(.*?)'?\s*", part)
+        if not m:
+            raise InvalidOperation(f"cannot read partition filter {part!r}: use col = 'value'")
+        op = "!=" if m.group(2) == "<>" else m.group(2)
+        out.append((m.group(1), op, m.group(3)))
+    return out
 
 
 def _prepare_storage(

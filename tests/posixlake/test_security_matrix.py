@@ -121,6 +121,12 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ("iterate", "read", frozenset({"read"}), lambda db, w, u: list(db)),
     ("history", "history", frozenset({"read"}), lambda db, w, u: db.history()),
     ("get_history", "history", frozenset({"read"}), lambda db, w, u: db.get_history(3)),
+    (
+        "list_parquet_files",
+        "list_parquet_files",
+        frozenset({"read"}),
+        lambda db, w, u: db.list_parquet_files(),
+    ),
     ("get_schema", "get_schema", frozenset({"read"}), lambda db, w, u: db.get_schema()),
     (
         "get_data_skipping_stats",
@@ -170,6 +176,18 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ("optimize", "optimize", frozenset({"write"}), lambda db, w, u: db.optimize()),
     ("optimize_compact", "optimize", frozenset({"write"}), lambda db, w, u: db.optimize.compact()),
     (
+        "optimize_with_target_size",
+        "optimize",
+        frozenset({"write"}),
+        lambda db, w, u: db.optimize_with_target_size(1 << 20),
+    ),
+    (
+        "optimize_with_filter",
+        "optimize",
+        frozenset({"write"}),
+        lambda db, w, u: db.optimize_with_filter([]),
+    ),
+    (
         "optimize_z_order",
         "zorder",
         frozenset({"write"}),
@@ -198,6 +216,7 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ),
     # admin
     ("vacuum", "vacuum", frozenset({"admin"}), lambda db, w, u: db.vacuum(168, dry_run=True)),
+    ("vacuum_dry_run", "vacuum", frozenset({"admin"}), lambda db, w, u: db.vacuum_dry_run(168)),
     (
         "set_primary_key",
         "set_primary_key",
@@ -293,6 +312,7 @@ NOT_OPERATIONS = {
     # metadata: a successful login is enough
     "commit_time",
     "primary_key",
+    "get_base_path",
     # flush commits what insert_buffered (write) accepted; it checks write when rows wait
     "flush",
     "flush_write_buffer",
