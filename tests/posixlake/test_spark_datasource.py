@@ -96,8 +96,15 @@ def test_new_table_with_partitions_and_key(tmp_path: Path, spark_session: Any) -
         {"id": 3, "p": None},
         {"id": 4, "p": "ü x=%"},
     ]
-    got = spark_session.read.format("posixlake").load(str(tmp_path / "t")).where("p = 'a/b'")
-    assert [r.id for r in got.collect()] == [2]
+    table = spark_session.read.format("posixlake").load(str(tmp_path / "t"))
+    for where, ids in [
+        ("p = 'a/b'", [2]),
+        ("p = ''", [1]),
+        ("p IS NULL", [3]),
+        ("p IN ('', 'ü x=%')", [1, 4]),
+        ("p <=> NULL", [3]),
+    ]:
+        assert sorted(r.id for r in table.where(where).collect()) == ids, where
 
 
 def test_primary_key_is_enforced_on_append(tmp_path: Path, spark_session: Any) -> None:

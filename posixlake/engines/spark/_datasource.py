@@ -129,7 +129,18 @@ class _Reader(DataSourceReader):
 
     def pushFilters(self, filters: list[Any]) -> Any:
         """Prune files by filters on partition columns; Spark still applies every filter."""
-        parts = set(self.spec.partition_columns)
+        # values Spark and pyarrow give alike (not timestamps: time zones, not floats: NaN)
+        parts = {
+            c
+            for c in self.spec.partition_columns
+            if (t := self.spec.schema.field(c).type)
+            and (
+                pa.types.is_string(t)
+                or pa.types.is_integer(t)
+                or pa.types.is_boolean(t)
+                or pa.types.is_date(t)
+            )
+        }
         for flt in filters:
             col = flt.attribute[0] if len(flt.attribute) == 1 else None
             if col in parts:

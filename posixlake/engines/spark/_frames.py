@@ -201,11 +201,20 @@ def _arrow_frame(spark: Any, snap: Snapshot, files: list[DataFile], *, with_file
     struct = spark_schema(snap.delta_schema_json)
     if with_file:
         struct = struct.add(FILE_COL, StringType(), True)
-    slots = max(1, min(len(files), 4 * spark.sparkContext.defaultParallelism))
+    slots = max(1, min(len(files), 4 * _parallelism(spark)))
     with quiet():
         return spark.range(0, len(files), 1, numPartitions=slots).mapInArrow(
             reader_task(spec), struct
         )
+
+
+def _parallelism(spark: Any) -> int:
+    """Return the session's default parallelism (Spark Connect has no SparkContext: 8)."""
+    errors: tuple[type[BaseException], ...] = (AttributeError, *spark_errors())
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except errors:
+        return 8
 
 
 def files_snapshot(snap: Snapshot, written: Sequence[WrittenFile]) -> Snapshot:
