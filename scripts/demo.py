@@ -1,4 +1,4 @@
-"""The posixlake demo: create a table, insert, merge, delete, time-travel, print the results.
+"""The posixlake demo: create a table, insert, merge, delete, time-travel, then edit it as a file.
 
 Run it with ``scripts/demo.sh`` (installs everything first) or ``python scripts/demo.py``.
 ``--engine local`` runs without Spark; the default is the Spark engine.
@@ -7,6 +7,8 @@ Run it with ``scripts/demo.sh`` (installs everything first) or ``python scripts/
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -61,6 +63,37 @@ def main() -> None:
         for commit in db.history():
             print(f"  v{commit.version}  {commit.timestamp:%Y-%m-%d %H:%M:%S}  {commit.operation}")
         print(f"\nhealth: {db.health_check()}")
+        nfs_demo(db)
+
+
+def nfs_demo(db: DatabaseOps) -> None:
+    """Serve the table over NFSv3 and edit it as a CSV file: each edit is one Delta commit."""
+    from nfs.server import NfsServer
+
+    with NfsServer(db, 0) as server:
+        fs = server.vfs.paths  # the same calls a mounted share makes, in process
+        print(f"\nNFSv3 server on 127.0.0.1:{server.port}; mount it with")
+        print(f"  sudo mount -t nfs -o vers=3,proto=tcp,port={server.port},mountport={server.port},"
+              f"nolock,noacl 127.0.0.1:/ /mnt/posixlake")
+        print("\n$ ls /  and  cat /data/data.csv")
+        print("  " + "  ".join(fs.readdir("/")))
+        print(fs.read_file("/data/data.csv").decode(), end="")
+
+        before = db.version
+        size = fs.getattr("/data/data.csv").size
+        fs.write_file("/data/data.csv", b"5,Erin,29,Quito\n", offset=size)  # echo >> data.csv
+        print(f"\n$ echo '5,Erin,29,Quito' >> data.csv   -> one INSERT, version {before} -> {db.version}")
+
+        text = fs.read_file("/data/data.csv").decode().replace(",Oslo", ",Bergen")
+        fs.write_file("/data/data.tmp", text.encode())  # sed -i writes a temp file ...
+        fs.rename("/data/data.tmp", "/data/data.csv")  # ... and renames it over the table
+        print(f"$ sed -i 's/,Oslo/,Bergen/' data.csv      -> one MERGE, version {db.version}")
+        db.query("SELECT * FROM data ORDER BY id").show()
+
+        if shutil.which("nfs-cat"):  # a real NFS client, when libnfs-utils is installed
+            url = server.nfs_url("/data/data.csv")
+            out = subprocess.run(["nfs-cat", url], capture_output=True, text=True, timeout=30, check=False)
+            print(f"\n$ nfs-cat {url}\n{out.stdout}", end="")
 
 
 if __name__ == "__main__":
