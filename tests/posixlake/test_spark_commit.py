@@ -152,3 +152,28 @@ def test_partition_values_round_trip_through_the_log(
 @given(st.text())
 def test_any_string_partition_value_round_trips(text: str) -> None:
     assert parse_partition_value(serialize_partition_value(text, pa.string()), pa.string()) == text
+
+
+def test_without_pyspark_the_default_engine_names_the_fix(tmp_path: Path) -> None:
+    """A machine without PySpark: tables open; the first Spark job says what to install."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+class NoPySpark:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyspark", "py4j"):
+            raise ImportError("no " + name)
+sys.meta_path.insert(0, NoPySpark())
+from posixlake import DatabaseOps
+from posixlake.engines.spark import SparkUnavailableError
+db = DatabaseOps.create({str(tmp_path / "t")!r}, {{"id": "Int64"}})
+db.insert([{{"id": 1}}])
+try:
+    db.query("SELECT count(*) FROM data")
+except SparkUnavailableError as err:
+    print("FIX:", err)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "FIX:" in out.stdout and "pip install" in out.stdout and "engine='local'" in out.stdout

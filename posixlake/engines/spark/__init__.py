@@ -1,13 +1,17 @@
 """The Spark engine: Spark computes, delta-rs commits.
 
-This package is the only code that imports ``pyspark``. :class:`SparkEngine` runs
-queries as Spark SQL over the snapshot delta-rs resolves, bulk writes and copy-on-write
-DML as Spark jobs whose files delta-rs commits in one transaction, and
-:class:`PosixLakeDataSource` lets any Spark job read and write posixlake tables with
-``format("posixlake")``.
+This package is the only code that imports ``pyspark``, and it does so lazily: the engine
+can be constructed (it is the default) on a machine without PySpark or Java, and says
+what to install at its first Spark job. :class:`SparkEngine` runs queries as Spark SQL
+over the snapshot delta-rs resolves, bulk writes and copy-on-write DML as Spark jobs
+whose files delta-rs commits in one transaction; :class:`PosixLakeDataSource` lets any
+Spark job read and write posixlake tables with ``format("posixlake")``.
 """
 
-from posixlake.engines.spark._datasource import PosixLakeDataSource, register_data_source
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from posixlake.engines.spark._engine import MAX_ATTEMPTS, SparkEngine, StagedImport
 from posixlake.engines.spark._session import (
     DEFAULT_MASTER,
@@ -16,6 +20,9 @@ from posixlake.engines.spark._session import (
     build_session,
     check_java,
 )
+
+if TYPE_CHECKING:
+    from posixlake.engines.spark._datasource import PosixLakeDataSource, register_data_source
 
 __all__ = [
     "DEFAULT_MASTER",
@@ -29,3 +36,12 @@ __all__ = [
     "check_java",
     "register_data_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the data source (which needs PySpark) on first use."""
+    if name in ("PosixLakeDataSource", "register_data_source"):
+        from posixlake.engines.spark import _datasource
+
+        return getattr(_datasource, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -192,10 +192,12 @@ def preload() -> None:
 
 
 def spark_errors() -> tuple[type[BaseException], ...]:
-    """Return the exception classes a PySpark call raises (for ``except``)."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
+    """Return the exception classes a PySpark call raises (for ``except``; none without PySpark)."""
+    try:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+    except ImportError:
+        return ()
     return (PySparkException, Py4JError)
 
 
