@@ -261,3 +261,22 @@ def test_rows_in_memory_never_start_spark(tmp_path: Path) -> None:
     db.insert(pa.table({"id": [2]}))
     db.insert('{"id": 3}')
     assert not engine.started
+
+
+# an upsert is a merge: the DataFrame is collected as Arrow (PySpark warns about pandas 3 there)
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+def test_upsert_of_a_spark_dataframe(
+    tmp_path: Path, spark_engine: SparkEngine, spark_session: Any
+) -> None:
+    db = DatabaseOps.create(
+        tmp_path / "t", {"id": "Int64", "v": "String"}, engine=spark_engine, primary_key="id"
+    )
+    db.insert([{"id": 1, "v": "a"}, {"id": 2, "v": "b"}])
+    df = spark_session.createDataFrame([(2, "B"), (3, "C")], "id long, v string")
+    assert db.insert(df, upsert=True) == 2
+    assert db.version == 2
+    assert db.query("SELECT id, v FROM data ORDER BY id").fetchall() == [
+        (1, "a"),
+        (2, "B"),
+        (3, "C"),
+    ]

@@ -35,7 +35,12 @@ from posixlake.engines.spark._frames import (
     snapshot_frame,
     write_frame,
 )
-from posixlake.engines.spark._io import WriteSpec, check_schema_names, import_task
+from posixlake.engines.spark._io import (
+    FILE_ROW_SCHEMA,
+    WriteSpec,
+    check_schema_names,
+    import_task,
+)
 from posixlake.engines.spark._session import (
     build_session,
     preload,
@@ -715,7 +720,7 @@ class SparkEngine:
                         0, len(files), 1, numPartitions=max(1, len(files))
                     ).mapInArrow(
                         import_task(spec, files, fmt=fmt, schema=schema),
-                        "path string, size bigint, partition_values string, num_records bigint, stats string, arrow_schema string",
+                        FILE_ROW_SCHEMA,
                     )
             except spark_errors() as err:
                 raise translate_spark_error(err, what="insert") from err
@@ -799,7 +804,7 @@ class SparkEngine:
             with quiet():
                 job = spark.range(0, len(paths), 1, numPartitions=max(1, len(paths))).mapInArrow(
                     import_task(spec, list(paths), fmt=fmt, schema=None),
-                    "path string, size bigint, partition_values string, num_records bigint, stats string, arrow_schema string",
+                    FILE_ROW_SCHEMA,
                 )
         except spark_errors() as err:
             raise translate_spark_error(err, what=f"import {fmt}") from err
