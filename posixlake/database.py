@@ -640,10 +640,17 @@ class DatabaseOps:
                 arrow = delta_schema(staged.schema)
                 keys = Schema.from_arrow(arrow, primary_key=primary_key).key_columns
                 if keys:
-                    arrow = pa.schema([f.with_nullable(False) if f.name in keys else f for f in arrow])
+                    arrow = pa.schema(
+                        [f.with_nullable(False) if f.name in keys else f for f in arrow]
+                    )
                     staged.check_keys(keys)
                 db = cls.create(
-                    uri, arrow, engine=eng, primary_key=primary_key, partition_by=partition_by, **options
+                    uri,
+                    arrow,
+                    engine=eng,
+                    primary_key=primary_key,
+                    partition_by=partition_by,
+                    **options,
                 )
                 operation = "CREATE FROM " + fmt.upper()
                 with db._write(operation):
