@@ -101,8 +101,9 @@ RenderSource: TypeAlias = (
 )
 
 # A field needs quotes when it holds a delimiter, a quote or a line break, or starts or
-# ends with whitespace (empty strings are handled apart).
-_NEEDS_QUOTES: Final = r'[,"\r\n]|^[ \t\v\f]|[ \t\v\f]$'
+# ends with whitespace (empty strings are handled apart), or starts with U+FEFF: CSV
+# readers drop a byte order mark at the start of their input, which may be this field.
+_NEEDS_QUOTES: Final = r'[,"\r\n]|^[ \t\v\f\x{FEFF}]|[ \t\v\f]$'
 # Render at most this many rows, and about this many bytes of Arrow data, per step, so
 # that 32-bit string offsets cannot overflow and memory stays bounded.
 _RENDER_ROWS: Final = 65_536
