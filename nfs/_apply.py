@@ -195,7 +195,7 @@ def apply_content(
     """
     if len(content) == 0:
         before = db.version
-        deleted = db.delete_rows_where("true")  # no commit when the table is empty
+        deleted = db.truncate()  # delta-rs directly; no commit when the table is empty
         after = db.version
         return Applied("empty", after if after != before else None, deleted=deleted)
     if same_bytes(content, base_content):

@@ -963,6 +963,20 @@ class DatabaseOps:
         self._counters.bump(deletes=1, rows_deleted=outcome.rows)
         return outcome.rows
 
+    def truncate(self) -> int:
+        """Delete every row in one commit, whatever the engine; return how many.
+
+        Nothing is rewritten: the commit removes every data file (delta-rs, no Spark
+        job). No commit is made when the table is already empty.
+        """
+        self._authorize("delete", "truncate")
+        with self._write("TRUNCATE"):
+            rows, version = self._log.delete(None, metadata=self._metadata("TRUNCATE"))
+            if version is not None:
+                self._keys.invalidate()
+        self._counters.bump(deletes=1, rows_deleted=rows)
+        return rows
+
     def update(
         self,
         predicate: str | None,
@@ -1627,7 +1641,9 @@ class DatabaseOps:
         """Alias of ``optimize.compact(target_size=...)`` (original name)."""
         return self.optimize.compact(target_size=target_size)
 
-    def optimize_with_filter(self, partition_filters: str | list[tuple[str, str, Any]]) -> OptimizeResult:
+    def optimize_with_filter(
+        self, partition_filters: str | list[tuple[str, str, Any]]
+    ) -> OptimizeResult:
         """Alias of ``optimize.compact(partition_filters=...)`` (original name).
 
         Args:

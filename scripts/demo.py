@@ -19,13 +19,20 @@ def main() -> None:
     """Run the demo in a temporary directory (or ``--path``)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--engine", default=None, help="spark (default) or local")
-    parser.add_argument("--path", default=None, help="where to create the table (default: a temp dir)")
+    parser.add_argument(
+        "--path", default=None, help="where to create the table (default: a temp dir)"
+    )
     args = parser.parse_args()
     root = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="posixlake-demo-"))
     path = root / "people"
 
     schema = Schema(
-        [Field("id", "Int64", nullable=False), Field("name", "String"), Field("age", "Int32"), Field("city", "String")],
+        [
+            Field("id", "Int64", nullable=False),
+            Field("name", "String"),
+            Field("age", "Int32"),
+            Field("city", "String"),
+        ],
         primary_key="id",
     )
     with DatabaseOps.create(path, schema, engine=args.engine) as db:
@@ -48,8 +55,10 @@ def main() -> None:
                 {"_op": "INSERT", "id": 4, "name": "Dan", "age": 35, "city": "Nairobi"},
             ]
         )
-        print(f"\nmerge: {metrics.rows_inserted} inserted, {metrics.rows_updated} updated, "
-              f"{metrics.rows_deleted} deleted in one commit -> version {db.version}")
+        print(
+            f"\nmerge: {metrics.rows_inserted} inserted, {metrics.rows_updated} updated, "
+            f"{metrics.rows_deleted} deleted in one commit -> version {db.version}"
+        )
         db.query("SELECT * FROM data ORDER BY id").show()
 
         deleted = db.delete_rows_where("age > 30")
@@ -73,8 +82,10 @@ def nfs_demo(db: DatabaseOps) -> None:
     with NfsServer(db, 0) as server:
         fs = server.vfs.paths  # the same calls a mounted share makes, in process
         print(f"\nNFSv3 server on 127.0.0.1:{server.port}; mount it with")
-        print(f"  sudo mount -t nfs -o vers=3,proto=tcp,port={server.port},mountport={server.port},"
-              f"nolock,noacl 127.0.0.1:/ /mnt/posixlake")
+        print(
+            f"  sudo mount -t nfs -o vers=3,proto=tcp,port={server.port},mountport={server.port},"
+            f"nolock,noacl 127.0.0.1:/ /mnt/posixlake"
+        )
         print("\n$ ls /  and  cat /data/data.csv")
         print("  " + "  ".join(fs.readdir("/")))
         print(fs.read_file("/data/data.csv").decode(), end="")
@@ -82,7 +93,9 @@ def nfs_demo(db: DatabaseOps) -> None:
         before = db.version
         size = fs.getattr("/data/data.csv").size
         fs.write_file("/data/data.csv", b"5,Erin,29,Quito\n", offset=size)  # echo >> data.csv
-        print(f"\n$ echo '5,Erin,29,Quito' >> data.csv   -> one INSERT, version {before} -> {db.version}")
+        print(
+            f"\n$ echo '5,Erin,29,Quito' >> data.csv   -> one INSERT, version {before} -> {db.version}"
+        )
 
         text = fs.read_file("/data/data.csv").decode().replace(",Oslo", ",Bergen")
         fs.write_file("/data/data.tmp", text.encode())  # sed -i writes a temp file ...
@@ -92,7 +105,9 @@ def nfs_demo(db: DatabaseOps) -> None:
 
         if shutil.which("nfs-cat"):  # a real NFS client, when libnfs-utils is installed
             url = server.nfs_url("/data/data.csv")
-            out = subprocess.run(["nfs-cat", url], capture_output=True, text=True, timeout=30, check=False)
+            out = subprocess.run(
+                ["nfs-cat", url], capture_output=True, text=True, timeout=30, check=False
+            )
             print(f"\n$ nfs-cat {url}\n{out.stdout}", end="")
 
 

@@ -230,3 +230,16 @@ class TestUpdate:
         m = db.get_metrics()
         assert m.updates == 1
         assert m.rows_written == 10 + 3
+
+
+def test_truncate_removes_every_row_in_one_commit(tmp_path: Path, engine: Engine) -> None:
+    db = DatabaseOps.create(tmp_path / "t", {"id": "Int64", "name": "String"}, engine=engine)
+    db.insert([{"id": i, "name": str(i)} for i in range(5)])
+    db.insert({"id": 9, "name": "x"})
+    version = db.version
+    assert db.truncate() == 6
+    assert db.version == version + 1
+    assert db.query("SELECT count(*) FROM data").scalar() == 0
+    assert db.query("SELECT count(*) FROM data", version=version).scalar() == 6
+    assert db.truncate() == 0  # already empty: no commit
+    assert db.version == version + 1

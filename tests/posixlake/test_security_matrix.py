@@ -202,6 +202,7 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
         lambda db, w, u: db.delete_rows_where("id = 999"),
     ),
     ("delete", "delete", frozenset({"delete"}), lambda db, w, u: db.delete("id >= 10")),
+    ("truncate", "truncate", frozenset({"delete"}), lambda db, w, u: db.truncate()),
     (
         "merge_delete",
         "merge",
