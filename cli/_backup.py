@@ -28,6 +28,14 @@ from posixlake.storage import normalize_uri
 __all__ = ["COMMANDS"]
 
 _WORKERS_HELP: Final = "Files copied or hashed in parallel."
+_workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    metavar="N",
+    help=_WORKERS_HELP,
+)
 
 
 @click.command()
@@ -40,14 +48,7 @@ _WORKERS_HELP: Final = "Files copied or hashed in parallel."
     help="The backup an incremental backup builds on (a full or incremental one).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace what DEST holds.")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    metavar="N",
-    help=_WORKERS_HELP,
-)
+@_workers_option
 @storage_options
 @user_option
 @json_option
@@ -108,14 +109,7 @@ def backup(
 )
 @click.option("--as-of", "as_of", type=AsOf(), help="Rebuild the table as it was at this time.")
 @click.option("--overwrite", is_flag=True, help="Replace what DEST holds.")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    metavar="N",
-    help=_WORKERS_HELP,
-)
+@_workers_option
 @storage_options
 @user_option
 @json_option
@@ -166,14 +160,7 @@ def restore(
 
 @click.command()
 @click.argument("backup_path", metavar="BACKUP")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    metavar="N",
-    help=_WORKERS_HELP,
-)
+@_workers_option
 @storage_options
 @json_option
 def verify(backup_path: str, workers: int) -> None:

@@ -590,19 +590,6 @@ class DeltaLog:
 
             return self._retrying("append", attempt)
 
-    def overwrite(self, data: pa.Table, *, metadata: Mapping[str, Any] | None = None) -> int:
-        """Replace all rows with ``data`` in one commit; return the new version."""
-        self._check_writable()
-        with self._lock:
-
-            def attempt() -> int:
-                write_deltalake(
-                    self._dt, data, mode="overwrite", commit_properties=self._props(metadata)
-                )
-                return self._dt.version()
-
-            return self._retrying("overwrite", attempt)
-
     def delete(
         self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None
     ) -> tuple[int, int | None]:
