@@ -141,9 +141,8 @@ def serve(table: str, host: str, port: int, read_only: bool) -> None:
     stop = threading.Event()
     with open_table(table, computes=True) as db:
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
-        server = NfsServer(TableFs(db, read_only=read_only), port, host)
         try:
-            server.start()
+            server = NfsServer(TableFs(db, read_only=read_only), port, host)
         except OSError as err:
             raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
         try:

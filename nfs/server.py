@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +90,11 @@ class NfsServer:
         workers: threads running calls concurrently.
         max_in_flight: calls per connection in progress before reading pauses.
         limits: FSINFO sizes (1 MiB reads and writes by default).
+        autostart: start serving in the constructor, as the original project's
+            ``NfsServer(db, port)`` did; with False, call `start` (or use ``with``).
+
+    Raises:
+        OSError: with ``autostart``, the port cannot be bound.
 
     Attributes:
         ready: set once the server accepts connections; cleared by `shutdown`.
@@ -107,6 +113,7 @@ class NfsServer:
         workers: int = 16,
         max_in_flight: int = 64,
         limits: Nfs3Limits = DEFAULT_LIMITS,
+        autostart: bool = True,
     ) -> None:
         self.vfs = make_vfs(vfs_or_db)
         self.host = host
@@ -129,6 +136,8 @@ class NfsServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._closed = False
         self._close_lock = threading.Lock()
+        if autostart:  # the original project's NfsServer(db, port) serves at once
+            self.start()
 
     # ------------------------------------------------------------ public API
 
@@ -157,6 +166,19 @@ class NfsServer:
             "&auto-traverse-mounts=0"
         )
 
+    def get_mount_command(self, mount_point: str, *, platform: str = sys.platform) -> list[str]:
+        """Return the command (argv) that mounts this server's export at ``mount_point``.
+
+        MOUNT and NFS share one port, so no portmapper is needed; there is no lock
+        service (``nolock``) and, on Linux, no NFSACL (``noacl``).
+        """
+        port = self.port
+        if platform == "darwin":
+            opts = f"vers=3,tcp,port={port},mountport={port},nolocks,resvport"
+        else:
+            opts = f"vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock,noacl"
+        return ["sudo", "mount", "-t", "nfs", "-o", opts, f"{self.host}:/", mount_point]
+
     def is_ready(self) -> bool:
         """Return whether the server accepts connections."""
         return self.ready.is_set()
@@ -170,7 +192,9 @@ class NfsServer:
             RuntimeError: if already started.
         """
         if self._thread is not None:
-            raise RuntimeError("NfsServer already started")
+            if self._closed:
+                raise RuntimeError("NfsServer was shut down; make a new one")
+            return self  # already serving (started by the constructor)
         self._thread = threading.Thread(target=self._run, name="nfs-server", daemon=True)
         self._thread.start()
         if not self._started.wait(timeout):

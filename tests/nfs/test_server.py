@@ -41,7 +41,7 @@ class GatedFs(MemoryFs):
 
 
 def test_start_port_ready_and_shutdown(memfs: MemoryFs) -> None:
-    server = NfsServer(memfs, 0)
+    server = NfsServer(memfs, 0, autostart=False)
     assert not server.is_ready()
     with pytest.raises(RuntimeError):
         _ = server.port
@@ -199,3 +199,24 @@ def test_portmapper_on_an_extra_port(memfs: MemoryFs) -> None:
             Mapping(100005, 3, IPPROTO_TCP, 0),
         )
         assert reply.result(PmapPort.unpack).port == server.port
+
+
+def test_original_call_serves_at_construction(memfs: MemoryFs) -> None:
+    server = NfsServer(memfs, 0)  # the original project's NfsServer(db, port)
+    try:
+        assert server.is_ready()
+        assert server.start() is server  # already serving: start is a no-op
+        with RpcClient("127.0.0.1", server.port) as c:
+            c.null()
+        linux = server.get_mount_command("/mnt/lake", platform="linux")
+        assert linux[:4] == ["sudo", "mount", "-t", "nfs"]
+        assert linux[-2:] == ["127.0.0.1:/", "/mnt/lake"]
+        assert f"port={server.port},mountport={server.port}" in linux[5]
+        assert "nolock" in linux[5] and "vers=3" in linux[5]
+        mac = server.get_mount_command("/Volumes/lake", platform="darwin")
+        assert "nolocks" in mac[5] and "resvport" in mac[5]
+    finally:
+        server.shutdown()
+    assert not server.is_ready()
+    with pytest.raises(RuntimeError):
+        server.start()
