@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from posixlake.backup import BackupCorrupted, BackupMetadata, RestoreResult, VerifyReport
-from posixlake.database import DatabaseOps, Optimizer
+from posixlake.database import Credentials, DatabaseOps, Optimizer
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -58,6 +58,7 @@ __all__ = [
     "BackupMetadata",
     "CommitConflict",
     "CommitInfo",
+    "Credentials",
     "DataSkippingStats",
     "DatabaseOps",
     "DeltaLakeError",

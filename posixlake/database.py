@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -98,7 +98,17 @@ __all__ = ["Credentials", "DatabaseOps", "Optimizer"]
 logger = logging.getLogger(__name__)
 
 PRIMARY_KEY_PROPERTY = "posixlake.primaryKey"
-Credentials = tuple[str, str]
+
+
+class Credentials(NamedTuple):
+    """A user name and password (a plain ``(username, password)`` tuple works too)."""
+
+    username: str
+    password: str
+
+
+#: epoch numbers below this are seconds (before the year 5138), at or above milliseconds
+_EPOCH_MS_FROM: Final = 10**11
 StorageArg = StorageConfig | Mapping[str, str] | None
 _T = TypeVar("_T")
 
@@ -402,13 +412,20 @@ def _sql_type(t: pa.DataType) -> str:
 
 
 def _as_of(value: datetime | int | float | str) -> datetime:
-    """Accept a datetime, epoch milliseconds or an ISO string."""
+    """Accept a datetime, epoch milliseconds (or seconds, as the original took) or ISO text.
+
+    A number below 10**11 is read as seconds: as milliseconds it would be before 1973.
+    """
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, bool):
         raise VersionError("as_of must be a datetime, epoch milliseconds or an ISO string")
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(value / 1000, tz=UTC)
+        seconds = value if abs(value) < _EPOCH_MS_FROM else value / 1000
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError) as err:
+            raise VersionError(f"as_of: {value!r} is not a valid epoch time") from err
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -457,7 +474,7 @@ class DatabaseOps:
         schema: Schema | pa.Schema | Mapping[str, Any] | Sequence[Any],
         *,
         storage: StorageArg = None,
-        credentials: Credentials | None = None,
+        credentials: tuple[str, str] | None = None,
         engine: str | Engine | None = None,
         partition_by: Sequence[str] | None = None,
         primary_key: str | Sequence[str] | None = None,
@@ -532,7 +549,7 @@ class DatabaseOps:
         path: str | os.PathLike[str],
         *,
         storage: StorageArg = None,
-        credentials: Credentials | None = None,
+        credentials: tuple[str, str] | None = None,
         engine: str | Engine | None = None,
         master: str | None = None,
         spark: Any = None,
@@ -1288,6 +1305,7 @@ class DatabaseOps:
         roles: str | Sequence[str] = ("read",),
         *,
         permissions: str | Sequence[str] = (),
+        role: str | None = None,
     ) -> UserInfo:
         """Add a user with roles (``admin``, ``read``, ``write``) and single permissions.
 
@@ -1297,6 +1315,8 @@ class DatabaseOps:
                 without auth.
         """
         self._authorize("admin", "create_user")
+        if role is not None:  # the original's create_user(name, password, role="admin")
+            roles = [role]
         return self._users("create_user").create_user(
             name, password, roles, permissions=permissions
         )
@@ -1348,7 +1368,7 @@ class DatabaseOps:
         self._log.refresh()
         return security.audit_events(self._auth, self._log.history(limit), limit=limit)
 
-    def enable_auth(self, credentials: Credentials | None = None) -> None:
+    def enable_auth(self, credentials: tuple[str, str] | None = None) -> None:
         """Turn on users for this table; ``credentials`` (or ``$POSIXLAKE_ADMIN_PASSWORD``)
         become its first admin, and this session continues as that admin.
 
@@ -1489,7 +1509,7 @@ class DatabaseOps:
         version: int | None = None,
         as_of: datetime | int | float | str | None = None,
         overwrite: bool = False,
-        credentials: Credentials | None = None,
+        credentials: tuple[str, str] | None = None,
         storage: StorageArg = None,
         backup_storage: StorageArg = None,
         progress: Progress | None = None,
@@ -1687,10 +1707,47 @@ class DatabaseOps:
 
     @classmethod
     def open_with_credentials(
-        cls, path: str | os.PathLike[str], username: str, password: str, **options: Any
+        cls,
+        path: str | os.PathLike[str],
+        username: str | tuple[str, str],
+        password: str | None = None,
+        **options: Any,
     ) -> DatabaseOps:
-        """Alias of ``open(path, credentials=(username, password))`` (original name)."""
+        """Alias of ``open(path, credentials=...)`` (original name).
+
+        Takes ``(path, username, password)`` or ``(path, Credentials(username, password))``.
+        """
+        if isinstance(username, tuple):
+            if password is not None:
+                raise InvalidOperation("give Credentials or a username and password, not both")
+            return cls.open(path, credentials=username, **options)
+        if password is None:
+            raise InvalidOperation("open_with_credentials needs a password")
         return cls.open(path, credentials=(username, password), **options)
+
+    def get_current_version(self) -> int:
+        """Alias of :attr:`version` (original name)."""
+        return self.version
+
+    def get_version_history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return the history as dicts with version, timestamp (epoch ms) and operation (original name)."""
+        return [
+            {
+                "version": c.version,
+                "timestamp": int(c.timestamp.timestamp() * 1000),
+                "operation": c.operation,
+                "user": c.user,
+            }
+            for c in self.history(limit)
+        ]
+
+    def query_json_at_version(self, sql: str, version: int) -> str:
+        """Alias of ``query(sql, version=...).to_json()`` (original name)."""
+        return self.query(sql, version=version).to_json()
+
+    def query_json_at_timestamp(self, sql: str, timestamp: datetime | int | float | str) -> str:
+        """Alias of ``query(sql, as_of=...).to_json()``; epoch seconds or ms (original name)."""
+        return self.query(sql, as_of=timestamp).to_json()
 
     @staticmethod
     def restore_with_credentials(

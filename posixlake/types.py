@@ -477,6 +477,10 @@ class HealthStatus:
         """True when the table could be read."""
         return self.status == "healthy"
 
+    def __bool__(self) -> bool:
+        """Truthy when healthy (the original's ``health_check()`` returned a bool)."""
+        return self.healthy
+
 
 @dataclass(frozen=True)
 class Metrics:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 
-from posixlake import DatabaseOps, InvalidOperation
+from posixlake import Credentials, DatabaseOps, InvalidOperation, VersionError, security
 from posixlake.engines import Engine
 
 
@@ -52,3 +54,43 @@ def test_bad_partition_filter_changes_nothing(db: DatabaseOps) -> None:
         db.optimize_with_filter("day ~ 'a'")
     assert db.version == version
     assert len(db.list_parquet_files()) == 3
+
+
+def test_original_time_travel_and_history_names(db: DatabaseOps) -> None:
+    assert db.get_current_version() == db.version == 3
+    assert json.loads(db.query_json_at_version("SELECT count(*) AS n FROM data", 1)) == [{"n": 1}]
+    history = db.get_version_history()
+    assert [h["version"] for h in history] == [3, 2, 1, 0]
+    assert history[-1]["operation"] == "CREATE TABLE"
+    at_v2 = history[1]["timestamp"]  # epoch milliseconds
+    assert json.loads(db.query_json_at_timestamp("SELECT count(*) AS n FROM data", at_v2)) == [
+        {"n": 2}
+    ]
+    # whole epoch seconds, as the original took them: the latest version by then
+    seconds = int(time.time()) + 1
+    assert json.loads(db.query_json_at_timestamp("SELECT count(*) AS n FROM data", seconds)) == [
+        {"n": 3}
+    ]
+    with pytest.raises(VersionError):
+        db.query_json_at_timestamp("SELECT 1", 10)  # 1970: before the table existed
+    assert db.health_check()  # truthy when healthy, as the original's bool
+
+
+def test_credentials_value_and_single_role(
+    tmp_path: Path, local_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(security.SCRYPT_LOG2_N_ENV, "6")  # fast hashing for the test
+    admin = Credentials(username="admin", password="s3cret-pass")
+    db = DatabaseOps.create(
+        tmp_path / "auth", {"id": "Int64"}, auth=True, credentials=admin, engine=local_engine
+    )
+    db.create_user("ana", "ana-password", role="write")
+    assert {u.name: list(u.roles) for u in db.list_users()}["ana"] == ["write"]
+    again = DatabaseOps.open_with_credentials(tmp_path / "auth", admin, engine=local_engine)
+    assert again.user == "admin"
+    ana = DatabaseOps.open_with_credentials(
+        tmp_path / "auth", "ana", "ana-password", engine=local_engine
+    )
+    assert ana.insert({"id": 1}) == 1
+    with pytest.raises(InvalidOperation):
+        DatabaseOps.open_with_credentials(tmp_path / "auth", "ana")

@@ -122,6 +122,24 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ("history", "history", frozenset({"read"}), lambda db, w, u: db.history()),
     ("get_history", "history", frozenset({"read"}), lambda db, w, u: db.get_history(3)),
     (
+        "get_version_history",
+        "history",
+        frozenset({"read"}),
+        lambda db, w, u: db.get_version_history(),
+    ),
+    (
+        "query_json_at_version",
+        "query",
+        frozenset({"read"}),
+        lambda db, w, u: db.query_json_at_version("SELECT 1", 1),
+    ),
+    (
+        "query_json_at_timestamp",
+        "query",
+        frozenset({"read"}),
+        lambda db, w, u: db.query_json_at_timestamp("SELECT 1", _now()),
+    ),
+    (
         "list_parquet_files",
         "list_parquet_files",
         frozenset({"read"}),
@@ -314,6 +332,7 @@ NOT_OPERATIONS = {
     "commit_time",
     "primary_key",
     "get_base_path",
+    "get_current_version",
     # flush commits what insert_buffered (write) accepted; it checks write when rows wait
     "flush",
     "flush_write_buffer",
