@@ -155,6 +155,8 @@ def _translated(what: str, *, query: bool = False) -> Iterator[None]:
     except (DeltaError, OSError, pa.ArrowException) as err:
         raise translate(err, what=what, query=query) from err
     except Exception as err:
+        # DataFusion raises a bare Exception for errors while a query runs (a failed
+        # cast, a division by zero); anything of another class is not ours to translate
         if type(err) is not Exception:
             raise
         raise translate(err, what=what, query=query) from err
