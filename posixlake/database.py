@@ -65,7 +65,7 @@ from posixlake.backup import (
 from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
 from posixlake.delta import DeltaLog, quote_ident
 from posixlake.engines import Engine, resolve_engine
-from posixlake.engines.local import expand_paths
+from posixlake.engines.local import expand_paths, format_of, source_paths
 from posixlake.errors import (
     AlreadyExists,
     DuplicateKeyError,
@@ -797,8 +797,9 @@ class DatabaseOps:
         Args:
             data: a dict (one row, or a columnar dict of lists), a list of dicts, JSON text
                 (object, array or JSON lines), CSV text with a header, a pyarrow Table or
-                RecordBatch, a pandas or polars DataFrame, any ``__arrow_c_stream__`` object;
-                with the Spark engine also a Spark DataFrame.
+                RecordBatch, a pandas or polars DataFrame, any ``__arrow_c_stream__`` object,
+                the path of a CSV or Parquet file (a directory, or a list of them); with the
+                Spark engine also a Spark DataFrame, and files are read by a Spark job.
             upsert: with a primary key, update rows whose key exists instead of failing.
 
         Raises:
@@ -821,7 +822,14 @@ class DatabaseOps:
             self._keys.invalidate()
             self._counters.bump(inserts=1, rows_written=outcome.rows)
             return int(outcome.rows)
-        table = to_arrow(data, self._schema)
+        paths = source_paths(data)
+        if paths is not None:  # CSV / Parquet files, on an engine that reads them for us
+            fmt, files = format_of(paths)
+            table = self._engine.read_files(files, fmt=fmt, schema=self._schema)
+            if table is None:
+                raise InvalidOperation(f"engine {self._engine.name} cannot read files")
+        else:
+            table = to_arrow(data, self._schema)
         if table.num_rows == 0:
             return 0
         self._append(table, operation="INSERT", upsert=upsert)

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from posixlake._convert import conform
 from posixlake.delta import DeltaLog
 from posixlake.engines.base import FileFormat, MergeOutcome, WriteOutcome
-from posixlake.errors import IoError, NotFound, SerializationError
+from posixlake.errors import IoError, NotFound, PosixLakeError, SerializationError
 
-__all__ = ["LocalEngine", "expand_paths"]
+__all__ = ["LocalEngine", "expand_paths", "format_of", "source_paths"]
 
 
 def expand_paths(
@@ -56,6 +56,45 @@ def expand_paths(
     if not out:
         raise NotFound(f"no {suffix} files found in {source!r}")
     return out
+
+
+def source_paths(data: object) -> list[str] | None:
+    """Return the file paths ``data`` names, or None when it is not a path (or list of them)."""
+    items = list(data) if isinstance(data, list | tuple) else [data]
+    if not items:
+        return None
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, os.PathLike):
+            out.append(os.fspath(item))
+        elif isinstance(item, str) and "\n" not in item and item.strip() == item and item:
+            if not (item.lower().endswith((".csv", ".parquet")) or os.path.isdir(item)):
+                return None
+            out.append(item)
+        else:
+            return None
+    return out
+
+
+def format_of(paths: Sequence[str]) -> tuple[FileFormat, list[str]]:
+    """Expand paths and tell their format by suffix (directories: Parquet, else CSV).
+
+    Raises:
+        NotFound: nothing matches. SerializationError: a mix of CSV and Parquet.
+    """
+    lowered = [p.lower() for p in paths]
+    if all(p.endswith(".csv") for p in lowered):
+        return "csv", expand_paths(list(paths), suffix=".csv")
+    if all(p.endswith(".parquet") for p in lowered):
+        return "parquet", expand_paths(list(paths), suffix=".parquet")
+    if all(os.path.isdir(p) for p in paths):
+        try:
+            return "parquet", expand_paths(list(paths), suffix=".parquet")
+        except PosixLakeError:
+            return "csv", expand_paths(list(paths), suffix=".csv")
+    raise SerializationError(
+        f"insert: give CSV files or Parquet files, not a mix: {list(paths)[:5]}"
+    )
 
 
 class LocalEngine:

@@ -11,11 +11,12 @@ from typing import Any
 import pandas as pd
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import Engine
-from posixlake.errors import DuplicateKeyError, InvalidOperation, SchemaError
+from posixlake.errors import DuplicateKeyError, InvalidOperation, NotFound, SchemaError
 
 SCHEMA = Schema([Field("id", "Int64", False), Field("name", "String"), Field("score", "Float64")])
 ROWS: list[dict[str, Any]] = [
@@ -446,3 +447,22 @@ class TestPrimaryKey:
             db.insert({"a": 1, "b": "x", "v": 3})
         db.insert({"a": 2, "b": "x"})
         assert db.query("SELECT count(*) FROM data").scalar() == 3
+
+
+def test_insert_of_file_paths_reads_them_in_one_commit(tmp_path: Path, engine: Engine) -> None:
+    db = make(tmp_path, engine)
+    csv_file = tmp_path / "rows.csv"
+    csv_file.write_text('id,name,score\n1,a,1.5\n2,"b, c",\n')
+    assert db.insert(str(csv_file)) == 2
+    assert db.version == 1
+    parquet_dir = tmp_path / "pq"
+    parquet_dir.mkdir()
+    pq.write_table(
+        pa.table({"id": pa.array([3], pa.int64()), "name": ["x"]}), parquet_dir / "a.parquet"
+    )
+    assert db.insert(parquet_dir / "a.parquet") == 1
+    assert db.version == 2
+    assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
+    with pytest.raises(NotFound):
+        db.insert(str(tmp_path / "missing.csv"))
+    assert db.version == 2

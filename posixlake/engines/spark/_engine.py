@@ -11,7 +11,6 @@ the operation re-plan from the new version, a bounded number of times.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +24,7 @@ from posixlake.delta import DeltaLog, plain_types
 from posixlake.delta._commit import WrittenFile, commit_files
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.engines.base import FileFormat, MergeOutcome, WriteOutcome
-from posixlake.engines.local import expand_paths
+from posixlake.engines.local import format_of, source_paths
 from posixlake.engines.spark._frames import (
     FILE_COL,
     FileResolver,
@@ -96,45 +95,6 @@ def is_spark_dataframe(data: object) -> bool:
     """Return whether ``data`` is a PySpark DataFrame (classic or Connect)."""
     cls = type(data)
     return cls.__name__ == "DataFrame" and cls.__module__.startswith("pyspark.sql")
-
-
-def _source_paths(data: object) -> list[str] | None:
-    """Return the file paths ``data`` names, or None when it is not a path (or list of them)."""
-    items = list(data) if isinstance(data, list | tuple) else [data]
-    if not items:
-        return None
-    out: list[str] = []
-    for item in items:
-        if isinstance(item, os.PathLike):
-            out.append(os.fspath(item))
-        elif isinstance(item, str) and "\n" not in item and item.strip() == item and item:
-            if not (item.lower().endswith((".csv", ".parquet")) or os.path.isdir(item)):
-                return None
-            out.append(item)
-        else:
-            return None
-    return out
-
-
-def _format_of(paths: Sequence[str]) -> tuple[FileFormat, list[str]]:
-    """Expand paths and tell their format by suffix (directories: Parquet, else CSV).
-
-    Raises:
-        NotFound: nothing matches. SerializationError: a mix of CSV and Parquet.
-    """
-    lowered = [p.lower() for p in paths]
-    if all(p.endswith(".csv") for p in lowered):
-        return "csv", expand_paths(list(paths), suffix=".csv")
-    if all(p.endswith(".parquet") for p in lowered):
-        return "parquet", expand_paths(list(paths), suffix=".parquet")
-    if all(os.path.isdir(p) for p in paths):
-        try:
-            return "parquet", expand_paths(list(paths), suffix=".parquet")
-        except PosixLakeError:
-            return "csv", expand_paths(list(paths), suffix=".csv")
-    raise SerializationError(
-        f"insert: give CSV files or Parquet files, not a mix: {list(paths)[:5]}"
-    )
 
 
 @dataclass
@@ -668,7 +628,7 @@ class SparkEngine:
 
     def accepts(self, data: object) -> bool:
         """Return whether :meth:`insert_external` takes ``data``: a Spark DataFrame or file paths."""
-        return is_spark_dataframe(data) or _source_paths(data) is not None
+        return is_spark_dataframe(data) or source_paths(data) is not None
 
     def append_files(self, log: DeltaLog, paths: Sequence[str], *, fmt: FileFormat) -> WriteOutcome:
         """Append the rows of CSV or Parquet files in one commit (a Spark job)."""
@@ -690,10 +650,10 @@ class SparkEngine:
         """
         if is_spark_dataframe(data):
             return self._insert(log, ("frame", data), key=key, metadata=metadata)
-        paths = _source_paths(data)
+        paths = source_paths(data)
         if paths is None:
             raise SerializationError(f"the Spark engine cannot insert a {type(data).__name__}")
-        fmt, files = _format_of(paths)
+        fmt, files = format_of(paths)
         return self._insert(log, ("files", fmt, files), key=key, metadata=metadata)
 
     def _insert(
