@@ -32,7 +32,6 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,14 +45,15 @@ import pyarrow.compute as pc
 
 from posixlake._authz import AllowAll, Authorizer, Permission
 from posixlake._convert import conform, python_column, quick_row, to_arrow
+from posixlake._keys import KeyIndex
 from posixlake._merge import (
     OP_COLUMN,
-    check_insert_keys,
     check_primary_key_after,
     duplicate_keys,
     existing_mask,
     prepare_merge_source,
 )
+from posixlake._metrics import Counters
 from posixlake.backup import (
     DEFAULT_WORKERS,
     EPOCH_MS_THRESHOLD,
@@ -111,180 +111,6 @@ class Credentials(NamedTuple):
 _EPOCH_MS_FROM: Final = 10**11
 StorageArg = StorageConfig | Mapping[str, str] | None
 _T = TypeVar("_T")
-
-
-class _Counters:
-    """Operation counters behind :meth:`DatabaseOps.get_metrics`."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self.started = clock()
-        self.lock = threading.Lock()
-        self.counts: dict[str, int] = dict.fromkeys(
-            (
-                "queries",
-                "inserts",
-                "merges",
-                "deletes",
-                "updates",
-                "rows_written",
-                "rows_deleted",
-                "commits",
-                "errors",
-            ),
-            0,
-        )
-        self.commit_ms_total = 0.0
-        self.commit_ms_last = 0.0
-
-    def bump(self, **deltas: int) -> None:
-        with self.lock:
-            for k, v in deltas.items():
-                self.counts[k] += v
-
-    def commit(self, started: float) -> None:
-        ms = (self._clock() - started) * 1000
-        with self.lock:
-            self.counts["commits"] += 1
-            self.commit_ms_total += ms
-            self.commit_ms_last = ms
-
-    def snapshot(self) -> Metrics:
-        with self.lock:
-            c = dict(self.counts)
-            avg = self.commit_ms_total / c["commits"] if c["commits"] else 0.0
-            return Metrics(
-                queries=c["queries"],
-                inserts=c["inserts"],
-                merges=c["merges"],
-                deletes=c["deletes"],
-                updates=c["updates"],
-                rows_written=c["rows_written"],
-                rows_deleted=c["rows_deleted"],
-                commits=c["commits"],
-                errors=c["errors"],
-                avg_commit_latency_ms=avg,
-                last_commit_latency_ms=self.commit_ms_last,
-                uptime_seconds=self._clock() - self.started,
-            )
-
-
-_SMALL_BATCH = 64
-
-
-def _key_values(table: pa.Table, key: Sequence[str]) -> list[Any]:
-    """Return the keys of ``table`` as Python values (tuples for a composite key)."""
-    if len(key) == 1:
-        return list(table.column(key[0]).to_pylist())
-    return list(zip(*(table.column(k).to_pylist() for k in key), strict=True))
-
-
-class _KeyIndex:
-    """The primary-key columns of the current version, kept in memory.
-
-    Our own appends and merges update it; any other change (a delete, another writer)
-    makes it reload lazily on the next keyed write. Small batches (a single-row insert,
-    a buffered row) are checked against a Python set built once, so their cost does not
-    grow with the table.
-    """
-
-    def __init__(self) -> None:
-        self.version = -1
-        self.keys: pa.Table | None = None
-        self._set: set[Any] | None = None
-
-    def get(self, log: DeltaLog, key: Sequence[str]) -> pa.Table:
-        if self.keys is None or self.version != log.version or self.keys.column_names != list(key):
-            self.keys = log.read_columns(key)
-            self.version = log.version
-            self._set = None
-        return self.keys
-
-    def check_new(
-        self, log: DeltaLog, batch: pa.Table, key: Sequence[str], pending: set[Any] | None = None
-    ) -> list[Any]:
-        """Check that ``batch`` may be inserted; return its key values.
-
-        Raises:
-            DuplicateKeyError: ``batch`` repeats a key, or holds one that the table holds
-                or that ``pending`` (keys buffered but not committed) holds.
-        """
-        if batch.num_rows > _SMALL_BATCH:
-            check_insert_keys(batch, self.get(log, key), key)
-            values = _key_values(batch, key)
-            self._check_pending(values, pending)
-            return values
-        values = _key_values(batch, key)
-        if len(set(values)) != len(values):
-            check_insert_keys(batch, batch.slice(0, 0), key)  # raises, naming the repeats
-        self.check_values(log, values, key, pending)
-        return values
-
-    def check_values(
-        self, log: DeltaLog, values: list[Any], key: Sequence[str], pending: set[Any] | None
-    ) -> None:
-        """Check a few distinct key values against the table (and ``pending``) by set lookups.
-
-        Raises:
-            DuplicateKeyError: a value is taken.
-        """
-        existing = self.get(log, key)
-        if self._set is None:
-            self._set = set(_key_values(existing, key))
-        clash = [v for v in values if v in self._set]
-        if clash:
-            raise DuplicateKeyError(
-                f"primary key already exists: {clash[:5]} (use merge, or insert(..., "
-                "upsert=True), to update rows)"
-            )
-        self._check_pending(values, pending)
-
-    @staticmethod
-    def _check_pending(values: list[Any], pending: set[Any] | None) -> None:
-        if pending:
-            clash = [v for v in values if v in pending]
-            if clash:
-                raise DuplicateKeyError(
-                    f"primary key already waits in the insert buffer: {clash[:5]}"
-                )
-
-    def appended(self, before: int, after: int, rows: pa.Table, key: Sequence[str]) -> None:
-        if self.keys is not None and self.version == before and after == before + 1:
-            self.keys = pa.concat_tables([self.keys, rows.select(list(key)).cast(self.keys.schema)])
-            self.version = after
-            if self._set is not None:
-                self._set.update(_key_values(rows, key))
-        else:
-            self.invalidate()
-
-    def merged(
-        self, before: int, after: int | None, removed: pa.Table, added: pa.Table, key: Sequence[str]
-    ) -> None:
-        """Apply a merge that deleted the keys ``removed`` and inserted ``added``."""
-        if after is None:
-            return
-        if (
-            self.keys is None
-            or self.version != before
-            or after != before + 1
-            or self.keys.column_names != list(key)
-        ):
-            self.invalidate()
-            return
-        keys = self.keys
-        if removed.num_rows:
-            keys = keys.filter(pc.invert(existing_mask(keys, removed, key)))
-        if added.num_rows:
-            keys = pa.concat_tables([keys, added.select(list(key)).cast(keys.schema)])
-        self.keys, self.version = keys, after
-        if self._set is not None:
-            self._set.difference_update(_key_values(removed, key))
-            self._set.update(_key_values(added, key))
-
-    def invalidate(self) -> None:
-        self.keys = None
-        self.version = -1
-        self._set = None
 
 
 class Optimizer:
@@ -459,8 +285,8 @@ class DatabaseOps:
         self._auth: Authorizer = authorizer or AllowAll()
         self._buffer = WriteBuffer(buffer_rows, clock=clock)
         self._clock = clock
-        self._counters = _Counters(clock)
-        self._keys = _KeyIndex()
+        self._counters = Counters(clock)
+        self._keys = KeyIndex()
         self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
         self._closed = False
         self.optimize = Optimizer(self)
@@ -1080,7 +906,6 @@ class DatabaseOps:
             DuplicateKeyError: with a primary key, an inserted key repeats or stays taken.
         """
         from posixlake.delta import replace_rows
-        from posixlake.errors import DuplicateKeyError
 
         self._authorize("write", "replace_rows")
         dele, ins = to_arrow(delete, self._schema), to_arrow(insert, self._schema)

@@ -1,0 +1,135 @@
+"""KeyIndex: the primary-key values of the current version, kept in memory.
+
+It makes the duplicate-key check of an insert cost a set lookup instead of a scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake._merge import check_insert_keys, existing_mask
+from posixlake.delta import DeltaLog
+from posixlake.errors import DuplicateKeyError
+
+__all__ = ["KeyIndex", "key_values"]
+
+_SMALL_BATCH = 64
+
+
+def key_values(table: pa.Table, key: Sequence[str]) -> list[Any]:
+    """Return the keys of ``table`` as Python values (tuples for a composite key)."""
+    if len(key) == 1:
+        return list(table.column(key[0]).to_pylist())
+    return list(zip(*(table.column(k).to_pylist() for k in key), strict=True))
+
+
+class KeyIndex:
+    """The primary-key columns of the current version, kept in memory.
+
+    Our own appends and merges update it; any other change (a delete, another writer)
+    makes it reload lazily on the next keyed write. Small batches (a single-row insert,
+    a buffered row) are checked against a Python set built once, so their cost does not
+    grow with the table.
+    """
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.keys: pa.Table | None = None
+        self._set: set[Any] | None = None
+
+    def get(self, log: DeltaLog, key: Sequence[str]) -> pa.Table:
+        if self.keys is None or self.version != log.version or self.keys.column_names != list(key):
+            self.keys = log.read_columns(key)
+            self.version = log.version
+            self._set = None
+        return self.keys
+
+    def check_new(
+        self, log: DeltaLog, batch: pa.Table, key: Sequence[str], pending: set[Any] | None = None
+    ) -> list[Any]:
+        """Check that ``batch`` may be inserted; return its key values.
+
+        Raises:
+            DuplicateKeyError: ``batch`` repeats a key, or holds one that the table holds
+                or that ``pending`` (keys buffered but not committed) holds.
+        """
+        if batch.num_rows > _SMALL_BATCH:
+            check_insert_keys(batch, self.get(log, key), key)
+            values = key_values(batch, key)
+            self._check_pending(values, pending)
+            return values
+        values = key_values(batch, key)
+        if len(set(values)) != len(values):
+            check_insert_keys(batch, batch.slice(0, 0), key)  # raises, naming the repeats
+        self.check_values(log, values, key, pending)
+        return values
+
+    def check_values(
+        self, log: DeltaLog, values: list[Any], key: Sequence[str], pending: set[Any] | None
+    ) -> None:
+        """Check a few distinct key values against the table (and ``pending``) by set lookups.
+
+        Raises:
+            DuplicateKeyError: a value is taken.
+        """
+        existing = self.get(log, key)
+        if self._set is None:
+            self._set = set(key_values(existing, key))
+        clash = [v for v in values if v in self._set]
+        if clash:
+            raise DuplicateKeyError(
+                f"primary key already exists: {clash[:5]} (use merge, or insert(..., "
+                "upsert=True), to update rows)"
+            )
+        self._check_pending(values, pending)
+
+    @staticmethod
+    def _check_pending(values: list[Any], pending: set[Any] | None) -> None:
+        if pending:
+            clash = [v for v in values if v in pending]
+            if clash:
+                raise DuplicateKeyError(
+                    f"primary key already waits in the insert buffer: {clash[:5]}"
+                )
+
+    def appended(self, before: int, after: int, rows: pa.Table, key: Sequence[str]) -> None:
+        if self.keys is not None and self.version == before and after == before + 1:
+            self.keys = pa.concat_tables([self.keys, rows.select(list(key)).cast(self.keys.schema)])
+            self.version = after
+            if self._set is not None:
+                self._set.update(key_values(rows, key))
+        else:
+            self.invalidate()
+
+    def merged(
+        self, before: int, after: int | None, removed: pa.Table, added: pa.Table, key: Sequence[str]
+    ) -> None:
+        """Apply a merge that deleted the keys ``removed`` and inserted ``added``."""
+        if after is None:
+            return
+        if (
+            self.keys is None
+            or self.version != before
+            or after != before + 1
+            or self.keys.column_names != list(key)
+        ):
+            self.invalidate()
+            return
+        keys = self.keys
+        if removed.num_rows:
+            keys = keys.filter(pc.invert(existing_mask(keys, removed, key)))
+        if added.num_rows:
+            keys = pa.concat_tables([keys, added.select(list(key)).cast(keys.schema)])
+        self.keys, self.version = keys, after
+        if self._set is not None:
+            self._set.difference_update(key_values(removed, key))
+            self._set.update(key_values(added, key))
+
+    def invalidate(self) -> None:
+        self.keys = None
+        self.version = -1
+        self._set = None
