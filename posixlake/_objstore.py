@@ -615,7 +615,7 @@ for _scheme in ("s3", "s3a"):
 # -- Azure Blob Storage -------------------------------------------------------------------
 
 
-class AzureStore:
+class AzureStore(_PrefixedStore):
     """Blobs under ``az://container/prefix`` (also ``azure://``, ``abfs[s]://``), via azure-storage-blob.
 
     Storage options use delta-rs' names (``azure_storage_account_name``,
@@ -635,21 +635,6 @@ class AzureStore:
         self._prefix = loc.prefix
         self._config = AzureConfig.from_options(storage_options or {}).for_uri(uri).resolved()
         self._container: Any = azure_service_client(self._config).get_container_client(loc.bucket)
-
-    @property
-    def uri(self) -> str:
-        """The root URI."""
-        return self._uri
-
-    def _key(self, key: str) -> str:
-        check_key(key)
-        return f"{self._prefix}/{key}" if self._prefix else key
-
-    def _list_prefix(self, prefix: str) -> str:
-        if prefix:
-            check_key(prefix)
-        parts = [p for p in (self._prefix, prefix) if p]
-        return "/".join(parts) + "/" if parts else ""
 
     def _error(self, err: Exception, what: str) -> Exception:
         from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
