@@ -4,35 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import Cli, rows
-from tests.storage.servers import LocalServer, ServerUnavailable, start_azurite, start_moto
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[LocalServer]:
-    """A moto_server for this module."""
-    try:
-        server = start_moto()
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    """An in-memory Azurite blob server for this module."""
-    try:
-        server = start_azurite(workdir=str(tmp_path_factory.mktemp("azurite")))
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
+from tests.storage.servers import LocalServer
 
 
 @pytest.fixture(
@@ -47,11 +24,11 @@ def remote(
     """A fresh bucket URI and the flags that reach it (secrets only in the environment)."""
     name = f"cli-{uuid.uuid4().hex[:12]}"
     if request.param == "s3":
-        server: LocalServer = request.getfixturevalue("moto")
+        server: LocalServer = request.getfixturevalue("moto_server")
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         return f"s3://{name}", ["--s3-endpoint", server.endpoint, "--s3-region", "us-east-1"]
-    server = request.getfixturevalue("azurite")
+    server = request.getfixturevalue("azurite_server")
     return f"az://{name}", ["--azure-emulator", "--azure-endpoint", server.endpoint]
 
 

@@ -7,7 +7,6 @@ done with the SDKs directly, as an attacker or a bad disk would.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,29 +26,8 @@ from posixlake import (
 from posixlake._objstore import AzureStore, S3Store, open_store
 from posixlake.backup import FILES_DIR
 from posixlake.storage import EMULATOR_ACCOUNT, EMULATOR_KEY, storage_options_for
-from tests.storage.servers import LocalServer, ServerUnavailable, start_azurite, start_moto
 
 SCHEMA = {"id": "Int64", "name": "String"}
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[LocalServer]:
-    try:
-        server = start_moto()
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    try:
-        server = start_azurite(workdir=str(tmp_path_factory.mktemp("azurite")))
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
 
 
 @dataclass(frozen=True)
@@ -117,7 +95,7 @@ def remote(request: pytest.FixtureRequest) -> Remote:
     if request.param == "s3":
         import boto3
 
-        endpoint = request.getfixturevalue("moto").endpoint
+        endpoint = request.getfixturevalue("moto_server").endpoint
         boto3.client(
             "s3",
             endpoint_url=endpoint,
@@ -128,7 +106,7 @@ def remote(request: pytest.FixtureRequest) -> Remote:
         return Remote("s3", endpoint, bucket)
     from azure.storage.blob import BlobServiceClient
 
-    endpoint = request.getfixturevalue("azurite").endpoint
+    endpoint = request.getfixturevalue("azurite_server").endpoint
     BlobServiceClient(
         account_url=endpoint,
         credential={"account_name": EMULATOR_ACCOUNT, "account_key": EMULATOR_KEY},

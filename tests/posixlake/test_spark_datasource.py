@@ -17,10 +17,8 @@ from posixlake.engines.spark import SparkEngine
 from tests.posixlake.test_spark_engine import ALL_TYPES, all_types_rows
 from tests.storage.conftest import (  # the object-store suite's servers (fixtures)
     Lake,
-    azurite_server,  # noqa: F401
     backend,  # noqa: F401
     lake,  # noqa: F401
-    moto_server,  # noqa: F401
 )
 
 pytestmark = pytest.mark.spark

@@ -20,24 +20,12 @@ from tests.storage.servers import (
     LocalServer,
     ServerUnavailable,
     make_iam_user,
-    start_azurite,
     start_moto,
 )
 
 S3_KEY = "testing"
 S3_SECRET = "testing"
 REGION = "us-east-1"
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[LocalServer]:
-    """One moto_server for the session (credentials are not checked)."""
-    try:
-        server = start_moto()
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
 
 
 @pytest.fixture(scope="session")
@@ -50,17 +38,6 @@ def moto_auth() -> Iterator[tuple[LocalServer, str, str]]:
     with server:
         key, secret = make_iam_user(server.endpoint)
         yield server, key, secret
-
-
-@pytest.fixture(scope="session")
-def azurite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    """One Azurite blob server (in-memory) for the session."""
-    try:
-        server = start_azurite(workdir=str(tmp_path_factory.mktemp("azurite")))
-    except ServerUnavailable as err:
-        pytest.skip(str(err))
-    with server:
-        yield server
 
 
 def bucket_name() -> str:
