@@ -21,15 +21,18 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv
+from posixlake.errors import DuplicateKeyError
 
 __all__ = [
     "Applied",
     "appended_lines",
     "apply_content",
     "arrow_schema",
+    "committed_write",
     "loaded_version",
     "partition_columns",
     "same_bytes",
@@ -39,6 +42,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _LF: Final = 0x0A
+WRITE_TAG: Final = "posixlake.nfs_write"
+"""The commit metadata key that names the staged NFS write a commit applied."""
 
 Kind = Literal["unchanged", "insert", "diff", "empty"]
 
@@ -136,12 +141,98 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
     return Applied("insert", after if after != before else None, inserted=rows.num_rows)
 
 
+def _repeated_keys(table: pa.Table, key: list[str]) -> pa.Table:
+    """Return the distinct key tuples that occur more than once in ``table``."""
+    if table.num_rows == 0:
+        return table.select(key).slice(0, 0)
+    counts = table.select(key).group_by(key).aggregate([([], "count_all")])
+    repeated = counts.filter(pc.greater(counts["count_all"], 1))
+    return repeated.select(key)
+
+
+def _describe_keys(keys: pa.Table, limit: int = 10) -> str:
+    rows = keys.slice(0, limit).to_pylist()
+    text = ", ".join(" / ".join(f"{name}={value!r}" for name, value in row.items()) for row in rows)
+    more = keys.num_rows - limit
+    return text + (f" and {more} more" if more > 0 else "")
+
+
+def _without_keys(table: pa.Table, keys: pa.Table, key: list[str]) -> pa.Table:
+    if keys.num_rows == 0:
+        return table
+    return table.join(keys, keys=key, join_type="left anti").select(table.column_names)
+
+
+def _with_keys(table: pa.Table, keys: pa.Table, key: list[str]) -> pa.Table:
+    if keys.num_rows == 0:
+        return table.slice(0, 0)
+    return table.join(keys, keys=key, join_type="left semi").select(table.column_names)
+
+
+def _diff_keyed(db: DatabaseOps, old: pa.Table, new: pa.Table, key: list[str]) -> Applied:
+    """Apply base -> content by key onto the current version: last commit wins per key.
+
+    Each key the content inserts, updates or deletes is deleted from the current version
+    and the content's row (if any) inserted, in one MERGE; keys the content leaves as
+    they were in the base are not touched, so what others committed to them survives.
+    Keys the base holds more than once (two processes once inserted the same key) are
+    replaced by the content's row, which repairs them. Raises DuplicateKeyError, naming
+    them, when the content itself repeats keys.
+    """
+    from nfs.diff import diff_rows
+
+    repeated_new = _repeated_keys(new, key)
+    if repeated_new.num_rows:
+        raise DuplicateKeyError(f"data.csv repeats key(s): {_describe_keys(repeated_new)}")
+    repaired = _repeated_keys(old, key)
+    if repaired.num_rows:
+        logger.warning(
+            "data.csv: the base version holds repeated key(s) %s; the write replaces them",
+            _describe_keys(repaired),
+        )
+    diff = diff_rows(_without_keys(old, repaired, key), new, key=key)
+    if diff.is_empty and repaired.num_rows == 0:
+        return Applied("unchanged", None)
+    rewritten = pa.concat_tables([diff.inserts, diff.updates])
+    deleted_keys = diff.deletes.select(key)
+    gone = pa.concat_tables([deleted_keys, repaired.cast(deleted_keys.schema)])
+    # one row per key (a MERGE source must not repeat a key): the base's row of each
+    # deleted or repaired key, and each rewritten row (deletes any current row of its key)
+    delete = pa.concat_tables([_dedup(old, gone, key), _without_keys(rewritten, gone, key)])
+    before = db.version
+    deleted, inserted = db.replace_rows(delete=delete, insert=rewritten, key=key)
+    after = db.version
+    updated = min(diff.updates.num_rows, deleted)
+    return Applied(
+        "diff",
+        after if after != before else None,
+        inserted=max(0, inserted - updated),
+        updated=updated,
+        deleted=max(0, deleted - updated),
+    )
+
+
+def _dedup(old: pa.Table, keys: pa.Table, key: list[str]) -> pa.Table:
+    """One row of ``old`` per key of ``keys`` (a MERGE source must not repeat a key)."""
+    rows = _with_keys(old, keys, key)
+    if rows.num_rows == 0:
+        return rows
+    first = (
+        rows.append_column("__i", pa.array(range(rows.num_rows), pa.int64()))
+        .group_by(key)
+        .aggregate([("__i", "min")])
+    )
+    return rows.take(first["__i_min"])
+
+
 def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
-    """Diff ``new`` against ``base_version`` and commit it with ``replace_rows`` (delta-rs).
+    """Apply the change from ``base_version`` to ``new`` onto the current version (3-way).
 
     ``replace_rows`` commits the rows in memory directly, whatever the table's engine (a
-    Spark MERGE would cost seconds for a one-row change). With a primary key, an update
-    is the old row's key deleted and the new row inserted in the same MERGE.
+    Spark MERGE would cost seconds for a one-row change). With a primary key see
+    :func:`_diff_keyed`; without one, the multiset difference is applied and every row it
+    removes must still be there (else ConcurrentChange: another writer changed that row,
+    and applying both edits would leave two versions of it).
     """
     from nfs.diff import diff_rows
 
@@ -149,25 +240,15 @@ def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
     if not new.schema.equals(old.schema, check_metadata=False):
         new = new.cast(old.schema)
     key = db.primary_key()
-    diff = diff_rows(old, new, key=key or None)
+    if key:
+        return _diff_keyed(db, old, new, list(key))
+    diff = diff_rows(old, new, key=None)
     if diff.is_empty:
         return Applied("unchanged", None)
     before = db.version
-    if key:
-        gone = pa.concat_tables([diff.deletes.select(key), diff.updates.select(key)])
-        delete = old.join(gone, keys=key, join_type="left semi").select(old.column_names)
-        insert = pa.concat_tables([diff.inserts, diff.updates])
-        deleted, inserted = db.replace_rows(delete=delete, insert=insert, key=key)
-        updated = min(diff.updates.num_rows, deleted)
-        after = db.version
-        return Applied(
-            "diff",
-            after if after != before else None,
-            inserted=inserted - updated,
-            updated=updated,
-            deleted=deleted - updated,
-        )
-    deleted, inserted = db.replace_rows(delete=diff.deletes, insert=diff.inserts)
+    deleted, inserted = db.replace_rows(
+        delete=diff.deletes, insert=diff.inserts, require_present=True
+    )
     after = db.version
     return Applied("diff", after if after != before else None, inserted=inserted, deleted=deleted)
 
@@ -178,6 +259,7 @@ def apply_content(
     *,
     base_version: int,
     base_content: memoryview,
+    write_id: str | None = None,
 ) -> Applied:
     """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
 
@@ -186,6 +268,8 @@ def apply_content(
         content: the whole new file.
         base_version: the version the writer started from (its rows are the diff base).
         base_content: the bytes of ``data.csv`` the writer started from.
+        write_id: stored in the commit's metadata as ``posixlake.nfs_write`` (see
+            :func:`committed_write`).
 
     Raises:
         CsvFormatError: bad content (wrong header, column count, value).
@@ -193,6 +277,25 @@ def apply_content(
         PermissionDenied: the user may not write (or delete).
         PosixLakeError: any other failure.
     """
+    tags = {WRITE_TAG: write_id} if write_id else {}
+    with db.commit_tags(tags):
+        return _apply(db, content, base_version=base_version, base_content=base_content)
+
+
+def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
+    """Return the version whose commit carries ``write_id`` after ``since``, if any."""
+    current = db.version
+    if current <= since:
+        return None
+    for info in db.history(current - since):
+        if info.version > since and info.tags.get(WRITE_TAG) == write_id:
+            return info.version
+    return None
+
+
+def _apply(
+    db: DatabaseOps, content: memoryview, *, base_version: int, base_content: memoryview
+) -> Applied:
     if len(content) == 0:
         before = db.version
         deleted = db.truncate()  # delta-rs directly; no commit when the table is empty

@@ -27,6 +27,7 @@ class Staging:
         base_version: the table version the writer started from.
         touched: when (caller's clock) it was last written or truncated.
         mtime: when (wall clock, seconds) it was last written or truncated.
+        written: whether any WRITE came (a staging of truncations alone is not content).
     """
 
     def __init__(
@@ -39,6 +40,7 @@ class Staging:
         self._base_limit = len(self._base)
         self.touched = touched
         self.mtime = mtime
+        self.written = False
 
     @property
     def base(self) -> memoryview:
@@ -67,6 +69,7 @@ class Staging:
         end = offset + len(data)
         self._buf[offset:end] = data
         self.touched, self.mtime = touched, mtime
+        self.written = True
 
     def truncate(self, size: int, *, touched: float, mtime: float) -> None:
         """Set the size: cut, or extend with zeros."""

@@ -38,6 +38,7 @@ from nfs.vfs import (
     FileId,
     NfsError,
     Vfs,
+    calling,
 )
 from nfs.xdr import Packer, Unpacker, XdrError
 
@@ -2021,12 +2022,23 @@ class Nfs3Service:
         run = proc.run
 
         def bound(args: Any, ctx: CallContext) -> Packable:
-            result: Packable = run(self, args, ctx)
+            with calling(ctx):
+                result: Packable = run(self, args, ctx)
             return result
 
         return RpcProcedure(proc.name, proc.decode, bound)
 
     # -- helpers shared by the procedures
+
+    def verifier(self) -> bytes:
+        """Return the WRITE/COMMIT verifier: the Vfs's own if it has ``write_verifier()``
+        (it changes it when it loses staged data, so clients resend), else this service's.
+        """
+        own = getattr(self.vfs, "write_verifier", None)
+        if own is not None:
+            verf: bytes = own()
+            return verf
+        return self.write_verifier
 
     def fid(self, fh: NfsFh3) -> FileId:
         """Decode a handle (NfsError BADHANDLE / STALE)."""
@@ -2181,7 +2193,7 @@ def nfsproc3_write(s: Nfs3Service, args: Write3Args, ctx: CallContext) -> Write3
         if args.count < len(data):
             data = data[: args.count]
         count, committed = s.vfs.write(fid, args.offset, data, args.stable, ctx)
-        return Write3Res(OK, Write3ResOk(s.wcc(fid, before), count, committed, s.write_verifier))
+        return Write3Res(OK, Write3ResOk(s.wcc(fid, before), count, committed, s.verifier()))
     except NfsError as err:
         return Write3Res(_status(err), resfail=s.wcc(fid, before))
 
@@ -2495,7 +2507,7 @@ def nfsproc3_commit(s: Nfs3Service, args: Commit3Args, ctx: CallContext) -> Comm
     try:
         s.check_writable()
         s.vfs.commit(fid, args.offset, args.count, ctx)
-        return Commit3Res(OK, Commit3ResOk(s.wcc(fid, before), s.write_verifier))
+        return Commit3Res(OK, Commit3ResOk(s.wcc(fid, before), s.verifier()))
     except NfsError as err:
         return Commit3Res(_status(err), resfail=s.wcc(fid, before))
 

@@ -305,9 +305,15 @@ class CallContext:
     peer: str | None = None
 
     @classmethod
-    def local(cls, uid: int = 0, gid: int = 0, gids: Iterable[int] = ()) -> CallContext:
-        """Build a context for a direct (non-RPC) caller, root by default."""
-        return cls(cred=Credentials.sys(uid, gid, gids, "localhost"))
+    def local(
+        cls, uid: int = 0, gid: int = 0, gids: Iterable[int] = (), *, peer: str | None = None
+    ) -> CallContext:
+        """Build a context for a direct (non-RPC) caller, root by default.
+
+        ``peer`` stands for the client's address (``"host:port"``): two contexts with
+        different peers are two clients (two writers of a staged file).
+        """
+        return cls(cred=Credentials.sys(uid, gid, gids, "localhost"), peer=peer)
 
     @property
     def uid(self) -> int:

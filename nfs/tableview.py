@@ -23,30 +23,37 @@ File ids are fixed for the table's own entries (so handles survive restarts: see
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
 
 from nfs._apply import (
     Applied,
+    appended_lines,
     apply_content,
     arrow_schema,
+    committed_write,
     loaded_version,
     partition_columns,
     same_bytes,
     table_identity,
 )
+from nfs._journal import JournalDir, JournalFile, JournalHeader, JournalOp
 from nfs._render_cache import DEFAULT_SPILL_THRESHOLD, RenderCache
 from nfs._schema_sql import create_table_sql
 from nfs._staging import Staging
+from nfs._writers import Bounded, Writer, WriterKey
 from nfs.memfs import IdAllocator, MemoryFs
 from nfs.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
 from nfs.rpc import CallContext
@@ -62,6 +69,7 @@ from nfs.vfs import (
     FsStat,
     NfsError,
     VfsCapabilities,
+    current_caller,
 )
 from posixlake import DatabaseOps
 from posixlake.csvcodec import iter_render_csv
@@ -78,12 +86,15 @@ from posixlake.errors import (
 __all__ = [
     "DATA_CSV_ID",
     "DATA_DIR_ID",
+    "DEFAULT_ABANDON_SECONDS",
+    "DEFAULT_IDLE_SECONDS",
     "ROOT_ID",
     "SCHEMA_ID",
     "SCRATCH_BASE",
     "VERSIONS_ID",
     "PathOps",
     "TableFs",
+    "default_state_dir",
     "nfs_error",
 ]
 
@@ -113,6 +124,12 @@ _RO_DIR_MODE: Final = 0o555
 _DIR_SIZE: Final = 4096
 _KEEP_SHADOWS: Final = 4
 _RECENT_COMMITS: Final = 64
+_MAX_CLIENTS: Final = 4096
+"""Clients (and writers) whose per-client state is remembered (the oldest are forgotten)."""
+DEFAULT_IDLE_SECONDS: Final = 5.0
+"""A writer that never COMMITs is done after this long without a write."""
+DEFAULT_ABANDON_SECONDS: Final = 3600.0
+"""A staging that can never apply (mid-line, truncation alone) is given up after this long."""
 _ALL_ACCESS: Final = (
     ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
 )
@@ -138,6 +155,34 @@ def nfs_error(err: PosixLakeError) -> NfsError:
 
 def _err(status: Nfsstat3, message: str = "") -> NfsError:
     return NfsError(status, message)
+
+
+def _journal_error(err: OSError) -> NfsError:
+    """The status for a journal that cannot be written (the write is not acknowledged)."""
+    logger.error("data.csv: the write journal failed: %s", err)
+    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err))
+
+
+def _caller(ctx: CallContext | None) -> CallContext:
+    if ctx is not None:
+        return ctx
+    return current_caller() or CallContext.local()
+
+
+def default_state_dir(table_id: str) -> Path:
+    """Return where the NFS server keeps its state for a table (the write journal).
+
+    ``$POSIXLAKE_STATE_DIR``, else ``$XDG_STATE_HOME/posixlake``, else
+    ``~/.local/state/posixlake``; then ``nfs/<hash of the table id>``. It must be on a
+    local disk that survives a restart (fsync is what makes replies true).
+    """
+    root = os.environ.get("POSIXLAKE_STATE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+        root = os.path.join(xdg, "posixlake")
+    digest = hashlib.sha256(table_id.encode()).hexdigest()[:20]
+    return Path(root) / "nfs" / digest
 
 
 def _h8(*parts: bytes) -> bytes:
@@ -170,7 +215,9 @@ class TableFs:
         *,
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
-        idle_seconds: float = 2.0,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        abandon_seconds: float = DEFAULT_ABANDON_SECONDS,
+        state_dir: str | os.PathLike[str] | None = None,
         version_ttl: float = 0.5,
         keep_versions: int = 4,
         spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
@@ -181,6 +228,7 @@ class TableFs:
         self._clock = clock
         self._wallclock = wallclock
         self._idle = idle_seconds
+        self._abandon = max(abandon_seconds, idle_seconds)
         self._ttl = version_ttl
         self._lock = threading.RLock()
         self._cache = RenderCache(self._render, keep=keep_versions, spill_threshold=spill_threshold)
@@ -205,13 +253,23 @@ class TableFs:
         )
         self._scratch.add_dir(ROOT_ID, "data", mode=_DIR_MODE, fid=DATA_DIR_ID)
         self._scratch_base: dict[FileId, int] = {}
-        self._staging: Staging | None = None
+        self._table_id = ident.decode()
+        self._state_dir = (
+            Path(state_dir) if state_dir is not None else default_state_dir(self._table_id)
+        )
+        self._journals = JournalDir(self._state_dir / "journal")
+        self._writers: dict[WriterKey, Writer] = {}
+        self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
+        self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
+        self._verifier = secrets.token_bytes(8)
         # data.csv as the last NFS writer wrote it, per version it produced (see _apply)
         self._shadows: OrderedDict[int, bytes] = OrderedDict()
         self._schema_text: tuple[int, bytes] | None = None
         self._times: dict[int, Nfstime3] = {}
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
+        with self._lock:
+            self._recover()
         if idle_timer:
             self._timer = threading.Thread(
                 target=self._idle_loop, name="posixlake-nfs-idle", daemon=True
@@ -244,10 +302,6 @@ class TableFs:
             return self._cache.get(version).data
         except PosixLakeError as err:
             raise nfs_error(err) from err
-
-    def _csv_content(self) -> memoryview:
-        """The bytes of data.csv (not staged) as NFS clients see them now."""
-        return self._presented(self._version())
 
     def _presented(self, version: int) -> memoryview:
         """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
@@ -298,44 +352,144 @@ class TableFs:
 
     # ------------------------------------------------------------ staging and applying
 
+    def write_verifier(self) -> bytes:
+        """Return the WRITE/COMMIT verifier: new per boot, and whenever staged data is lost."""
+        return self._verifier
+
     def _writable(self) -> None:
         if self._read_only:
             raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
 
-    def _stage(self, first: tuple[int, bytes] | None = None) -> Staging:
-        """Return the staging, starting one on the version the writer most likely saw.
+    def _base_for(self, peer: str, first: tuple[int, bytes] | None) -> tuple[int, memoryview]:
+        """Return the version (and its bytes) a new staging of ``peer`` is based on.
 
-        A client writes from the file as it last saw it: ``echo >>`` writes at the size it
-        knew, a page-widened write resends the bytes it knew from offset 0. When a write
-        of ``first`` = (offset, data) fits a recent version better than the current one
-        (another writer committed meanwhile), that version is the base, so the write is an
-        append to it rather than a garbled overwrite of the newer bytes.
+        The base is what that client was shown last (a GETATTR, LOOKUP or READ of
+        data.csv), else the current version. When the first write ``(offset, data)``
+        reads better as made from another recent version — an append at its end, or a
+        page-widened append that resends it from offset 0 — that version is the base, so
+        a client with a stale page appends to what it saw and deleted rows stay deleted.
         """
-        if self._staging is None:
-            version = self._version()
-            base = self._presented(version)
-            if first is not None and not _fits(base, *first):
-                for v, seen in self._seen_versions():
-                    if v != version and _fits(seen, *first):
-                        version, base = v, seen
-                        break
-            self._staging = Staging(
+        current = self._version()
+        shown = self._shown.get(peer)
+        order = [current] if shown is None or shown == current else [shown, current]
+        if first is not None:
+            for v in order:
+                content = self._presented_or_none(v)
+                if content is not None and _fits(content, *first):
+                    return v, content
+            for v, seen in self._seen_versions():
+                if v not in order and _fits(seen, *first):
+                    return v, seen
+        for v in order:
+            content = self._presented_or_none(v)
+            if content is not None:
+                return v, content
+        return current, self._presented(current)
+
+    def _presented_or_none(self, version: int) -> memoryview | None:
+        try:
+            return self._presented(version)
+        except NfsError:
+            return None
+
+    def _writer(self, ctx: CallContext, first: tuple[int, bytes] | None = None) -> Writer:
+        """Return the caller's writer, starting one (see :meth:`_base_for`) if it has none."""
+        key = WriterKey.of(ctx)
+        w = self._writers.get(key)
+        if w is None:
+            version, base = self._base_for(key.peer, first)
+            staging = Staging(
                 base, base_version=version, touched=self._clock(), mtime=self._wallclock()
             )
-        return self._staging
+            w = self._writers[key] = Writer(key, staging)
+        return w
 
-    def _apply_staged(self) -> Applied:
-        """Apply the staged content (dropped whatever happens). Raises NfsError."""
-        st = self._staging
-        self._staging = None
-        assert st is not None
-        return self._apply(st.content(), st.base_version, st.base)
+    def _truncate(self, size: int, ctx: CallContext) -> None:
+        """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
+        w = self._writer(ctx)
+        w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
+        self._record(w, size=size)
+        self._make_durable(w)
 
-    def _apply(self, content: memoryview, base_version: int, base: memoryview) -> Applied:
+    def _journal(self, w: Writer) -> JournalFile:
+        if w.journal is None:
+            header = JournalHeader(
+                write_id=w.write_id,
+                table_id=self._table_id,
+                base_version=w.staging.base_version,
+                base_size=len(w.staging.base),
+                peer=w.key.peer,
+                uid=w.key.uid,
+                gid=w.key.gid,
+            )
+            try:
+                w.journal = self._journals.create(header)
+            except OSError as err:
+                raise _journal_error(err) from err
+        return w.journal
+
+    def _record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
+        """Append the operation to ``w``'s journal (buffered)."""
+        journal = self._journal(w)
+        try:
+            if write is not None:
+                journal.write(*write)
+            else:
+                journal.truncate(size)
+        except OSError as err:
+            raise _journal_error(err) from err
+
+    def _make_durable(self, w: Writer) -> None:
+        """fsync ``w``'s journal: from now on a reply may promise its bytes."""
+        try:
+            self._journal(w).sync()
+        except OSError as err:
+            raise _journal_error(err) from err
+        w.acked = True
+
+    def _raise_failure(self, key: WriterKey) -> None:
+        """Raise (once) a failure found after this writer was told its write succeeded."""
+        err = self._failures.pop(key)
+        if err is not None:
+            raise err
+
+    def _drop(self, w: Writer) -> None:
+        """Forget ``w``'s staging and delete its journal."""
+        if self._writers.get(w.key) is w:
+            del self._writers[w.key]
+        if w.journal is not None:
+            w.journal.discard()
+            w.journal = None
+
+    def _apply_writer(self, w: Writer) -> Applied:
+        """Apply ``w``'s content as ONE commit; the staging is gone afterwards either way.
+
+        Raises:
+            NfsError: the write was refused (bad content: INVAL) or failed (IO).
+        """
+        st = w.staging
+        try:
+            return self._apply(st.content(), st.base_version, st.base, w.write_id)
+        finally:
+            self._drop(w)
+
+    def _apply(
+        self,
+        content: memoryview,
+        base_version: int,
+        base: memoryview,
+        write_id: str | None = None,
+    ) -> Applied:
         """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
         try:
             before = self._db.version
-            applied = apply_content(self._db, content, base_version=base_version, base_content=base)
+            applied = apply_content(
+                self._db,
+                content,
+                base_version=base_version,
+                base_content=base,
+                write_id=write_id,
+            )
         except PosixLakeError as err:
             logger.info("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
@@ -355,37 +509,120 @@ class TableFs:
                     self._shadows.popitem(last=False)
         return applied
 
+    def _is_append(self, st: Staging) -> bool:
+        """Whether the staged content is its base plus whole new lines (an INSERT)."""
+        if not st.written or not st.on_line_boundary() or st.size <= len(st.base):
+            return False
+        return appended_lines(st.content(), st.base) is not None
+
     def _idle_loop(self) -> None:
-        while not self._stop.wait(max(0.05, self._idle / 4)):
+        while not self._stop.wait(max(0.05, min(self._idle, self._abandon) / 4)):
             self.poll()
 
     def poll(self) -> None:
-        """Apply staged writes idle for ``idle_seconds`` (errors are logged, bytes dropped)."""
+        """Apply the stagings of writers that are done (idle), give up abandoned ones."""
         with self._lock:
-            st = self._staging
-            if st is None or self._clock() - st.touched < self._idle:
-                return
-            try:
-                self._apply_staged()
-            except NfsError as err:
-                logger.warning("data.csv: idle staged write dropped: %s", err)
+            self._poll_locked()
+
+    def _poll_locked(self) -> None:
+        now = self._clock()
+        for w in list(self._writers.values()):
+            idle = now - w.staging.touched
+            if idle >= self._abandon:
+                self._abandon_writer(w)
+            elif idle >= self._idle and w.staging.written and w.staging.on_line_boundary():
+                try:
+                    self._apply_writer(w)
+                except NfsError as err:
+                    logger.warning("data.csv: idle write of %s refused: %s", w.key, err)
+                    self._failures.set(w.key, err)
+
+    def _abandon_writer(self, w: Writer) -> None:
+        what = "ends mid-line" if w.staging.written else "is a truncation alone"
+        message = (
+            f"data.csv: the staged write of {w.key} was abandoned after "
+            f"{self._abandon:g} s without a write; its content {what} and was never applied"
+        )
+        logger.error("%s", message)
+        self._drop(w)
+        self._failures.set(w.key, _err(Nfsstat3.NFS3ERR_IO, message))
+        # a client holding UNSTABLE writes of it must resend them at its next COMMIT
+        self._verifier = secrets.token_bytes(8)
 
     def flush(self) -> None:
-        """Apply any staged write now (errors are logged, the bytes dropped)."""
+        """Make every staged write durable (fsync the journals); nothing is applied."""
         with self._lock:
-            if self._staging is None:
-                return
-            try:
-                self._apply_staged()
-            except NfsError as err:
-                logger.warning("data.csv: staged write dropped at flush: %s", err)
+            for w in self._writers.values():
+                if w.journal is not None:
+                    try:
+                        w.journal.sync()
+                    except OSError:
+                        logger.exception("data.csv: journal of %s not synced", w.key)
 
     def close(self) -> None:
-        """Flush staged writes and stop the idle timer (NfsServer calls this at shutdown)."""
+        """Stop the idle timer and close the journals (NfsServer calls this at shutdown).
+
+        Staged writes are not applied: a writer that has not finished keeps its journal,
+        which the next TableFs for the table recovers.
+        """
         self._stop.set()
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.join(5)
-        self.flush()
+        with self._lock:
+            for w in self._writers.values():
+                if w.journal is not None:
+                    try:
+                        w.journal.close()
+                    except OSError:
+                        logger.exception("data.csv: journal of %s not closed", w.key)
+            if self._writers:
+                logger.info(
+                    "data.csv: %d unfinished staged write(s) kept for the next start",
+                    len(self._writers),
+                )
+            self._writers.clear()
+
+    def _recover(self) -> None:
+        """Take over the journals an earlier server left (see :mod:`nfs._journal`)."""
+        for rec in self._journals.recover(self._table_id):
+            head = rec.header
+            key = WriterKey(head.peer, head.uid, head.gid)
+            try:
+                done = committed_write(self._db, head.write_id, head.base_version)
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            if done is not None:
+                logger.info("data.csv: staged write of %s was committed as v%d", key, done)
+                rec.path.unlink(missing_ok=True)
+                continue
+            independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
+            base = self._presented_or_none(head.base_version)
+            if base is None or len(base) != head.base_size:
+                if not independent:
+                    why = f"its base version {head.base_version} cannot be shown as it was"
+                    self._journals.set_aside(rec, why)
+                    self._failures.set(key, _err(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}"))
+                    continue
+                base = memoryview(b"")
+            if key in self._writers:
+                self._journals.set_aside(rec, "a newer staging of the same writer exists")
+                continue
+            st = Staging(
+                base, base_version=head.base_version, touched=self._clock(), mtime=self._wallclock()
+            )
+            for op in rec.ops:
+                if op.kind == "W":
+                    st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
+                else:
+                    st.truncate(op.number, touched=st.touched, mtime=st.mtime)
+            journal = self._journals.reopen(rec)
+            self._writers[key] = Writer(key, st, head.write_id, journal, acked=True)
+            logger.warning(
+                "data.csv: recovered the staged write of %s (%d bytes, base v%d)",
+                key,
+                st.size,
+                head.base_version,
+            )
 
     # ------------------------------------------------------------ ids
 
@@ -471,11 +708,16 @@ class TableFs:
             ctime=mtime,
         )
 
-    def getattr(self, fid: FileId) -> Fattr3:
-        """Return the attributes; data.csv sizes are exact (its rendering is cached per version)."""
+    def getattr(self, fid: FileId, ctx: CallContext | None = None) -> Fattr3:
+        """Return the attributes; data.csv sizes are exact (its rendering is cached per version).
+
+        data.csv is answered per caller (``ctx``, else the NFS call being served): a
+        writer sees its staged content, anyone else the current version (which is then
+        what that client was shown: see :meth:`_base_for`).
+        """
         with self._lock:
             self._poll_locked()
-            return self._getattr(fid)
+            return self._getattr(fid, _caller(ctx))
 
     def _mixed_dir_attrs(self, fid: FileId) -> Fattr3:
         inner = self._scratch.getattr(fid)
@@ -499,16 +741,18 @@ class TableFs:
             ctime=ctime,
         )
 
-    def _getattr(self, fid: FileId) -> Fattr3:
+    def _getattr(self, fid: FileId, ctx: CallContext) -> Fattr3:
         if fid in (ROOT_ID, DATA_DIR_ID):
             return self._mixed_dir_attrs(fid)
         if fid == DATA_CSV_ID:
             mode = _FILE_MODE if self._read_only else _RW_MODE
-            st = self._staging
-            if st is not None:
+            w = self._writers.get(WriterKey.of(ctx))
+            if w is not None:
+                st = w.staging
                 return self._file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
             version = self._version()
-            size = len(self._csv_content())
+            size = len(self._presented(version))
+            self._shown.set(ctx.peer or "local", version)
             return self._file_attrs(fid, mode, size, self._commit_time(version))
         if fid == SCHEMA_ID:
             version = self._version()
@@ -537,17 +781,16 @@ class TableFs:
             if fid == DATA_CSV_ID:
                 if attrs.size is not None:
                     self._writable()
-                    st = self._stage()
-                    st.truncate(attrs.size, touched=self._clock(), mtime=self._wallclock())
-                return self._getattr(fid)
+                    self._truncate(attrs.size, ctx)
+                return self._getattr(fid, ctx)
             if fid in (SCHEMA_ID, VERSIONS_ID) or self._version_of(fid) is not None:
                 if attrs != Sattr3():
                     raise _err(Nfsstat3.NFS3ERR_ROFS, "read-only")
-                return self._getattr(fid)
+                return self._getattr(fid, ctx)
             if fid in (ROOT_ID, DATA_DIR_ID):
                 if attrs.size is not None:
                     raise _err(Nfsstat3.NFS3ERR_ISDIR)
-                return self._getattr(fid)
+                return self._getattr(fid, ctx)
             return self._scratch.setattr(fid, attrs, ctx)
 
     def access(self, fid: FileId, mask: int, ctx: CallContext) -> int:
@@ -686,9 +929,12 @@ class TableFs:
                 if ver is not None:
                     self._check_version(ver[0])
                     return _slice(self._rendering_bytes(ver[0]), offset, count)
-                if self._staging is not None:
-                    return self._staging.read(offset, count)
-                return _slice(self._csv_content(), offset, count)
+                w = self._writers.get(WriterKey.of(ctx))
+                if w is not None:
+                    return w.staging.read(offset, count)
+                version = self._version()
+                self._shown.set(ctx.peer or "local", version)
+                return _slice(self._presented(version), offset, count)
             if fid == SCHEMA_ID:
                 return _slice(memoryview(self._schema_bytes()), offset, count)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or ver is not None:
@@ -698,20 +944,28 @@ class TableFs:
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
-        """Write: data.csv writes are staged; a FILE_SYNC / DATA_SYNC write that leaves the
-        content on a line boundary applies it before returning (its error is the reply's).
+        """Write: data.csv writes are staged for the caller (see the module docstring).
+
+        A FILE_SYNC / DATA_SYNC write is journaled and fsynced before the reply; one that
+        makes the content its base plus whole new lines is applied at once as an INSERT
+        (its error is the reply's). A failure found since this writer's last reply is
+        raised instead of writing.
         """
         with self._lock:
             self._poll_locked()
             if fid == DATA_CSV_ID:
                 self._writable()
-                st = self._stage((offset, data))
-                st.write(offset, data, touched=self._clock(), mtime=self._wallclock())
-                if stable != StableHow.UNSTABLE and st.on_line_boundary():
-                    self._apply_staged()
-                return len(data), (
-                    StableHow.FILE_SYNC if stable != StableHow.UNSTABLE else StableHow.UNSTABLE
-                )
+                self._raise_failure(WriterKey.of(ctx))
+                w = self._writer(ctx, (offset, data))
+                w.staging.write(offset, data, touched=self._clock(), mtime=self._wallclock())
+                self._record(w, write=(offset, data))
+                if stable == StableHow.UNSTABLE:
+                    return len(data), StableHow.UNSTABLE
+                if self._is_append(w.staging):
+                    self._apply_writer(w)  # whole new rows: an INSERT, nothing half-written
+                else:
+                    self._make_durable(w)  # a rewrite: applied at COMMIT or when idle
+                return len(data), StableHow.FILE_SYNC
             ver = self._version_of(fid)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
@@ -720,16 +974,22 @@ class TableFs:
             return self._scratch.write(fid, offset, data, stable, ctx)
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
-        """COMMIT: apply data.csv's staged writes if they end on a line boundary.
+        """COMMIT: apply the caller's staged data.csv if it ends on a line boundary.
 
-        Content that ends mid-line is held (the writer may still be writing); the idle
-        timer applies it.
+        Content that ends mid-line is made durable (journal fsync) and held: the writer
+        may still be writing. A failure found since this writer's last reply is raised.
         """
         with self._lock:
             if fid == DATA_CSV_ID:
-                st = self._staging
-                if st is not None and st.on_line_boundary():
-                    self._apply_staged()
+                key = WriterKey.of(ctx)
+                self._raise_failure(key)
+                w = self._writers.get(key)
+                if w is None:
+                    return
+                if w.staging.on_line_boundary():
+                    self._apply_writer(w)
+                else:
+                    self._make_durable(w)
                 return
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID):
                 return
@@ -738,14 +998,6 @@ class TableFs:
                 self._check_version(ver[0])
                 return
             self._scratch.commit(fid, offset, count, ctx)
-
-    def _poll_locked(self) -> None:
-        st = self._staging
-        if st is not None and self._clock() - st.touched >= self._idle:
-            try:
-                self._apply_staged()
-            except NfsError as err:
-                logger.warning("data.csv: idle staged write dropped: %s", err)
 
     # ------------------------------------------------------------ Vfs: create and remove
 
@@ -782,9 +1034,7 @@ class TableFs:
                     if static == SCHEMA_ID:
                         raise _err(Nfsstat3.NFS3ERR_ROFS)
                     self._writable()
-                    self._stage().truncate(
-                        attrs.size, touched=self._clock(), mtime=self._wallclock()
-                    )
+                    self._truncate(attrs.size, ctx)
                 return static
             fid = self._scratch.create(dir_id, name, attrs, ctx, guarded=guarded)
             self._scratch_base.setdefault(fid, self._version())
@@ -822,7 +1072,9 @@ class TableFs:
             static = self._static_child(dir_id, name)
             if static == DATA_CSV_ID:
                 self._writable()
-                self._staging = None
+                own = self._writers.get(WriterKey.of(ctx))
+                if own is not None:
+                    self._drop(own)
                 self._apply(memoryview(b""), self._version(), memoryview(b""))
                 return
             if static == SCHEMA_ID:
@@ -895,13 +1147,16 @@ class TableFs:
         if not self._scratch.access(from_dir, ACCESS3_DELETE | ACCESS3_MODIFY, ctx):
             raise _err(Nfsstat3.NFS3ERR_ACCES)
         content = self._scratch.read_all(src)
-        base_version = self._scratch_base.get(src, self._version())
-        try:
-            base = self._presented(base_version)
-        except NfsError:
-            base = memoryview(b"")
-        self._staging = None
-        self._apply(memoryview(content), base_version, base)
+        # the base: what this client read of data.csv last (sed -i reads it after creating
+        # its temporary file), else the version when the file was created
+        base_version = self._shown.get(ctx.peer or "local")
+        if base_version is None:
+            base_version = self._scratch_base.get(src, self._version())
+        base = self._presented_or_none(base_version)
+        if base is None:
+            base_version = self._scratch_base.get(src, self._version())
+            base = self._presented_or_none(base_version) or memoryview(b"")
+        self._apply(memoryview(content), base_version, base, secrets.token_hex(12))
         self._scratch.pop_file(from_dir, from_name)
         self._scratch_base.pop(src, None)
 
@@ -961,8 +1216,8 @@ class PathOps:
         return self.resolve(head or "/"), name
 
     def getattr(self, path: str) -> Fattr3:
-        """Return the attributes at ``path``."""
-        return self.fs.getattr(self.resolve(path))
+        """Return the attributes at ``path`` (as this caller sees them)."""
+        return self.fs.getattr(self.resolve(path), self.ctx)
 
     def readdir(self, path: str) -> list[str]:
         """Return the names in a directory, in listing order, without "." and ".."."""
@@ -998,8 +1253,13 @@ class PathOps:
         offset: int = 0,
         stable: StableHow = StableHow.FILE_SYNC,
         truncate: bool = False,
+        commit: bool = True,
     ) -> int:
-        """Write ``data`` at ``offset`` (creating the file; ``truncate`` empties it first)."""
+        """Write ``data`` at ``offset`` (creating the file; ``truncate`` empties it first).
+
+        ``commit`` then sends COMMIT, as a client's ``close()`` does: for data.csv that is
+        when the new content is applied (its error is raised here).
+        """
         try:
             fid = self.resolve(path)
         except NfsError as err:
@@ -1010,6 +1270,8 @@ class PathOps:
         if truncate:
             self.fs.setattr(fid, Sattr3(size=0), self.ctx)
         count, _ = self.fs.write(fid, offset, data, stable, self.ctx)
+        if commit:
+            self.fs.commit(fid, 0, 0, self.ctx)
         return count
 
     def truncate(self, path: str, size: int = 0) -> None:

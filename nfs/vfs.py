@@ -15,7 +15,9 @@ thread-safe. Methods that act for a user take the `CallContext`, whose `cred`
 carries the AUTH_SYS uid, gid and groups, so the Vfs can enforce permissions.
 
 A Vfs may also have ``close()`` (or ``flush()``): `nfs.server.NfsServer` calls it
-once at shutdown, after the last call has finished.
+once at shutdown, after the last call has finished. A Vfs that stages writes may have
+``write_verifier() -> bytes``: WRITE and COMMIT replies carry it instead of the service's
+per-boot verifier, so the Vfs can change it when it loses staged data.
 
 The wire types used here (`Fattr3`, `Sattr3`, `Nfsstat3`, `StableHow`) live in
 `nfs.nfs3`; import them from there.
@@ -23,6 +25,9 @@ The wire types used here (`Fattr3`, `Sattr3`, `Nfsstat3`, `StableHow`) live in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NewType, Protocol, runtime_checkable
 
@@ -44,8 +49,32 @@ __all__ = [
     "NfsError",
     "Vfs",
     "VfsCapabilities",
+    "calling",
+    "current_caller",
     "posix_access",
 ]
+
+_CALLER: ContextVar[CallContext | None] = ContextVar("posixlake_nfs_caller", default=None)
+
+
+def current_caller() -> CallContext | None:
+    """Return the context of the NFS call this thread is serving (None outside a call).
+
+    Vfs methods without a context argument (``getattr``, ``fsstat``) use it to answer per
+    caller, e.g. a writer sees the size of its own staged content.
+    """
+    return _CALLER.get()
+
+
+@contextmanager
+def calling(ctx: CallContext) -> Iterator[None]:
+    """Serve one call as ``ctx`` (see :func:`current_caller`); the NFS service wraps each call."""
+    token = _CALLER.set(ctx)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
 
 FileId = NewType("FileId", int)
 """A file's number, unique within the Vfs (fattr3.fileid); a u64."""

@@ -32,9 +32,11 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from types import TracebackType
@@ -289,6 +291,7 @@ class DatabaseOps:
         self._keys = KeyIndex()
         self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
         self._closed = False
+        self._tags = threading.local()
         self.optimize = Optimizer(self)
 
     # -- construction ----------------------------------------------------------------
@@ -529,7 +532,29 @@ class DatabaseOps:
         meta = {"posixlake.operation": operation}
         if self._auth.user:
             meta["posixlake.user"] = self._auth.user
+        meta.update(getattr(self._tags, "value", None) or {})
         return meta
+
+    @contextmanager
+    def commit_tags(self, tags: Mapping[str, str]) -> Iterator[None]:
+        """Tag the commits this thread makes inside the block (``CommitInfo.tags``).
+
+        The NFS server tags each commit of a staged write with its write id, so that after
+        a crash it can tell whether the commit was made. Keys must start with
+        ``posixlake.`` (they are stored in the commit's metadata).
+
+        Raises:
+            InvalidOperation: a key without the ``posixlake.`` prefix.
+        """
+        bad = [k for k in tags if not k.startswith("posixlake.")]
+        if bad:
+            raise InvalidOperation(f"commit tags must start with 'posixlake.': {bad}")
+        previous = getattr(self._tags, "value", None)
+        self._tags.value = {**(previous or {}), **tags}
+        try:
+            yield
+        finally:
+            self._tags.value = previous
 
     class _WriteScope:
         def __init__(self, db: DatabaseOps, operation: str) -> None:
@@ -888,15 +913,22 @@ class DatabaseOps:
     # -- replacing exact rows (a multiset diff; used by the NFS face's overwrites) --------
 
     def replace_rows(
-        self, *, delete: Any, insert: Any, key: str | Sequence[str] | None = None
+        self,
+        *,
+        delete: Any,
+        insert: Any,
+        key: str | Sequence[str] | None = None,
+        require_present: bool = False,
     ) -> tuple[int, int]:
         """Delete the rows ``delete`` names and insert ``insert``, in ONE commit (delta-rs).
 
         Without ``key``, rows are whole rows compared on every column (NULL equals NULL)
         and each row of ``delete`` removes one occurrence. With ``key``, a row of
         ``delete`` removes the row with its key (an update is a delete plus an insert).
-        A row to delete that is not in the table is skipped. No commit when nothing
-        changes. Rows in memory are committed directly, whatever the engine.
+        A row to delete that is not in the table is skipped, unless ``require_present``
+        (whole rows only): then the write fails with ConcurrentChange, committing nothing.
+        No commit when nothing changes. Rows in memory are committed directly, whatever
+        the engine.
 
         Returns:
             (rows deleted, rows inserted)
@@ -904,6 +936,7 @@ class DatabaseOps:
         Raises:
             SerializationError / SchemaError: malformed or mistyped rows.
             DuplicateKeyError: with a primary key, an inserted key repeats or stays taken.
+            ConcurrentChange: ``require_present`` and a row to delete is gone.
         """
         from posixlake.delta import replace_rows
 
@@ -935,6 +968,7 @@ class DatabaseOps:
                 insert=ins,
                 key=match or None,
                 metadata=self._metadata("REPLACE ROWS"),
+                require_present=require_present,
             )
             self._keys.invalidate()
         self._counters.bump(rows_written=done.inserted, rows_deleted=done.deleted)

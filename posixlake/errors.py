@@ -15,6 +15,7 @@ __all__ = [
     "AlreadyExists",
     "AuthenticationError",
     "CommitConflict",
+    "ConcurrentChange",
     "DeltaLakeError",
     "DuplicateKeyError",
     "InvalidOperation",
@@ -65,6 +66,13 @@ class DeltaLakeError(PosixLakeError):
 
 class CommitConflict(DeltaLakeError):
     """A concurrent writer won the commit race, and retries ran out."""
+
+
+class ConcurrentChange(DeltaLakeError):
+    """Rows a write was based on were changed or deleted by another writer meanwhile.
+
+    Retrying the same write cannot succeed: re-read and edit again.
+    """
 
 
 class InvalidOperation(PosixLakeError):

@@ -417,6 +417,8 @@ class CommitInfo:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     metrics: Mapping[str, Any] = field(default_factory=dict)
     user: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The commit's ``posixlake.*`` metadata (see ``DatabaseOps.commit_tags``)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,18 @@ settings.register_profile("thorough", deadline=timedelta(seconds=30), max_exampl
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "posixlake"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the NFS server's state (write journals) of every test out of the home directory."""
+    old = os.environ.get("POSIXLAKE_STATE_DIR")
+    os.environ["POSIXLAKE_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if old is None:
+        os.environ.pop("POSIXLAKE_STATE_DIR", None)
+    else:
+        os.environ["POSIXLAKE_STATE_DIR"] = old
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[LocalServer]:
     """One moto_server for the session (credentials are not checked)."""

@@ -498,6 +498,7 @@ class DeltaLog:
                     parameters=params,
                     metrics=dict(entry.get("operationMetrics") or {}),
                     user=custom.get("posixlake.user"),
+                    tags={k: str(v) for k, v in custom.items()},
                 )
             )
         return out

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake.delta._log import DeltaLog, quote_ident
+from posixlake.errors import ConcurrentChange
 
 __all__ = ["RowsReplaced", "replace_rows", "row_key"]
 
@@ -114,6 +115,7 @@ def replace_rows(
     insert: pa.Table,
     key: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    require_present: bool = False,
 ) -> RowsReplaced:
     """Delete the rows ``delete`` names and append ``insert``, in ONE commit.
 
@@ -128,9 +130,13 @@ def replace_rows(
         insert: rows to add, with exactly the table's schema.
         key: match ``delete`` rows on these columns instead of on every column.
         metadata: custom commit metadata.
+        require_present: (whole rows only) fail with ConcurrentChange, committing nothing,
+            when a row of ``delete`` is not in the version being committed on (another
+            writer changed or deleted it since the caller read it).
 
     Raises:
         DeltaLakeError / SchemaError / CommitConflict: from delta-rs, translated.
+        ConcurrentChange: ``require_present`` and a row to delete is gone.
     """
     log._check_writable()
     if delete.num_rows == 0:
@@ -155,6 +161,12 @@ def replace_rows(
                 source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
             else:
                 source, counted["deleted"] = _merge_source(log.read_columns(None), delete, insert)
+                if require_present and counted["deleted"] < delete.num_rows:
+                    raise ConcurrentChange(
+                        f"{delete.num_rows - counted['deleted']} of the rows this write "
+                        "replaces were changed or deleted by another writer since it read "
+                        "them; nothing was committed"
+                    )
             if source.num_rows == 0:
                 return {}
             result: dict[str, Any] = (

@@ -252,6 +252,15 @@ class RpcClient:
         )
         self.root: NfsFh3 | None = None
 
+    @property
+    def local_address(self) -> str:
+        """This client's "host:port" as the server sees it (a socket transport only)."""
+        transport = self._transport
+        if not isinstance(transport, _SocketTransport):
+            raise TypeError("no socket")
+        host, port = transport.sock.getsockname()[:2]
+        return f"{host}:{port}"
+
     @classmethod
     def over(
         cls,

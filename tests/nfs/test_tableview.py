@@ -294,17 +294,21 @@ def test_append_of_a_file_with_its_own_header(fs: TableFs, db: DatabaseOps) -> N
     assert db.version == v + 1 and (7, "g", 7.0) in rows(db) and len(rows(db)) == 4
 
 
-def test_append_without_final_newline_waits_for_idle(
+def test_append_without_final_newline_is_held_until_the_line_ends(
     fs: TableFs, db: DatabaseOps, clock: Clock
 ) -> None:
     v = db.version
     size = fs.paths.getattr("/data/data.csv").size
     fs.paths.write_file("/data/data.csv", b"8,h,8", offset=size)
-    assert db.version == v  # not on a line boundary: held
-    assert fs.paths.read_file("/data/data.csv").endswith(b"8,h,8")  # readers see it staged
-    clock.advance(5)
+    assert db.version == v  # not on a line boundary: held, however long
+    assert fs.paths.read_file("/data/data.csv").endswith(b"8,h,8")  # the writer sees it
+    other = PathOps(fs, CallContext.local(peer="10.0.0.9:900"))
+    assert not other.read_file("/data/data.csv").endswith(b"8,h,8")  # others do not
+    clock.advance(600)
     fs.poll()
-    assert db.version == v + 1 and (8, "h", 8.0) in rows(db)
+    assert db.version == v
+    fs.paths.write_file("/data/data.csv", b"8\n", offset=size + 5)
+    assert db.version == v + 1 and (8, "h", 88.0) in rows(db)
 
 
 def test_append_that_clashes_with_a_key_is_refused(kfs: TableFs, keyed: DatabaseOps) -> None:
@@ -438,12 +442,19 @@ def test_rows_committed_meanwhile_survive_an_overwrite(fs: TableFs, db: Database
     )
 
 
-def test_cp_onto_data_csv(fs: TableFs, db: DatabaseOps) -> None:
-    """cp new.csv data.csv: LOOKUP, SETATTR size=0, WRITE FILE_SYNC."""
+def test_cp_onto_data_csv(fs: TableFs, db: DatabaseOps, clock: Clock) -> None:
+    """cp new.csv data.csv (the Linux client, one page): SETATTR size=0, WRITE FILE_SYNC.
+
+    No COMMIT follows, so the rewrite is applied when the writer is idle: a FILE_SYNC
+    write that is not an append may be one of many (a ``-o sync`` mount).
+    """
     v = db.version
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), ROOT)
     assert fs.getattr(DATA_CSV_ID).size == 0 and db.version == v
     fs.write(DATA_CSV_ID, 0, b"id,name,qty\n5,fig,1\n", StableHow.FILE_SYNC, ROOT)
+    assert db.version == v
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1 and rows(db) == [(5, "fig", 1.0)]
 
 
@@ -454,7 +465,8 @@ def test_create_unchecked_and_guarded_on_data_csv_open_it(fs: TableFs, db: Datab
         assert fid == DATA_CSV_ID
     assert db.version == v
     fid = fs.create(DATA_DIR_ID, "data.csv", Sattr3(size=0), ROOT, guarded=False)
-    fs.write(fid, 0, b"id,name,qty\n", StableHow.FILE_SYNC, ROOT)
+    fs.write(fid, 0, b"id,name,qty\n", StableHow.UNSTABLE, ROOT)
+    fs.commit(fid, 0, 0, ROOT)
     assert db.version == v + 1 and rows(db) == []
 
 
@@ -484,12 +496,26 @@ def test_bad_rename_keeps_the_scratch_file(fs: TableFs, db: DatabaseOps) -> None
 
 def test_empty_file_empties_the_table(fs: TableFs, db: DatabaseOps, clock: Clock) -> None:
     v = db.version
-    fs.paths.truncate("/data/data.csv", 0)  # `: > data.csv`, then nothing
+    fs.paths.truncate("/data/data.csv", 0)
     assert db.version == v and fs.paths.read_file("/data/data.csv") == b""
-    clock.advance(10)
-    fs.poll()
+    fs.paths.commit("/data/data.csv")  # truncate and close
     assert db.version == v + 1 and rows(db) == []
     assert fs.paths.read_file("/data/data.csv") == b"id,name,qty\n"
+
+
+def test_a_truncation_alone_never_commits_at_idle(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """A slow ``cat x > data.csv`` truncates first; the table must not be emptied meanwhile."""
+    v, before = db.version, rows(db)
+    fs.paths.truncate("/data/data.csv", 0)
+    clock.advance(120)
+    fs.poll()
+    assert db.version == v and rows(db) == before
+    fs.paths.write_file("/data/data.csv", b"id,name,qty\n9,late,1\n", commit=False)
+    clock.advance(120)
+    fs.poll()
+    assert db.version == v + 1 and rows(db) == [(9, "late", 1.0)]
 
 
 def test_remove_data_csv_deletes_all_rows(fs: TableFs, db: DatabaseOps) -> None:
@@ -501,13 +527,21 @@ def test_remove_data_csv_deletes_all_rows(fs: TableFs, db: DatabaseOps) -> None:
     assert db.version == v + 1
 
 
-def test_flush_and_close_apply_staged_writes(fs: TableFs, db: DatabaseOps) -> None:
+def test_close_keeps_an_unfinished_write_for_the_next_start(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
     v = db.version
     size = fs.getattr(DATA_CSV_ID).size
     fs.write(DATA_CSV_ID, size, b"6,f,6\n", StableHow.UNSTABLE, ROOT)
+    fs.close()  # shutdown never commits an unfinished writer
     assert db.version == v
-    fs.close()
-    assert db.version == v + 1 and (6, "f", 6.0) in rows(db)
+    again = _fs(db, clock)
+    try:
+        assert again.paths.read_file("/data/data.csv").endswith(b"6,f,6\n")  # its writer's view
+        again.paths.commit("/data/data.csv")  # the writer closes the file after the restart
+        assert db.version == v + 1 and (6, "f", 6.0) in rows(db)
+    finally:
+        again.close()
 
 
 # ================================================================ bad content

@@ -142,9 +142,12 @@ class _Machine(RuleBasedStateMachine):
             for off in range(0, len(content), 16):
                 self.fs.write(DATA_CSV_ID, off, content[off : off + 16], StableHow.UNSTABLE, ROOT)
             self.fs.commit(DATA_CSV_ID, 0, 0, ROOT)
-        else:
+        else:  # a -o sync mount: FILE_SYNC writes, no COMMIT, applied when idle
             self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ROOT)
-            self.fs.write(DATA_CSV_ID, 0, content, StableHow.FILE_SYNC, ROOT)
+            for off in range(0, len(content), 16):
+                self.fs.write(DATA_CSV_ID, off, content[off : off + 16], StableHow.FILE_SYNC, ROOT)
+            self.clock.now += 60
+            self.fs.poll()
         self.set_model(new)
         self.changed(before)
 
@@ -166,11 +169,13 @@ class _Machine(RuleBasedStateMachine):
         self.changed(before)
 
     @rule()
-    def truncate_and_wait(self) -> None:
+    def truncate_and_close(self) -> None:
         before = self.model_rows()
         self.fs.paths.truncate("/data/data.csv", 0)
         self.clock.now += 60
-        self.fs.poll()
+        self.fs.poll()  # a truncation alone never commits at idle
+        assert self.db.version == self.versions
+        self.fs.paths.commit("/data/data.csv")
         self.set_model([])
         self.changed(before)
 

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from nfs.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
+from nfs.rpc import CallContext
 from nfs.server import NfsServer
-from nfs.tableview import TableFs
+from nfs.tableview import PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake._authz import Permission
 from posixlake.csvcodec import render_csv
@@ -98,7 +99,14 @@ def test_bad_content_fails_the_write_or_the_commit(client: RpcClient, db: Databa
     shown = client.read_file(fh)
     client.setattr(fh, Sattr3(size=0))
     res = client.write(fh, 0, b"id,name,qty\n1,x,notanumber\n", StableHow.FILE_SYNC)
-    assert res.status == Nfsstat3.NFS3ERR_INVAL
+    assert res.status == Nfsstat3.NFS3_OK  # a rewrite is applied at COMMIT (or when idle)
+    assert client.commit(fh).status == Nfsstat3.NFS3ERR_INVAL
+    size = client.attrs(fh).size
+    res = client.write(fh, size, b"4,n4,4\n", StableHow.FILE_SYNC)  # an append
+    assert res.status == Nfsstat3.NFS3ERR_INVAL or db.version == v + 1
+    v = db.version
+    before = rows(db)
+    shown = client.read_file(fh)
     client.setattr(fh, Sattr3(size=0))
     assert client.write(fh, 0, b"id,name\n1,x\n", StableHow.UNSTABLE).status == Nfsstat3.NFS3_OK
     assert client.commit(fh).status == Nfsstat3.NFS3ERR_INVAL
@@ -163,17 +171,33 @@ def test_handles_across_restarts(db: DatabaseOps) -> None:
     srv.shutdown()
 
 
-def test_shutdown_applies_staged_writes(db: DatabaseOps) -> None:
+def test_shutdown_keeps_unfinished_writes_and_the_next_server_recovers_them(
+    db: DatabaseOps,
+) -> None:
     srv = _server(db)
     v = db.version
     with RpcClient("127.0.0.1", srv.port) as c:
         c.mount("/")
         fh = c.walk("/data/data.csv")
         size = c.attrs(fh).size
-        assert c.write(fh, size, b"7,n7,7\n", StableHow.UNSTABLE).status == Nfsstat3.NFS3_OK
-        assert db.version == v
+        assert c.write(fh, size, b"7,n7", StableHow.UNSTABLE).status == Nfsstat3.NFS3_OK
+        res = c.commit(fh)  # mid-line: held, but durable
+        assert res.status == Nfsstat3.NFS3_OK and res.resok is not None
+        verf = res.resok.verf
+        peer = c.local_address
     srv.shutdown()
-    assert db.version == v + 1 and (7, "n7", 7) in rows(db)
+    assert db.version == v  # shutdown never commits an unfinished writer
+    fs = TableFs(db, idle_timer=False)
+    try:
+        writer = CallContext.local(peer=peer)
+        assert fs.paths.read_file("/data/data.csv").endswith(b"5,n5,5\n")  # others: the table
+        assert fs.write_verifier() != verf  # a new boot: clients resend UNSTABLE writes
+        writer_view = PathOps(fs, writer)
+        assert writer_view.read_file("/data/data.csv").endswith(b"7,n7")
+        writer_view.write_file("/data/data.csv", b",7\n", offset=size + 4)
+        assert db.version == v + 1 and (7, "n7", 7) in rows(db)
+    finally:
+        fs.close()
 
 
 class _ReadOnly:

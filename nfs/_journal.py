@@ -1,0 +1,247 @@
+"""The durable journal of staged ``data.csv`` writes (one file per writer's staging).
+
+A reply of FILE_SYNC to a WRITE, OK to a COMMIT or to a SETATTR of ``data.csv`` promises
+that the bytes survive a server crash. Until they are in a Delta commit, they are here:
+every WRITE and truncation of a staging is appended to that staging's journal file, and
+the file is fsynced before such a reply. The next :class:`~nfs.tableview.TableFs` for the
+same table recovers the files it finds (see :meth:`JournalDir.recover`): a staging whose
+Delta commit had already been made (its write id is in the commit's metadata) is
+removed, any other is restored for its writer, who may go on writing.
+
+File format (``<write id>.wal``): the magic ``PLNFSJ1\\n``, then records, each::
+
+    kind (1 byte)  number (u64, big-endian)  length (u32)  data (length bytes)  crc32 (u32)
+
+where the CRC covers kind, number, length and data. Kinds: ``H`` the header (data is
+JSON: :class:`JournalHeader`), ``W`` a write (number = offset), ``T`` a truncation
+(number = size). A record cut short or with a bad CRC ends the journal there (a torn
+tail: the crash came before its fsync, so no reply promised it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO, Final, Literal
+
+__all__ = ["JournalDir", "JournalFile", "JournalHeader", "JournalOp", "Recovered"]
+
+logger = logging.getLogger(__name__)
+
+_MAGIC: Final = b"PLNFSJ1\n"
+_HEAD: Final = struct.Struct(">cQI")
+_CRC: Final = struct.Struct(">I")
+_SUFFIX: Final = ".wal"
+
+
+@dataclass(frozen=True)
+class JournalHeader:
+    """Who staged what, on which base.
+
+    Attributes:
+        write_id: the id the Delta commit of this staging carries in its metadata.
+        table_id: the Delta table id (a journal of another table is never applied).
+        base_version: the version the writer's content is based on.
+        base_size: the size of the base content (checked again at recovery).
+        peer: the client's address; uid / gid: its AUTH_SYS identity.
+    """
+
+    write_id: str
+    table_id: str
+    base_version: int
+    base_size: int
+    peer: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class JournalOp:
+    """One staged operation: a write of ``data`` at ``number``, or a truncation to it."""
+
+    kind: Literal["W", "T"]
+    number: int
+    data: bytes = b""
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A journal found at start: its header and operations, in order."""
+
+    header: JournalHeader
+    ops: tuple[JournalOp, ...]
+    path: Path
+
+
+def _record(kind: bytes, number: int, data: bytes | memoryview) -> bytes:
+    head = _HEAD.pack(kind, number, len(data))
+    crc = zlib.crc32(data, zlib.crc32(head))
+    return head + bytes(data) + _CRC.pack(crc)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JournalFile:
+    """The append-only journal of one staging (not thread-safe: the caller locks)."""
+
+    def __init__(self, path: Path, header: JournalHeader, *, reopen: bool = False) -> None:
+        """Create ``path`` (which must not exist) with ``header``; nothing is synced yet.
+
+        With ``reopen``, append to the existing journal at ``path`` (after recovery).
+        """
+        self.path = path
+        self.header = header
+        if reopen:
+            self._f: BinaryIO | None = open(path, "ab")  # noqa: SIM115 - held until discard
+            self._synced_once = True
+            self._dirty = False
+            return
+        self._f = open(path, "xb")  # noqa: SIM115 - held open until discard
+        os.chmod(path, 0o600)
+        self._f.write(_MAGIC + _record(b"H", 0, json.dumps(asdict(header)).encode()))
+        self._synced_once = False
+        self._dirty = True
+
+    def _file(self) -> BinaryIO:
+        if self._f is None:
+            raise ValueError(f"journal {self.path.name} is closed")
+        return self._f
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Record a write (buffered; :meth:`sync` makes it durable)."""
+        self._file().write(_record(b"W", offset, data))
+        self._dirty = True
+
+    def truncate(self, size: int) -> None:
+        """Record a truncation (buffered)."""
+        self._file().write(_record(b"T", size, b""))
+        self._dirty = True
+
+    def sync(self) -> None:
+        """Make every recorded operation durable (flush + fsync; the directory once)."""
+        f = self._file()
+        if not self._dirty:
+            return
+        f.flush()
+        os.fsync(f.fileno())
+        if not self._synced_once:
+            _fsync_dir(self.path.parent)
+            self._synced_once = True
+        self._dirty = False
+
+    def close(self) -> None:
+        """Sync and close the file, keeping it for the next start."""
+        if self._f is not None:
+            self.sync()
+            self._f.close()
+            self._f = None
+
+    def discard(self) -> None:
+        """Close and delete the file (its content is committed, or given up)."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+        self.path.unlink(missing_ok=True)
+
+
+def _read_records(data: bytes) -> Iterator[tuple[bytes, int, bytes]]:
+    pos = len(_MAGIC)
+    while pos + _HEAD.size + _CRC.size <= len(data):
+        kind, number, length = _HEAD.unpack_from(data, pos)
+        end = pos + _HEAD.size + length
+        if end + _CRC.size > len(data):
+            return
+        body = data[pos + _HEAD.size : end]
+        (crc,) = _CRC.unpack_from(data, end)
+        if zlib.crc32(body, zlib.crc32(data[pos : pos + _HEAD.size])) != crc:
+            return
+        yield kind, number, body
+        pos = end + _CRC.size
+
+
+def _valid_length(data: bytes) -> int:
+    pos = len(_MAGIC)
+    for _kind, _number, body in _read_records(data):
+        pos += _HEAD.size + len(body) + _CRC.size
+    return pos
+
+
+def read_journal(path: Path) -> Recovered | None:
+    """Parse one journal file; None when it has no valid header (or is not a journal)."""
+    data = path.read_bytes()
+    if not data.startswith(_MAGIC):
+        return None
+    header: JournalHeader | None = None
+    ops: list[JournalOp] = []
+    for kind, number, body in _read_records(data):
+        if header is None:
+            if kind != b"H":
+                return None
+            try:
+                header = JournalHeader(**json.loads(body))
+            except (ValueError, TypeError):
+                return None
+        elif kind == b"W":
+            ops.append(JournalOp("W", number, body))
+        elif kind == b"T":
+            ops.append(JournalOp("T", number))
+        else:
+            break
+    if header is None:
+        return None
+    return Recovered(header, tuple(ops), path)
+
+
+class JournalDir:
+    """The directory of one table's journals (created 0700 if missing)."""
+
+    def __init__(self, path: Path) -> None:
+        """Use ``path`` (created with its parents)."""
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def create(self, header: JournalHeader) -> JournalFile:
+        """Start the journal of a new staging."""
+        return JournalFile(self.path / f"{header.write_id}{_SUFFIX}", header)
+
+    def recover(self, table_id: str) -> list[Recovered]:
+        """Return the journals of ``table_id`` left by an earlier server, oldest first.
+
+        A file that is not a readable journal, or belongs to another table, is renamed
+        ``*.bad`` (kept for a human, never applied) and logged.
+        """
+        found: list[tuple[float, Recovered]] = []
+        for path in sorted(self.path.glob(f"*{_SUFFIX}")):
+            rec = read_journal(path)
+            if rec is None or rec.header.table_id != table_id:
+                why = "unreadable" if rec is None else "of another table"
+                logger.error("nfs journal %s is %s: kept as .bad, not applied", path, why)
+                path.rename(path.with_suffix(".bad"))
+                continue
+            found.append((path.stat().st_mtime, rec))
+        found.sort(key=lambda item: item[0])
+        return [rec for _, rec in found]
+
+    def reopen(self, rec: Recovered) -> JournalFile:
+        """Go on appending to a recovered journal (its torn tail, if any, cut off first)."""
+        valid = _valid_length(rec.path.read_bytes())
+        with open(rec.path, "r+b") as f:
+            f.truncate(valid)
+        return JournalFile(rec.path, rec.header, reopen=True)
+
+    def set_aside(self, rec: Recovered, why: str) -> None:
+        """Keep a journal that cannot be applied as ``*.failed`` (for a human), logging why."""
+        logger.error("nfs journal %s not applied (%s): kept as .failed", rec.path, why)
+        rec.path.rename(rec.path.with_suffix(".failed"))

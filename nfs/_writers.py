@@ -1,0 +1,96 @@
+"""Who writes ``data.csv``: writers, their stagings, what each client was shown.
+
+The rules these records serve are in :mod:`nfs.tableview` (module docstring) and
+docs/nfs-writes.md. Pure bookkeeping: no I/O, no clock (times come from the caller).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
+
+from nfs._journal import JournalFile
+from nfs._staging import Staging
+from nfs.rpc import CallContext
+from nfs.vfs import NfsError
+
+__all__ = ["Bounded", "Writer", "WriterKey"]
+
+_LOCAL: Final = "local"
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+@dataclass(frozen=True)
+class WriterKey:
+    """A writer of ``data.csv``: one client (its address) as one AUTH_SYS identity.
+
+    The Linux client keeps its source port across reconnects, and libnfs tools open a
+    connection each, so the address with the port tells clients apart.
+    """
+
+    peer: str
+    uid: int
+    gid: int
+
+    @classmethod
+    def of(cls, ctx: CallContext) -> WriterKey:
+        """Return the writer that makes the call ``ctx``."""
+        return cls(ctx.peer or _LOCAL, ctx.uid, ctx.gid)
+
+    def __str__(self) -> str:
+        return f"{self.peer} uid={self.uid} gid={self.gid}"
+
+
+@dataclass
+class Writer:
+    """One writer's pending content of ``data.csv``.
+
+    Attributes:
+        key: who writes.
+        staging: the content as this writer wrote it, over its base.
+        write_id: names the Delta commit that applies it (and its journal file).
+        journal: the durable record of the staging (None until the first operation).
+        acked: whether a reply promised durability (FILE_SYNC, COMMIT, SETATTR); such
+            content is never dropped silently.
+    """
+
+    key: WriterKey
+    staging: Staging
+    write_id: str = field(default_factory=lambda: secrets.token_hex(12))
+    journal: JournalFile | None = None
+    acked: bool = False
+
+
+class Bounded(Generic[_K, _V]):
+    """A dict that forgets its least recently set entries past ``limit`` (per-client state)."""
+
+    def __init__(self, limit: int) -> None:
+        """Keep at most ``limit`` entries."""
+        self._limit = limit
+        self._items: OrderedDict[_K, _V] = OrderedDict()
+
+    def set(self, key: _K, value: _V) -> None:
+        """Set ``key``, making it the most recent."""
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._limit:
+            self._items.popitem(last=False)
+
+    def get(self, key: _K) -> _V | None:
+        """Return the value of ``key`` or None."""
+        return self._items.get(key)
+
+    def pop(self, key: _K) -> _V | None:
+        """Remove and return the value of ``key`` (None if absent)."""
+        return self._items.pop(key, None)
+
+    def values(self) -> list[_V]:
+        """Return the values, oldest first."""
+        return list(self._items.values())
+
+
+Failures = Bounded[WriterKey, NfsError]
+"""Failures found after a reply promised success, kept for the writer's next WRITE/COMMIT."""
