@@ -104,11 +104,13 @@ class JournalFile:
         self.path = path
         self.header = header
         if reopen:
-            self._f: BinaryIO | None = open(path, "ab")  # noqa: SIM115 - held until discard
+            self._f: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115
             self._synced_once = True
             self._dirty = False
             return
-        self._f = open(path, "xb")  # noqa: SIM115 - held open until discard
+        # unbuffered: what a WRITE put here survives a kill -9 of the server; fsync (at a
+        # reply that promises it) makes it survive a power loss too
+        self._f = open(path, "xb", buffering=0)  # noqa: SIM115 - held open until discard
         os.chmod(path, 0o600)
         self._f.write(_MAGIC + _record(b"H", 0, json.dumps(asdict(header)).encode()))
         self._synced_once = False
@@ -134,7 +136,6 @@ class JournalFile:
         f = self._file()
         if not self._dirty:
             return
-        f.flush()
         os.fsync(f.fileno())
         if not self._synced_once:
             _fsync_dir(self.path.parent)

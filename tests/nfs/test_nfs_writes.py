@@ -1,0 +1,416 @@
+"""The NFS write rules (docs/nfs-writes.md) under concurrency, stale caches, pauses and crashes.
+
+Each numbered scenario of the issue "NFS writes that never lose, resurrect or half-commit
+rows" is a test here, sans-IO through TableFs: two writers are two CallContexts (two
+client addresses), the clock is injected, a crash is a TableFs dropped without close()
+and a new one started on the same state directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.rpc import CallContext
+from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
+from nfs.vfs import NfsError
+from posixlake import DatabaseOps
+from posixlake.csvcodec import render_csv
+
+A = CallContext.local(peer="10.0.0.1:700")
+B = CallContext.local(peer="10.0.0.2:701")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def _fs(db: DatabaseOps, clock: Clock, state: Path) -> TableFs:
+    return TableFs(db, clock=clock, idle_timer=False, state_dir=state)
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> DatabaseOps:
+    d = DatabaseOps.create(tmp_path / "plain", {"id": "Int64", "name": "String"}, engine="local")
+    d.insert([{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    return d
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> DatabaseOps:
+    d = DatabaseOps.create(
+        tmp_path / "keyed", {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
+    )
+    d.insert([{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    return d
+
+
+@pytest.fixture
+def fs(plain: DatabaseOps, clock: Clock, state: Path) -> Iterator[TableFs]:
+    f = _fs(plain, clock, state)
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def kfs(keyed: DatabaseOps, clock: Clock, state: Path) -> Iterator[TableFs]:
+    f = _fs(keyed, clock, state)
+    yield f
+    f.close()
+
+
+def crash(fs: TableFs) -> None:
+    """Stop ``fs`` as a kill -9 would: no close(), nothing applied; its journal files are
+    unbuffered, so closing their descriptors keeps exactly what the OS already had.
+    """
+    for w in fs._writers.values():
+        if w.journal is not None:
+            w.journal.close()
+
+
+def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in db.to_arrow().to_pylist())
+
+
+def status(exc: pytest.ExceptionInfo[NfsError]) -> Nfsstat3:
+    return Nfsstat3(exc.value.status)
+
+
+def sed_i(fs: TableFs, ctx: CallContext, old: bytes, new: bytes, name: str) -> None:
+    """GNU sed -i as one client: temp file, read data.csv, write, rename onto data.csv."""
+    fid = fs.create_exclusive(DATA_DIR_ID, name, b"\x01" * 8, ctx)
+    content = PathOps(fs, ctx).read_file("/data/data.csv")
+    fs.write(fid, 0, content.replace(old, new), StableHow.FILE_SYNC, ctx)
+    fs.rename(DATA_DIR_ID, name, DATA_DIR_ID, "data.csv", ctx)
+
+
+# ---------------------------------------------------------------- 1. per-writer staging
+
+
+def test_a_second_writers_rename_keeps_the_first_writers_staged_append(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"9,A\n", StableHow.UNSTABLE, A)  # echo 9,A >> (not closed)
+    sed_i(fs, B, b"2,n2", b"2,sed", "sedB")  # meanwhile B: sed -i
+    v = plain.version
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # A's close()
+    assert plain.version == v + 1
+    assert rows(plain) == [(1, "n1"), (2, "sed"), (3, "n3"), (4, "n4"), (5, "n5"), (9, "A")]
+
+
+def test_another_writers_remove_and_truncate_keep_a_staged_append(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"9,A\n", StableHow.UNSTABLE, A)
+    PathOps(fs, B).remove_file("/data/data.csv")  # B: rm data.csv (all rows gone)
+    PathOps(fs, B).truncate("/data/data.csv", 0)  # and a truncation B never closes
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert rows(plain) == [(9, "A")]  # A's base plus its line: only the line is new
+
+
+def test_concurrent_overwrites_of_different_rows_both_land(
+    kfs: TableFs, keyed: DatabaseOps
+) -> None:
+    a, b = PathOps(kfs, A), PathOps(kfs, B)
+    seen_a, seen_b = a.read_file("/data/data.csv"), b.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", seen_a.replace(b"1,n1", b"1,A"), truncate=True, commit=False)
+    b.write_file("/data/data.csv", seen_b.replace(b"5,n5\n", b""), truncate=True, commit=False)
+    v = keyed.version
+    a.commit("/data/data.csv")
+    b.commit("/data/data.csv")
+    assert keyed.version == v + 2
+    assert rows(keyed) == [(1, "A"), (2, "n2"), (3, "n3"), (4, "n4")]
+
+
+def test_the_same_row_edited_by_two_writers_last_commit_wins(
+    kfs: TableFs, keyed: DatabaseOps
+) -> None:
+    a, b = PathOps(kfs, A), PathOps(kfs, B)
+    seen = a.read_file("/data/data.csv")
+    b.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,A"), truncate=True, commit=False)
+    b.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,B"), truncate=True, commit=False)
+    b.commit("/data/data.csv")
+    a.commit("/data/data.csv")
+    assert rows(keyed) == [(1, "n1"), (2, "n2"), (3, "A"), (4, "n4"), (5, "n5")]
+
+
+def test_a_writer_sees_its_own_staging_and_others_see_the_table(fs: TableFs) -> None:
+    a, b = PathOps(fs, A), PathOps(fs, B)
+    before = b.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", b"id,name\n7,x\n", truncate=True, commit=False)
+    assert a.read_file("/data/data.csv") == b"id,name\n7,x\n"
+    assert a.getattr("/data/data.csv").size == len(b"id,name\n7,x\n")
+    assert b.read_file("/data/data.csv") == before
+    assert b.getattr("/data/data.csv").size == len(before)
+
+
+# ---------------------------------------------------------------- 2. stale pages
+
+
+def test_a_stale_page_widened_append_does_not_bring_deleted_rows_back(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    old = PathOps(fs, A).read_file("/data/data.csv")  # the client caches the page
+    plain.delete_rows_where("true")  # another writer empties the table
+    fs.write(DATA_CSV_ID, 0, old + b"6,new\n", StableHow.FILE_SYNC, A)  # echo >> (stale page)
+    assert rows(plain) == [(6, "new")]
+
+
+def test_a_stale_append_at_the_old_end_inserts_only_its_line(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    size = fs.getattr(DATA_CSV_ID, A).size  # a long-lived `exec 3>>data.csv`
+    plain.delete_rows_where("id >= 4")  # the last rows go
+    fs.write(DATA_CSV_ID, size, b"6,new\n", StableHow.FILE_SYNC, A)
+    assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3"), (6, "new")]
+
+
+def test_an_append_after_a_fresh_getattr_is_based_on_the_current_version(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    PathOps(fs, A).read_file("/data/data.csv")
+    plain.delete_rows_where("id = 5")
+    size = fs.getattr(DATA_CSV_ID, A).size  # close-to-open: the client revalidates
+    fs.write(DATA_CSV_ID, size, b"6,new\n", StableHow.FILE_SYNC, A)
+    assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "n4"), (6, "new")]
+
+
+# ---------------------------------------------------------------- 3. nothing half-written
+
+
+def test_a_paused_writer_mid_line_commits_nothing(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
+) -> None:
+    v, before = plain.version, rows(plain)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,n1\n2,n", StableHow.UNSTABLE, A)
+    clock.now += 120
+    fs.poll()
+    assert plain.version == v and rows(plain) == before
+    fs.write(DATA_CSV_ID, 16, b"2\n3,n3\n", StableHow.UNSTABLE, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert plain.version == v + 1 and rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3")]
+
+
+def test_a_sync_mount_rewrite_is_one_commit_when_the_writer_is_idle(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
+) -> None:
+    table = pa.table({"id": list(range(300)), "name": [f"r{i}" for i in range(300)]})
+    content = render_csv(table)
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    pos = 0
+    for line in content.splitlines(keepends=True):  # one FILE_SYNC WRITE per line
+        count, how = fs.write(DATA_CSV_ID, pos, line, StableHow.FILE_SYNC, A)
+        assert how == StableHow.FILE_SYNC
+        pos += count
+        clock.now += 0.01
+        fs.poll()
+    assert plain.version == v  # still writing
+    clock.now += 10
+    fs.poll()
+    assert plain.version == v + 1 and plain.to_arrow().num_rows == 300
+
+
+def test_shutdown_commits_no_unfinished_writer(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    fs = _fs(plain, clock, state)
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,n1\n", StableHow.FILE_SYNC, A)
+    fs.close()
+    assert plain.version == v and len(rows(plain)) == 5
+
+
+# ---------------------------------------------------------------- 4. honest replies
+
+
+def test_file_sync_bytes_survive_a_crash(plain: DatabaseOps, clock: Clock, state: Path) -> None:
+    fs = _fs(plain, clock, state)
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,one\n", StableHow.FILE_SYNC, A)
+    crash(fs)
+    again = _fs(plain, clock, state)
+    try:
+        assert plain.version == v
+        assert PathOps(again, A).read_file("/data/data.csv") == b"id,name\n1,one\n"
+        clock.now += 10  # the writer never comes back: it was done
+        again.poll()
+        assert plain.version == v + 1 and rows(plain) == [(1, "one")]
+    finally:
+        again.close()
+
+
+def test_a_commit_acknowledged_mid_line_survives_a_crash(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    fs = _fs(plain, clock, state)
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"7,sev", StableHow.UNSTABLE, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # OK: durable, held until the line ends
+    crash(fs)
+    again = _fs(plain, clock, state)
+    try:
+        again.write(DATA_CSV_ID, size + 5, b"en\n", StableHow.UNSTABLE, A)
+        again.commit(DATA_CSV_ID, 0, 0, A)
+        assert (7, "seven") in rows(plain) and len(rows(plain)) == 6
+    finally:
+        again.close()
+
+
+def test_a_commit_made_before_a_crash_is_not_applied_twice(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    fs = _fs(plain, clock, state)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,n1\n1,n1\n", StableHow.FILE_SYNC, A)
+    writer = fs._writers[next(iter(fs._writers))]
+    # the crash comes after the Delta commit and before the journal was removed
+    from nfs._apply import apply_content
+
+    st = writer.staging
+    apply_content(
+        plain,
+        st.content(),
+        base_version=st.base_version,
+        base_content=st.base,
+        write_id=writer.write_id,
+    )
+    v = plain.version
+    crash(fs)
+    again = _fs(plain, clock, state)
+    try:
+        assert not list((state / "journal").glob("*.wal"))
+        clock.now += 10
+        again.poll()
+        assert plain.version == v and rows(plain) == [(1, "n1"), (1, "n1")]
+    finally:
+        again.close()
+
+
+def test_a_failure_found_at_idle_reaches_the_writer_at_its_next_write(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
+) -> None:
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\nx,bad\n", StableHow.FILE_SYNC, A)  # -o sync
+    clock.now += 10
+    fs.poll()  # refused at idle: logged AND kept for the writer
+    assert plain.version == v
+    with pytest.raises(NfsError) as e:
+        fs.write(DATA_CSV_ID, 0, b"id,name\n", StableHow.FILE_SYNC, A)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL
+    PathOps(fs, B).write_file("/data/data.csv", b"id,name\n8,b\n", truncate=True)  # B unaffected
+    assert rows(plain) == [(8, "b")]
+
+
+def test_an_abandoned_staging_is_reported_and_changes_the_verifier(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
+) -> None:
+    verf = fs.write_verifier()
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"7,never-ends", StableHow.UNSTABLE, A)
+    clock.now += 4000
+    fs.poll()
+    assert fs.write_verifier() != verf  # the client resends what it still holds
+    with pytest.raises(NfsError) as e:
+        fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert status(e) == Nfsstat3.NFS3ERR_IO
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # reported once
+    assert len(rows(plain)) == 5
+
+
+def test_bad_content_fails_the_commit_and_changes_nothing(kfs: TableFs, keyed: DatabaseOps) -> None:
+    v, before = keyed.version, rows(keyed)
+    PathOps(kfs, A).write_file("/data/data.csv", b"id,name\n1,a\n2", truncate=True)
+    assert keyed.version == v  # mid-line: held (durably), not applied
+    with pytest.raises(NfsError) as e:
+        PathOps(kfs, B).write_file("/data/data.csv", b"id,name\nq,a\n", truncate=True)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL
+    assert keyed.version == v and rows(keyed) == before
+
+
+# ---------------------------------------------------------------- 5. repeated keys
+
+
+def _repeat_key(db: DatabaseOps) -> None:
+    """Two processes once inserted key 2 at the same instant: write it again behind our back."""
+    write_deltalake(db.uri, pa.table({"id": [2], "name": ["again"]}), mode="append")
+
+
+def test_a_table_with_repeated_keys_can_be_repaired_over_nfs(
+    kfs: TableFs, keyed: DatabaseOps, clock: Clock
+) -> None:
+    _repeat_key(keyed)
+    clock.now += 1  # the view sees other processes' commits after its version_ttl
+    content = PathOps(kfs, A).read_file("/data/data.csv")
+    assert content.count(b"\n2,") == 2
+    with pytest.raises(NfsError) as e:  # content that still repeats the key names it
+        PathOps(kfs, A).write_file(
+            "/data/data.csv", content.replace(b"1,n1", b"1,one"), truncate=True
+        )
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL and "id=2" in str(e.value)
+    fixed = content.replace(b"2,again\n", b"")
+    PathOps(kfs, A).write_file("/data/data.csv", fixed.replace(b"4,n4", b"4,four"), truncate=True)
+    assert rows(keyed) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "four"), (5, "n5")]
+
+
+def test_sed_i_on_a_table_with_repeated_keys(
+    kfs: TableFs, keyed: DatabaseOps, clock: Clock
+) -> None:
+    _repeat_key(keyed)
+    clock.now += 1
+    sed_i(kfs, A, b"2,again\n", b"", "sedR")
+    assert rows(keyed) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "n4"), (5, "n5")]
+
+
+# ---------------------------------------------------------------- 6. races without a key
+
+
+def test_without_a_key_an_edit_racing_an_api_update_of_the_row_is_refused(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    a = PathOps(fs, A)
+    seen = a.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,nfs"), truncate=True, commit=False)
+    plain.update("id = 3", {"name": "api"})
+    v = plain.version
+    with pytest.raises(NfsError) as e:
+        a.commit("/data/data.csv")
+    assert status(e) == Nfsstat3.NFS3ERR_IO
+    assert plain.version == v
+    assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "api"), (4, "n4"), (5, "n5")]
+
+
+def test_without_a_key_edits_of_other_rows_merge(fs: TableFs, plain: DatabaseOps) -> None:
+    a = PathOps(fs, A)
+    seen = a.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,nfs"), truncate=True, commit=False)
+    plain.update("id = 4", {"name": "api"})
+    a.commit("/data/data.csv")
+    assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "nfs"), (4, "api"), (5, "n5")]
