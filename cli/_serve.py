@@ -114,11 +114,44 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     help="TCP port for MOUNT and NFS (0 picks a free one).",
 )
 @click.option("--read-only", is_flag=True, help="Refuse every change through the share.")
+@click.option(
+    "--idle-commit",
+    "idle_seconds",
+    type=click.FloatRange(0.1, None),
+    default=5.0,
+    show_default=True,
+    help="Seconds without a write after which a writer that never COMMITs (a -o sync "
+    "mount) is done and its rewrite is applied (content on a line boundary only).",
+)
+@click.option(
+    "--abandon-after",
+    "abandon_seconds",
+    type=click.FloatRange(1.0, None),
+    default=3600.0,
+    show_default=True,
+    help="Seconds after which a staged write that can never apply (it ends mid-line, or "
+    "is a truncation alone) is given up, logged and reported to its writer.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Local directory for the server's durable state (the write journal); default "
+    "$POSIXLAKE_STATE_DIR or ~/.local/state/posixlake.",
+)
 @engine_options
 @storage_options
 @user_option
 @json_option
-def serve(table: str, host: str, port: int, read_only: bool) -> None:
+def serve(
+    table: str,
+    host: str,
+    port: int,
+    read_only: bool,
+    idle_seconds: float,
+    abandon_seconds: float,
+    state_dir: str | None,
+) -> None:
     """Serve the table over NFSv3 as CSV files, until Ctrl-C or SIGTERM.
 
     \b
@@ -127,7 +160,10 @@ def serve(table: str, host: str, port: int, read_only: bool) -> None:
       /schema.sql             CREATE TABLE of the table
       /versions/N/data.csv    the table at version N (read-only time travel)
     With --user, the share can do what that user may do (a read user's is read-only).
-    On Ctrl-C or SIGTERM, writes still staged are applied before the server exits.
+    An edit is applied when its writer is done: at close() (COMMIT), or after
+    --idle-commit seconds for clients that never COMMIT. Staged writes are journaled
+    in --state-dir; on Ctrl-C or SIGTERM unfinished ones stay there and the next
+    serve of the table recovers them.
 
     \b
     Examples:
@@ -142,7 +178,17 @@ def serve(table: str, host: str, port: int, read_only: bool) -> None:
     with open_table(table, computes=True) as db:
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
         try:
-            server = NfsServer(TableFs(db, read_only=read_only), port, host)
+            fs = TableFs(
+                db,
+                read_only=read_only,
+                idle_seconds=idle_seconds,
+                abandon_seconds=abandon_seconds,
+                state_dir=state_dir,
+            )
+        except OSError as err:
+            raise IoError(f"cannot use the state directory: {err}") from err
+        try:
+            server = NfsServer(fs, port, host)
         except OSError as err:
             raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
         try:
@@ -177,9 +223,18 @@ def serve(table: str, host: str, port: int, read_only: bool) -> None:
             server.shutdown()
         version = db.version
     if opts.json:
-        echo_json({"event": "stopped", "table": db.uri, "version": version})
+        echo_json(
+            {
+                "event": "stopped",
+                "table": db.uri,
+                "version": version,
+                "unfinished_writes": fs.unfinished_at_close,
+            }
+        )
     else:
-        click.echo(f"Stopped; staged writes applied. {db.uri} is at version {version}.")
+        kept = fs.unfinished_at_close
+        note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
+        click.echo(f"Stopped. {db.uri} is at version {version}.{note}")
 
 
 def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, str]) -> None:

@@ -262,6 +262,8 @@ class TableFs:
         self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
         self._verifier = secrets.token_bytes(8)
+        self.unfinished_at_close = 0
+        """Staged writes :meth:`close` kept in the journal for the next start."""
         # data.csv as the last NFS writer wrote it, per version it produced (see _apply)
         self._shadows: OrderedDict[int, bytes] = OrderedDict()
         self._schema_text: tuple[int, bytes] | None = None
@@ -575,6 +577,7 @@ class TableFs:
                         w.journal.close()
                     except OSError:
                         logger.exception("data.csv: journal of %s not closed", w.key)
+            self.unfinished_at_close = len(self._writers)
             if self._writers:
                 logger.info(
                     "data.csv: %d unfinished staged write(s) kept for the next start",

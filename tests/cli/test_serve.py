@@ -117,7 +117,7 @@ def test_serve_in_process_until_a_signal(
     port = int(banner.group(1))
     assert mount_commands("127.0.0.1", port)["linux"] in result.stdout
     assert mount_commands("127.0.0.1", port)["macos"] in result.stdout
-    assert lines[-1] == f"Stopped; staged writes applied. {table} is at version 1."
+    assert lines[-1] == f"Stopped. {table} is at version 1."
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
@@ -138,7 +138,7 @@ def test_serve_json_events(run: Cli, table: str, notify_socket: socket.socket) -
     started, stopped = (json.loads(line) for line in result.stdout.splitlines())
     assert started["event"] == "listening" and started["mode"] == "read-only"
     assert started["mount"] == mount_commands("127.0.0.1", started["port"])
-    assert stopped == {"event": "stopped", "table": table, "version": 1}
+    assert stopped == {"event": "stopped", "table": table, "version": 1, "unfinished_writes": 0}
 
 
 def test_serve_errors(run: Cli, table: str, tmp_path: Path) -> None:
@@ -208,9 +208,7 @@ def test_installed_serve_answers_nfs_clients_and_stops_on_sigterm(
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
-    assert (
-        out.rstrip().splitlines()[-1] == f"Stopped; staged writes applied. {table} is at version 2."
-    )
+    assert out.rstrip().splitlines()[-1] == f"Stopped. {table} is at version 2."
     assert rows(table) == [*ROWS, {"id": 4, "item": "kiwi", "qty": 1}]
     assert version(table) == 2
 
