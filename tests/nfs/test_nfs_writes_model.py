@@ -1,0 +1,233 @@
+"""Three NFS writers, API writers, pauses and crashes against a model of a keyed table.
+
+Each NFS writer edits data.csv the way a client does — reads it (its base), stages a
+rewrite in chunks, and later closes it (COMMIT), or appends a line with one FILE_SYNC
+WRITE, possibly from a stale page — while the others and the API write in between. The
+view may crash (dropped without close) and restart on the same state directory at any
+step; writers then resend their uncommitted chunks, as a client does when the verifier
+changes. The model applies each finished edit as a 3-way change (last commit wins per
+key). After every step the table equals the model: no acknowledged change is lost, and
+no deleted row comes back.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from nfs.nfs3 import Sattr3, StableHow
+from nfs.rpc import CallContext
+from nfs.tableview import DATA_CSV_ID, PathOps, TableFs
+from posixlake import DatabaseOps
+from posixlake.csvcodec import parse_csv, render_csv
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+WRITERS = [CallContext.local(peer=f"10.0.0.{i}:7{i}") for i in (1, 2, 3)]
+OBSERVER = CallContext.local(peer="10.0.0.99:799")
+Row = tuple[int, str | None]
+_names = st.sampled_from(["a", "b b", "c,d", 'q"q', "", "x"])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _render(rows: dict[int, Row]) -> bytes:
+    table = pa.Table.from_pylist(
+        [{"id": r[0], "name": r[1]} for r in sorted(rows.values())], SCHEMA
+    )
+    return render_csv(table)
+
+
+class Pending:
+    """An edit staged by one writer and not yet closed."""
+
+    def __init__(self, base: dict[int, Row], new: dict[int, Row], content: bytes) -> None:
+        self.base, self.new, self.content = base, new, content
+        self.chunks = [(off, content[off : off + 24]) for off in range(0, len(content), 24)]
+
+
+class NfsWriters(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="nfs-writers-"))
+        self.clock = Clock()
+        self.db = DatabaseOps.create(
+            self.dir / "t", {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
+        )
+        self.db.insert([{"id": i, "name": f"n{i}"} for i in range(1, 4)])
+        self.model: dict[int, Row] = {i: (i, f"n{i}") for i in range(1, 4)}
+        self.fs = self._start()
+        self.pending: OrderedDict[int, Pending] = OrderedDict()
+        self.seen: dict[int, bytes] = {}
+        self.next_id = 100
+
+    def _start(self) -> TableFs:
+        return TableFs(
+            self.db,
+            clock=self.clock,
+            idle_timer=False,
+            idle_seconds=5,
+            state_dir=self.dir / "state",
+        )
+
+    def teardown(self) -> None:
+        self.fs.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _fresh(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def _apply(self, edit: Pending) -> None:
+        for k in set(edit.base) | set(edit.new):
+            before, after = edit.base.get(k), edit.new.get(k)
+            if before == after:
+                continue
+            if after is None:
+                self.model.pop(k, None)
+            else:
+                self.model[k] = after
+
+    # -- NFS writers ----------------------------------------------------------------
+
+    @rule(w=st.integers(0, 2), data=st.data())
+    def begin_rewrite(self, w: int, data: st.DataObject) -> None:
+        if w in self.pending:
+            return
+        ctx = WRITERS[w]
+        shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+        base: dict[int, Row] = {
+            r["id"]: (r["id"], r["name"]) for r in parse_csv(shown, SCHEMA).to_pylist()
+        }
+        new: dict[int, Row] = {}
+        for k, row in base.items():
+            choice = data.draw(st.sampled_from(["keep", "edit", "drop"]))
+            if choice == "keep":
+                new[k] = row
+            elif choice == "edit":
+                new[k] = (k, data.draw(_names))
+        for _ in range(data.draw(st.integers(0, 2))):
+            k = self._fresh()
+            new[k] = (k, data.draw(_names))
+        edit = Pending(base, new, _render(new))
+        self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+        for off, chunk in edit.chunks:
+            self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
+        self.pending[w] = edit
+
+    @precondition(lambda self: bool(self.pending))
+    @rule(data=st.data())
+    def close_rewrite(self, data: st.DataObject) -> None:
+        w = data.draw(st.sampled_from(sorted(self.pending)))
+        edit = self.pending.pop(w)
+        self.fs.commit(DATA_CSV_ID, 0, 0, WRITERS[w])
+        self._apply(edit)
+
+    @rule(w=st.integers(0, 2), data=st.data(), stale=st.booleans())
+    def echo_append(self, w: int, data: st.DataObject, stale: bool) -> None:
+        if w in self.pending:
+            return
+        ctx = WRITERS[w]
+        k = self._fresh()
+        row = (k, data.draw(_names))
+        line = _render({k: row}).split(b"\n", 1)[1]
+        old = self.seen.get(w)
+        if stale and old is not None:  # the page this client read earlier, widened
+            self.fs.write(DATA_CSV_ID, 0, old + line, StableHow.FILE_SYNC, ctx)
+        else:
+            size = self.fs.getattr(DATA_CSV_ID, ctx).size
+            self.fs.write(DATA_CSV_ID, size, line, StableHow.FILE_SYNC, ctx)
+        self.model[k] = row
+
+    @rule(w=st.integers(0, 2))
+    def read(self, w: int) -> None:
+        if w not in self.pending:
+            self.seen[w] = PathOps(self.fs, WRITERS[w]).read_file("/data/data.csv")
+
+    # -- API writers ------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def api_insert(self, data: st.DataObject) -> None:
+        k = self._fresh()
+        name = data.draw(_names)
+        self.db.insert({"id": k, "name": name})
+        self.model[k] = (k, name)
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def api_delete(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(sorted(self.model)))
+        self.db.delete_rows_where(f"id = {k}")
+        del self.model[k]
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def api_update(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(sorted(self.model)))
+        self.db.update(f"id = {k}", {"name": "api"})
+        self.model[k] = (k, "api")
+
+    # -- time and faults ----------------------------------------------------------------
+
+    @rule()
+    def short_pause(self) -> None:
+        self.clock.now += 1
+        self.fs.poll()
+
+    @rule()
+    def writers_go_idle(self) -> None:
+        """Clients that never close: their complete rewrites are applied, oldest first."""
+        self.clock.now += 6
+        self.fs.poll()
+        for w in list(self.pending):
+            self._apply(self.pending.pop(w))
+
+    @rule()
+    def crash_and_restart(self) -> None:
+        verf = self.fs.write_verifier()
+        for writer in self.fs._writers.values():
+            if writer.journal is not None:
+                writer.journal.close()  # the process dies: no close(), nothing applied
+        self.fs = self._start()
+        assert self.fs.write_verifier() != verf
+        for w, edit in self.pending.items():  # clients resend their UNSTABLE writes
+            for off, chunk in edit.chunks:
+                self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, WRITERS[w])
+
+    # -- invariants ---------------------------------------------------------------
+
+    @invariant()
+    def table_is_the_model(self) -> None:
+        got = {r["id"]: (r["id"], r["name"]) for r in self.db.to_arrow().to_pylist()}
+        assert self.db.to_arrow().num_rows == len(got)  # no repeated key
+        assert got == self.model
+
+    @invariant()
+    def each_writer_sees_its_staging_and_others_the_table(self) -> None:
+        for w, edit in self.pending.items():
+            assert PathOps(self.fs, WRITERS[w]).read_file("/data/data.csv") == edit.content
+        shown = PathOps(self.fs, OBSERVER).read_file("/data/data.csv")
+        rows: Any = parse_csv(shown, SCHEMA).to_pylist()
+        assert {r["id"]: (r["id"], r["name"]) for r in rows} == self.model
+
+
+TestNfsWriters = NfsWriters.TestCase
+TestNfsWriters.settings = settings(
+    max_examples=20,
+    stateful_step_count=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
