@@ -55,6 +55,8 @@ class Writer:
         journal: the durable record of the staging (None until the first operation).
         acked: whether a reply promised durability (FILE_SYNC, COMMIT, SETATTR); such
             content is never dropped silently.
+        settled: the last operation was a FILE_SYNC WRITE that left a complete rewrite
+            (on a line boundary): applied when this writer goes on to anything else.
     """
 
     key: WriterKey
@@ -62,6 +64,7 @@ class Writer:
     write_id: str = field(default_factory=lambda: secrets.token_hex(12))
     journal: JournalFile | None = None
     acked: bool = False
+    settled: bool = False
 
 
 class Bounded(Generic[_K, _V]):

@@ -55,7 +55,17 @@ from nfs._schema_sql import create_table_sql
 from nfs._staging import Staging
 from nfs._writers import Bounded, Writer, WriterKey
 from nfs.memfs import IdAllocator, MemoryFs
-from nfs.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
+from nfs.nfs3 import (
+    NFS_PROGRAM,
+    Fattr3,
+    Ftype3,
+    NfsProc3,
+    Nfsstat3,
+    Nfstime3,
+    Sattr3,
+    Specdata3,
+    StableHow,
+)
 from nfs.rpc import CallContext
 from nfs.vfs import (
     ACCESS3_DELETE,
@@ -124,6 +134,10 @@ _RO_DIR_MODE: Final = 0o555
 _DIR_SIZE: Final = 4096
 _KEEP_SHADOWS: Final = 4
 _RECENT_COMMITS: Final = 64
+_NFS_PROGRAM: Final = NFS_PROGRAM
+_DATA_PROCS: Final = frozenset({NfsProc3.NFSPROC3_WRITE, NfsProc3.NFSPROC3_COMMIT})
+_STALE_SEARCH: Final = 16
+"""How many versions back a write from a client with an unknown view is matched against."""
 _MAX_CLIENTS: Final = 4096
 """Clients (and writers) whose per-client state is remembered (the oldest are forgotten)."""
 DEFAULT_IDLE_SECONDS: Final = 5.0
@@ -370,6 +384,8 @@ class TableFs:
         reads better as made from another recent version — an append at its end, or a
         page-widened append that resends it from offset 0 — that version is the base, so
         a client with a stale page appends to what it saw and deleted rows stay deleted.
+        Only a staging that starts with a WRITE is matched so: one that starts with a
+        truncation is a new file, diffed against what the client was shown.
         """
         current = self._version()
         shown = self._shown.get(peer)
@@ -379,9 +395,17 @@ class TableFs:
                 content = self._presented_or_none(v)
                 if content is not None and _fits(content, *first):
                     return v, content
+            tried = set(order)
             for v, seen in self._seen_versions():
-                if v not in order and _fits(seen, *first):
+                if v not in tried and _fits(seen, *first):
                     return v, seen
+                tried.add(v)
+            # what this client was shown is unknown (e.g. the server restarted since):
+            # look for the version it wrote from among the last few
+            for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
+                content = None if v in tried else self._presented_or_none(v)
+                if content is not None and _fits(content, *first):
+                    return v, content
         for v in order:
             content = self._presented_or_none(v)
             if content is not None:
@@ -409,6 +433,7 @@ class TableFs:
     def _truncate(self, size: int, ctx: CallContext) -> None:
         """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
         w = self._writer(ctx)
+        w.settled = False
         w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
         self._record(w, size=size)
         self._make_durable(w)
@@ -526,7 +551,12 @@ class TableFs:
         with self._lock:
             self._poll_locked()
 
-    def _poll_locked(self) -> None:
+    def _poll_locked(self, ctx: CallContext | None = None) -> None:
+        """Apply idle and settled stagings; ``ctx``: the caller, whose settled rewrite is done
+        once it sends anything but a WRITE or COMMIT (see :meth:`_settle`).
+        """
+        if ctx is not None:
+            self._settle(ctx)
         now = self._clock()
         for w in list(self._writers.values()):
             idle = now - w.staging.touched
@@ -538,6 +568,27 @@ class TableFs:
                 except NfsError as err:
                     logger.warning("data.csv: idle write of %s refused: %s", w.key, err)
                     self._failures.set(w.key, err)
+
+    def _settle(self, ctx: CallContext) -> None:
+        """Apply the caller's settled rewrite: one its FILE_SYNC WRITE left complete.
+
+        A client that writes a small file and closes it sends one FILE_SYNC WRITE and no
+        COMMIT (the Linux client does when the content fits one WRITE); a ``-o sync``
+        mount sends one per write(2). Such a rewrite is applied when its writer goes on to
+        anything else (``cp x data.csv && cat data.csv``: the next open's GETATTR), or
+        when it is idle. Calls made inside that writer's own WRITE or COMMIT (their
+        attributes) do not count.
+        """
+        if ctx.prog == _NFS_PROGRAM and ctx.proc in _DATA_PROCS:
+            return
+        w = self._writers.get(WriterKey.of(ctx))
+        if w is None or not w.settled:
+            return
+        try:
+            self._apply_writer(w)
+        except NfsError as err:
+            logger.warning("data.csv: the rewrite of %s was refused: %s", w.key, err)
+            self._failures.set(w.key, err)
 
     def _abandon_writer(self, w: Writer) -> None:
         what = "ends mid-line" if w.staging.written else "is a truncation alone"
@@ -719,8 +770,9 @@ class TableFs:
         what that client was shown: see :meth:`_base_for`).
         """
         with self._lock:
-            self._poll_locked()
-            return self._getattr(fid, _caller(ctx))
+            caller = _caller(ctx)
+            self._poll_locked(caller)
+            return self._getattr(fid, caller)
 
     def _mixed_dir_attrs(self, fid: FileId) -> Fattr3:
         inner = self._scratch.getattr(fid)
@@ -780,7 +832,7 @@ class TableFs:
         change (NFS3ERR_ROFS); scratch entries behave as POSIX.
         """
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if fid == DATA_CSV_ID:
                 if attrs.size is not None:
                     self._writable()
@@ -829,7 +881,7 @@ class TableFs:
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
         """Return the id of ``name`` in ``dir_id``."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if dir_id == ROOT_ID and name in _ROOT_STATIC:
                 return _ROOT_STATIC[name]
             if dir_id == DATA_DIR_ID and name == _DATA_CSV:
@@ -864,7 +916,7 @@ class TableFs:
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
         """List a directory: the table's entries merged, in cookie order, with scratch ones."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if dir_id == VERSIONS_ID:
                 latest = self._version()
                 names = [(1, VERSIONS_ID, "."), (2, ROOT_ID, "..")] + [
@@ -924,7 +976,7 @@ class TableFs:
     ) -> tuple[bytes | memoryview, bool]:
         """Read; the table's files are served from their cached bytes without copying."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             ver = self._version_of(fid)
             if fid == DATA_CSV_ID or (ver is not None and ver[1]):
                 if not self._db.authorizer.allows("read"):
@@ -955,19 +1007,21 @@ class TableFs:
         raised instead of writing.
         """
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(None if fid == DATA_CSV_ID else ctx)
             if fid == DATA_CSV_ID:
                 self._writable()
                 self._raise_failure(WriterKey.of(ctx))
                 w = self._writer(ctx, (offset, data))
                 w.staging.write(offset, data, touched=self._clock(), mtime=self._wallclock())
                 self._record(w, write=(offset, data))
+                w.settled = False
                 if stable == StableHow.UNSTABLE:
                     return len(data), StableHow.UNSTABLE
                 if self._is_append(w.staging):
                     self._apply_writer(w)  # whole new rows: an INSERT, nothing half-written
                 else:
-                    self._make_durable(w)  # a rewrite: applied at COMMIT or when idle
+                    self._make_durable(w)  # a rewrite: applied at COMMIT, settled or idle
+                    w.settled = w.staging.on_line_boundary()
                 return len(data), StableHow.FILE_SYNC
             ver = self._version_of(fid)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
@@ -1022,7 +1076,7 @@ class TableFs:
     ) -> FileId:
         """Create a scratch file; UNCHECKED on data.csv opens it (a size stages a truncation)."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             static = self._static_child(dir_id, name)
@@ -1048,7 +1102,7 @@ class TableFs:
     ) -> FileId:
         """Create a scratch file exclusively (mkstemp, cp): it remembers the table version."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             if self._static_child(dir_id, name) is not None:
@@ -1069,7 +1123,7 @@ class TableFs:
     def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove a scratch file; removing data.csv deletes every row (one commit)."""
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             static = self._static_child(dir_id, name)
@@ -1121,7 +1175,7 @@ class TableFs:
         created (``sed -i`` creates its temporary file, reads data.csv, writes, renames).
         """
         with self._lock:
-            self._poll_locked()
+            self._poll_locked(ctx)
             if self._in_versions(from_dir) or self._in_versions(to_dir):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             src_static = self._static_child(from_dir, from_name)

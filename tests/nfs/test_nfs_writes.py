@@ -160,7 +160,9 @@ def test_the_same_row_edited_by_two_writers_last_commit_wins(
 def test_a_writer_sees_its_own_staging_and_others_see_the_table(fs: TableFs) -> None:
     a, b = PathOps(fs, A), PathOps(fs, B)
     before = b.read_file("/data/data.csv")
-    a.write_file("/data/data.csv", b"id,name\n7,x\n", truncate=True, commit=False)
+    a.write_file(
+        "/data/data.csv", b"id,name\n7,x\n", truncate=True, commit=False, stable=StableHow.UNSTABLE
+    )
     assert a.read_file("/data/data.csv") == b"id,name\n7,x\n"
     assert a.getattr("/data/data.csv").size == len(b"id,name\n7,x\n")
     assert b.read_file("/data/data.csv") == before
@@ -414,3 +416,32 @@ def test_without_a_key_edits_of_other_rows_merge(fs: TableFs, plain: DatabaseOps
     plain.update("id = 4", {"name": "api"})
     a.commit("/data/data.csv")
     assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "nfs"), (4, "api"), (5, "n5")]
+
+
+def test_a_one_write_rewrite_applies_when_its_writer_moves_on(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """``cp small.csv data.csv && cat data.csv`` on Linux: SETATTR 0, one FILE_SYNC WRITE
+    (close), then the next open's GETATTR — the rewrite is applied before that answer."""
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,cp\n", StableHow.FILE_SYNC, A)
+    assert plain.version == v
+    fs.getattr(DATA_CSV_ID, B)  # another client: not this writer's signal
+    assert plain.version == v
+    assert fs.getattr(DATA_CSV_ID, A).size == len(b"id,name\n1,cp\n")
+    assert plain.version == v + 1 and rows(plain) == [(1, "cp")]
+
+
+def test_a_new_truncation_by_the_same_writer_first_applies_its_settled_rewrite(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """``cp x.csv data.csv; cat y.csv > data.csv``: two edits, two versions."""
+    v = plain.version
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,x\n", StableHow.FILE_SYNC, A)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    assert plain.version == v + 1 and rows(plain) == [(1, "x")]
+    fs.write(DATA_CSV_ID, 0, b"id,name\n2,y\n", StableHow.FILE_SYNC, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert plain.version == v + 2 and rows(plain) == [(2, "y")]
