@@ -10,12 +10,25 @@ plus a scratch area with full POSIX semantics (an embedded :class:`~nfs.memfs.Me
 for every other file or directory a client creates in ``/`` or ``/data``: editors' and
 ``sed -i``'s temporary files, ``cp`` targets, user files.
 
-Reads come from a per-version rendering cache (:mod:`nfs._render_cache`). Writes to
-``data.csv`` are staged (:mod:`nfs._staging`) and applied as ONE Delta transaction
-(:mod:`nfs._apply`) at COMMIT, at a FILE_SYNC write that leaves the content on a line
-boundary, after an idle period, on RENAME of a scratch file onto ``data.csv``, or at
-:meth:`TableFs.close`. The only map from posixlake errors to NFS statuses is
-:func:`nfs_error` here.
+Reads come from a per-version rendering cache (:mod:`nfs._render_cache`).
+
+Writes to ``data.csv`` follow the rules in docs/nfs-writes.md, which this module owns:
+
+- each writer (client address + AUTH_SYS uid/gid, :class:`~nfs._writers.WriterKey`) stages
+  its own content (:mod:`nfs._staging`); nobody else's call discards it;
+- a staging is based on the version that client was shown (GETATTR, LOOKUP, READ), or on
+  the recent version its first write extends (a stale page-widened append);
+- it is applied as ONE commit (:mod:`nfs._apply`): base + whole lines is an INSERT, other
+  content a 3-way change from its base onto the current version (last commit wins per
+  key; without a key a removed row must still be there);
+- it is applied when the writer is done: COMMIT on a line boundary, a FILE_SYNC append,
+  a FILE_SYNC rewrite once the writer moves on, or after ``idle_seconds``; never while it
+  ends mid-line or is a truncation alone; never at shutdown;
+- every operation is journaled (:mod:`nfs._journal`) and fsynced before a reply promises
+  it; the next TableFs for the table recovers the journals; failures found later go to
+  the writer's next WRITE or COMMIT.
+
+The only map from posixlake errors to NFS statuses is :func:`nfs_error` here.
 
 File ids are fixed for the table's own entries (so handles survive restarts: see
 :meth:`TableFs.generation`); scratch entries get ids from ``1 << 62`` up.
@@ -212,8 +225,12 @@ class TableFs:
         clock: monotonic seconds, for idle detection and the version check (injected in
             tests: advance it instead of sleeping).
         wallclock: seconds since the epoch, for the times of staged and scratch files.
-        idle_seconds: staged writes not applied by COMMIT or a FILE_SYNC write are
-            applied after this long without a write.
+        idle_seconds: a writer that sends no COMMIT is done after this long without a
+            write: its complete content (on a line boundary) is applied then.
+        abandon_seconds: a staging that cannot apply (mid-line, a truncation alone) is
+            given up after this long: logged, and reported to its writer.
+        state_dir: where the write journal lives (see :func:`default_state_dir`); its
+            journals are recovered here, at construction.
         version_ttl: how long a checked table version is trusted before the Delta log is
             listed again (writes through ``db`` itself are seen at once).
         keep_versions: renderings kept in memory (the current one and older ones).

@@ -300,12 +300,92 @@ def test_edits_by_primary_key(tmp_path: Path) -> None:
             echo "EMPTY $(stat -c %s data.csv)"
             """,
         )
-        fs.flush()  # the truncation waits for the idle timer; do not wait for it
     steps = _steps(stdout)
     assert steps.pop("duplicate") != 0, stdout
     assert set(steps.values()) == {0}, stdout
+    # a truncation alone is staged for its writer (who sees it) and never applied by itself
     assert out["LINES"] == "4" and out["EMPTY"] == "0"
+    assert db.version == v + 2
+    fs.paths.remove_file("/data/data.csv")  # rm data.csv empties the table
     assert db.version == v + 3
     assert rows_at(db, v + 1) == [(1, "a", 10), (2, "B", 21)]
     assert rows_at(db, v + 2) == [(1, "a", 10), (2, "B", 21), (3, "c", 30)]
     assert rows_at(db, v + 3) == []
+
+
+class _DeletesOnCue(TableFs):
+    """A TableFs that runs an API delete while the client creates a file named "delete-now"
+    (so the guest script and the host act in a known order, without waiting)."""
+
+    def __init__(self, db: DatabaseOps, predicate: str) -> None:
+        super().__init__(db)
+        self._predicate = predicate
+
+    def create(self, dir_id: Any, name: str, attrs: Any, ctx: Any, *, guarded: bool) -> Any:
+        if name == "delete-now":
+            self._db.delete_rows_where(self._predicate)
+        return super().create(dir_id, name, attrs, ctx, guarded=guarded)
+
+
+def test_a_long_lived_appender_does_not_resurrect_deleted_rows(tmp_path: Path) -> None:
+    """``exec 3>>data.csv``; echo; another writer deletes rows; echo again: nothing comes back."""
+    db = DatabaseOps.create(tmp_path / "log", {"id": "Int64", "name": "String"}, engine="local")
+    db.insert([{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    with NfsServer(_DeletesOnCue(db, "id IN (4, 5)")) as srv:
+        out, stdout = _vm_run(
+            srv.port,
+            r"""
+            set -u
+            cd /mnt/data
+            exec 3>>data.csv
+            echo "10,first" >&3; sync
+            touch /mnt/delete-now   # the host deletes ids 4 and 5 through the API, now
+            echo "11,second" >&3
+            exec 3>&-
+            echo "CLOSED $?"
+            sync; echo 3 > /proc/sys/vm/drop_caches
+            echo "FINAL $(tr '\n' '|' < data.csv)"
+            """,
+        )
+    assert out["CLOSED"] == "0", stdout
+    got = sorted(rows_at(db))
+    assert got == [(1, "n1"), (2, "n2"), (3, "n3"), (10, "first"), (11, "second")], stdout
+    assert out["FINAL"].split("|")[0] == "id,name"
+
+
+def test_a_sync_mount_rewrite_of_100k_rows_is_one_version(tmp_path: Path) -> None:
+    """``mount -o sync``: every write(2) is a FILE_SYNC WRITE; the rewrite is ONE commit."""
+    n = 100_000
+    db = DatabaseOps.create(
+        tmp_path / "big", {"id": "Int64", "name": "String", "value": "Float64"}, engine="local"
+    )
+    db.insert(
+        pa.table(
+            {
+                "id": pa.array(range(n), pa.int64()),
+                "name": pa.array([f"name{i}" for i in range(n)]),
+                "value": pa.array([i * 0.5 for i in range(n)], pa.float64()),
+            }
+        )
+    )
+    v = db.version
+    with NfsServer(TableFs(db)) as srv:
+        res = run_in_vm(
+            srv.port,
+            textwrap.dedent(
+                r"""
+                set -u
+                cd /mnt/data
+                sed 's/^54321,name54321,/54321,CHANGED,/' data.csv > /tmp/new.csv
+                cat /tmp/new.csv > data.csv; echo "CAT $?"
+                cmp -s /tmp/new.csv data.csv && echo "READBACK same" || echo "READBACK differ"
+                """
+            ),
+            timeout=300,
+            opts="noacl,sync",
+        )
+    assert res.returncode == 0, res.stderr
+    assert "CAT 0" in res.stdout and "READBACK same" in res.stdout, res.stdout
+    assert db.version == v + 1, [h.operation for h in db.history(5)]
+    assert db.query("SELECT name FROM data WHERE id = 54321").fetchall() == [("CHANGED",)]
+    assert db.query("SELECT count(*) FROM data").scalar() == n
