@@ -20,6 +20,7 @@ tail: the crash came before its fsync, so no reply promised it).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -205,13 +206,43 @@ def read_journal(path: Path) -> Recovered | None:
     return Recovered(header, tuple(ops), path)
 
 
-class JournalDir:
-    """The directory of one table's journals (created 0700 if missing)."""
+_SLOTS: Final = 64
 
-    def __init__(self, path: Path) -> None:
-        """Use ``path`` (created with its parents)."""
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+class JournalDir:
+    """The directory of one server's journals for a table (created 0700 if missing).
+
+    A server locks its directory (``flock`` on ``.lock``, released by the OS if it dies):
+    the first free one of ``<root>``, ``<root>-1``, ``<root>-2``, ... So two servers of one
+    table on one machine never take over each other's live journals, and a restarted
+    server recovers what the previous one in that slot left.
+    """
+
+    def __init__(self, root: Path) -> None:
+        """Lock the first free slot directory under ``root`` (created with its parents).
+
+        Raises:
+            OSError: no directory could be created or locked.
+        """
+        for slot in range(_SLOTS):
+            path = root if slot == 0 else root.with_name(f"{root.name}-{slot}")
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.path = path
+            self._lock_fd: int | None = fd
+            return
+        raise OSError(f"every journal directory under {root} is in use")
+
+    def release(self) -> None:
+        """Unlock the directory (its journals stay for the next server)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def create(self, header: JournalHeader) -> JournalFile:
         """Start the journal of a new staging."""

@@ -645,6 +645,7 @@ class TableFs:
                         w.journal.close()
                     except OSError:
                         logger.exception("data.csv: journal of %s not closed", w.key)
+            self._journals.release()
             self.unfinished_at_close = len(self._writers)
             if self._writers:
                 logger.info(

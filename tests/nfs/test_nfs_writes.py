@@ -86,6 +86,7 @@ def crash(fs: TableFs) -> None:
     for w in fs._writers.values():
         if w.journal is not None:
             w.journal.close()
+    fs._journals.release()  # the OS drops a dead process's lock
 
 
 def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
@@ -445,3 +446,21 @@ def test_a_new_truncation_by_the_same_writer_first_applies_its_settled_rewrite(
     fs.write(DATA_CSV_ID, 0, b"id,name\n2,y\n", StableHow.FILE_SYNC, A)
     fs.commit(DATA_CSV_ID, 0, 0, A)
     assert plain.version == v + 2 and rows(plain) == [(2, "y")]
+
+
+def test_a_second_live_server_does_not_take_over_the_first_ones_journal(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    first = _fs(plain, clock, state)
+    first.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    first.write(DATA_CSV_ID, 0, b"id,name\n1,one\n", StableHow.FILE_SYNC, A)
+    second = _fs(plain, clock, state)  # same table, same machine, while the first runs
+    try:
+        clock.now += 10
+        second.poll()
+        assert len(rows(plain)) == 5  # only the first server applies its writer's edit
+        first.poll()
+        assert rows(plain) == [(1, "one")]
+    finally:
+        second.close()
+        first.close()

@@ -201,6 +201,7 @@ class NfsWriters(RuleBasedStateMachine):
         for writer in self.fs._writers.values():
             if writer.journal is not None:
                 writer.journal.close()  # the process dies: no close(), nothing applied
+        self.fs._journals.release()
         self.fs = self._start()
         assert self.fs.write_verifier() != verf
         for w, edit in self.pending.items():  # clients resend their UNSTABLE writes
