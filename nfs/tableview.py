@@ -399,7 +399,8 @@ class TableFs:
         The base is what that client was shown last (a GETATTR, LOOKUP or READ of
         data.csv), else the current version. When the first write ``(offset, data)``
         reads better as made from another recent version — an append at its end, or a
-        page-widened append that resends it from offset 0 — that version is the base, so
+        page-widened append that resends its last page(s) and adds more — that version is
+        the base, so
         a client with a stale page appends to what it saw and deleted rows stay deleted.
         Only a staging that starts with a WRITE is matched so: one that starts with a
         truncation is a new file, diffed against what the client was shown.
@@ -407,9 +408,9 @@ class TableFs:
         current = self._version()
         shown = self._shown.get(peer)
         order = [current] if shown is None or shown == current else [shown, current]
+        candidates = [(v, self._presented_or_none(v)) for v in order]
         if first is not None:
-            for v in order:
-                content = self._presented_or_none(v)
+            for v, content in candidates:
                 if content is not None and _fits(content, *first):
                     return v, content
             tried = set(order)
@@ -417,14 +418,16 @@ class TableFs:
                 if v not in tried and _fits(seen, *first):
                     return v, seen
                 tried.add(v)
-            # what this client was shown is unknown (e.g. the server restarted since):
-            # look for the version it wrote from among the last few
-            for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
-                content = None if v in tried else self._presented_or_none(v)
-                if content is not None and _fits(content, *first):
-                    return v, content
-        for v in order:
-            content = self._presented_or_none(v)
+            # What this client was shown is unknown (the server restarted since) and the
+            # write reaches past the current end: look for the version it extends among
+            # the last few. Renders them, so only for such writes.
+            now = candidates[-1][1]
+            if shown is None and now is not None and first[0] + len(first[1]) > len(now):
+                for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
+                    content = None if v in tried else self._presented_or_none(v)
+                    if content is not None and _fits(content, *first):
+                        return v, content
+        for v, content in candidates:
             if content is not None:
                 return v, content
         return current, self._presented(current)
@@ -1251,12 +1254,14 @@ def _stamp(when: datetime, version: int) -> Nfstime3:
 
 def _fits(content: memoryview, offset: int, data: bytes) -> bool:
     """Whether a write of ``data`` at ``offset`` reads as made from a view of ``content``:
-    at its end (an append), or from 0 resending it whole and adding more.
+    at its end (an append), or from a page at or before its end resending the rest of it
+    and adding more (the Linux client widens a write to its cached page).
     """
     size = len(content)
-    if offset > 0:
+    if offset >= size:
         return offset == size
-    return len(data) >= size and same_bytes(content, memoryview(data)[:size])
+    end = offset + len(data)
+    return end > size and same_bytes(content[offset:], memoryview(data)[: size - offset])
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:

@@ -464,3 +464,21 @@ def test_a_second_live_server_does_not_take_over_the_first_ones_journal(
     finally:
         second.close()
         first.close()
+
+
+def test_a_stale_write_widened_to_its_last_page_inserts_only_its_line(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    plain.insert([{"id": i, "name": f"row number {i}"} for i in range(10, 400)])
+    fs = _fs(plain, clock, state)
+    try:
+        old = PathOps(fs, A).read_file("/data/data.csv")
+        assert len(old) > 8192
+        plain.delete_rows_where("id >= 390")  # the last rows go, meanwhile
+        page = (len(old) // 4096) * 4096  # the client resends its cached last page
+        fs.write(DATA_CSV_ID, page, old[page:] + b"7,new\n", StableHow.FILE_SYNC, A)
+        got = rows(plain)
+        assert (7, "new") in got and len(got) == 5 + 380 + 1
+        assert not [r for r in got if r[0] >= 390]
+    finally:
+        fs.close()
