@@ -128,18 +128,25 @@ def _shell(argv: list[str]) -> str:
     help="TCP port of the NFS server on 127.0.0.1 (0 picks a free one).",
 )
 @click.option("--read-only", is_flag=True, help="Refuse every change through the share.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Local directory for the server's write journal (as `serve --state-dir`).",
+)
 @engine_options
 @storage_options
 @user_option
 @json_option
-def mount(table: str, mount_point: str, port: int, read_only: bool) -> None:
+def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: str | None) -> None:
     """Serve TABLE over NFS and mount it at MOUNT_POINT until Ctrl-C, then unmount.
 
     \b
     The command of the original posixlake. It runs `mount` through sudo (unless root);
     MOUNT_POINT is created when missing. If mounting fails the server keeps running and
-    the command to mount by hand is printed. Ctrl-C or SIGTERM unmounts, applies staged
-    writes and stops the server.
+    the command to mount by hand is printed. Ctrl-C or SIGTERM unmounts (the client
+    finishes its writes) and stops the server; writes still unfinished stay journaled
+    for the next start, as with `serve`.
 
     \b
     Examples:
@@ -159,7 +166,11 @@ def mount(table: str, mount_point: str, port: int, read_only: bool) -> None:
         except OSError as err:
             raise IoError(f"cannot create the mount point {where}: {err.strerror}") from err
         try:
-            server = NfsServer(TableFs(db, read_only=read_only), port, "127.0.0.1")
+            fs = TableFs(db, read_only=read_only, state_dir=state_dir)
+        except OSError as err:
+            raise IoError(f"cannot use the state directory: {err}") from err
+        try:
+            server = NfsServer(fs, port, "127.0.0.1")
         except OSError as err:
             raise IoError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from err
         mounted = False
@@ -186,12 +197,21 @@ def mount(table: str, mount_point: str, port: int, read_only: bool) -> None:
                     )
             server.shutdown()
         version = db.version
+    kept = fs.unfinished_at_close
     if opts.json:
-        echo_json({"event": "stopped", "table": db.uri, "version": version, "unmounted": mounted})
+        echo_json(
+            {
+                "event": "stopped",
+                "table": db.uri,
+                "version": version,
+                "unmounted": mounted,
+                "unfinished_writes": kept,
+            }
+        )
     else:
+        note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
         click.echo(
-            ("Unmounted; " if mounted else "")
-            + f"stopped; staged writes applied. {db.uri} is at version {version}."
+            ("Unmounted; " if mounted else "") + f"stopped. {db.uri} is at version {version}.{note}"
         )
     if unmount_error:
         raise click.ClickException(unmount_error)

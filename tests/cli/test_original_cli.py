@@ -106,7 +106,7 @@ def test_mount_serves_mounts_waits_and_unmounts(
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert "Unmounted; stopped" in out
+    assert "Unmounted; stopped." in out
     assert calls(fake_programs)[1] == ["fake-umount", where]
     assert rows(table) == ROWS
 
