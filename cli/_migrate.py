@@ -33,7 +33,7 @@ __all__ = ["COMMANDS"]
 @user_option
 @json_option
 def migrate(table: str) -> None:
-    """Move a table of the original posixlake onto posixlake's own metadata.
+    """Move an original posixlake table's users and key into posixlake.
 
     \b
     Its users (_metadata/users.json, bcrypt) move into posixlake's user store, as the

@@ -139,7 +139,7 @@ def _shell(argv: list[str]) -> str:
 @user_option
 @json_option
 def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: str | None) -> None:
-    """Serve TABLE over NFS and mount it at MOUNT_POINT until Ctrl-C, then unmount.
+    """Serve TABLE and mount it at MOUNT_POINT until Ctrl-C.
 
     \b
     The command of the original posixlake. It runs `mount` through sudo (unless root);
@@ -253,7 +253,7 @@ def _report_mount(uri: str, port: int, where: str, argv: list[str], code: int, d
 @click.command()
 @click.argument("mount_point", metavar="MOUNT_POINT", type=click.Path())
 def unmount(mount_point: str) -> None:
-    """Unmount a share mounted with `posixlake mount` (runs umount, through sudo unless root).
+    """Unmount a share (runs umount, through sudo unless root).
 
     \b
     Example:
@@ -312,7 +312,7 @@ def _macos_mounts() -> str:
 @click.argument("mount_point", metavar="MOUNT_POINT", type=click.Path())
 @json_option
 def status(mount_point: str) -> None:
-    """Say whether MOUNT_POINT is mounted (exit 0 either way, as the original).
+    """Say whether MOUNT_POINT is mounted (exit 0 either way).
 
     \b
     Example:
