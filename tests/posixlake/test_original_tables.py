@@ -12,12 +12,14 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from posixlake import DatabaseOps, security
+from posixlake import DatabaseOps, S3Config, security
+from posixlake._objstore import open_store
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -26,6 +28,8 @@ from posixlake.errors import (
     PermissionDenied,
     StorageError,
 )
+from posixlake.storage import storage_options_for
+from tests.storage.servers import LocalServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "original"
 ORIGINAL_HOME = Path(
@@ -238,3 +242,43 @@ def test_our_backup_of_an_original_table_keeps_it_closed(made: Path, tmp_path: P
     DatabaseOps.restore(str(tmp_path / "b"), str(tmp_path / "r"), credentials=ADMIN)
     with pytest.raises(AuthenticationError):
         DatabaseOps.open(str(tmp_path / "r"), engine="local")
+
+
+# -- on an object store ---------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_tables_and_backups_of_the_original_on_s3(
+    moto_server: LocalServer, made: Path, tmp_path: Path
+) -> None:
+    import boto3
+
+    bucket = f"orig-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=moto_server.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    s3 = S3Config(moto_server.endpoint, "testing", "testing", "us-east-1")
+    store = open_store(f"s3://{bucket}", storage_options_for(f"s3://{bucket}", s3))
+    for path in sorted(made.rglob("*")):
+        if path.is_file():
+            store.write_bytes(path.relative_to(made).as_posix(), path.read_bytes())
+    with pytest.raises(AuthenticationError):
+        DatabaseOps.open(f"s3://{bucket}/auth", storage=s3, engine="local")
+    with DatabaseOps.open(
+        f"s3://{bucket}/auth", storage=s3, engine="local", credentials=READER
+    ) as db:
+        assert _rows(db)[:3] == ROWS
+    with DatabaseOps.open(f"s3://{bucket}/plain", storage=s3, engine="local") as db:
+        assert db.primary_key() == ["id"]
+    assert DatabaseOps.verify_backup(f"s3://{bucket}/auth-full", storage=s3).ok
+    out = str(tmp_path / "from-s3")
+    DatabaseOps.restore(f"s3://{bucket}/auth-full", out, backup_storage=s3, credentials=ADMIN)
+    with DatabaseOps.open(out, engine="local", credentials=ADMIN) as db:
+        assert _rows(db) == ROWS
+    DatabaseOps.restore(f"s3://{bucket}/plain-full", f"s3://{bucket}/copy", storage=s3)
+    with DatabaseOps.open(f"s3://{bucket}/copy", storage=s3, engine="local") as db:
+        assert (db.version, _rows(db)) == (2, ROWS)
