@@ -17,7 +17,8 @@ Its backups are a copy of the table folder (every Parquet file on disk at the to
 ``_delta_log/*.json`` and ``_metadata/``) plus ``backup_metadata.json``
 (``{"timestamp": ms, "total_rows", "total_files", "total_size_bytes"}``), with no
 checksums. Its incremental backups hold only the log entries and Parquet files newer
-than their base, and do not say which base.
+than their base, and do not say which base: one is restored onto the table restored
+from its base, in the same destination, as the original did.
 
 Here they are read so that such tables stay closed without credentials (users are
 checked against the bcrypt hashes, and moved into our user store at the first admin
@@ -41,7 +42,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
-from posixlake._authz import PERMISSIONS, Permission
+from posixlake._authz import PERMISSIONS, AllowAll, Permission
 from posixlake._objstore import LocalStore, ObjectStore, check_key, join_uri, open_store
 from posixlake.errors import (
     AlreadyExists,
@@ -422,8 +423,8 @@ def verify_backup(
     parses; every data file the log needs at the backup's version is present, has the
     size the log records and decodes completely as Parquet with the row count of its
     statistics; the ``_metadata`` files parse; and the row total matches
-    ``backup_metadata.json``. An incremental backup is checked on its own entries
-    (restoring it needs its base: it is reported in ``errors``).
+    ``backup_metadata.json``. An incremental backup is checked on its own entries and
+    the data files they add (restoring it needs its base, see :func:`restore_backup`).
     """
     from posixlake.backup import VerifyReport, _Meter, _parallel_map
 
@@ -439,11 +440,6 @@ def verify_backup(
     corrupted += [join_uri(uri, k) for k in scan.bad_entries]
     if doc.get("_unreadable"):
         corrupted.append(join_uri(uri, BACKUP_METADATA))
-    if scan.incremental:
-        errors.append(
-            f"an incremental backup made by the original posixlake (versions "
-            f"{scan.first}..{scan.latest}): it restores only together with its base backup"
-        )
     live = scan.live(scan.latest)
     added_here = {k: f for k, f in scan.files.items() if f.added in scan.commits}
     needed = added_here if scan.incremental else live
@@ -570,8 +566,11 @@ def restore_backup(
     modification times set to the commit times (time travel by timestamp uses them);
     ``_metadata/`` comes along, so a table with users stays closed.
 
+    An incremental backup is applied onto ``dest_uri`` when that holds the table restored
+    from its base (see :func:`_apply_incremental`), as the original layered them.
+
     Raises:
-        InvalidOperation: an incremental backup (it needs its base).
+        InvalidOperation: an incremental backup and no table to continue at ``dest_uri``.
         BackupCorrupted: a missing or damaged file. AlreadyExists: ``dest`` is not empty.
         AuthenticationError / PermissionDenied: a backup with users and no restore right.
     """
@@ -582,10 +581,18 @@ def restore_backup(
     listing = {e.key: e.size for e in store.list()}
     scan = _scan(store, listing)
     if scan.incremental:
-        raise InvalidOperation(
-            f"{backup_uri} is an incremental backup made by the original posixlake (versions "
-            f"{scan.first}..{scan.latest} only): restore its full base backup, then copy "
-            "this folder's _delta_log and Parquet files over the restored table"
+        return _apply_incremental(
+            backup_uri,
+            store,
+            listing,
+            scan,
+            dest_uri,
+            version=version,
+            as_of=as_of,
+            credentials=credentials,
+            storage_options=storage_options,
+            progress=progress,
+            workers=workers,
         )
     target = _target(scan, version, as_of)
     user = _check_credentials(store, credentials)
@@ -678,3 +685,105 @@ def restore_backup(
         len(data) + len(metas) + len(logs),
         meter.done,
     )
+
+
+def _apply_incremental(
+    backup_uri: str,
+    store: ObjectStore,
+    listing: Mapping[str, int],
+    scan: _Scan,
+    dest_uri: str,
+    *,
+    version: int | None,
+    as_of: Any,
+    credentials: tuple[str, str] | None,
+    storage_options: Mapping[str, str] | None,
+    progress: Progress | None,
+    workers: int,
+) -> RestoreResult:
+    """Continue the table at ``dest_uri`` with an incremental backup of the original.
+
+    The original's incremental backups hold the log entries and data files after their
+    base and do not name it; it restored a chain by restoring each backup into the same
+    folder. Here the destination must be a table at the version just before the
+    backup's first (the base restored there), its user (``credentials``) needs the
+    restore permission, the backup's files are checked first, and only new files are
+    added: the data files, then the log entries in order (each created only if absent).
+    On a failure what was added is removed again.
+
+    Raises:
+        InvalidOperation: no table at ``dest_uri``, or not at the right version.
+    """
+    from posixlake import security
+    from posixlake.backup import BackupCorrupted, RestoreResult, _hashed, _Meter, _parallel_map
+    from posixlake.delta import DeltaLog
+
+    hint = (
+        f"{backup_uri} is an incremental backup made by the original posixlake (versions "
+        f"{scan.first}..{scan.latest}): restore its full base backup to {dest_uri} first, "
+        "then this one to the same destination"
+    )
+    try:
+        log = DeltaLog.open(dest_uri, storage_options)
+    except NotFound as err:
+        raise InvalidOperation(hint) from err
+    if log.version != scan.first - 1:
+        raise InvalidOperation(f"{hint} ({dest_uri} is at version {log.version})")
+    target = _target(scan, version, as_of)
+    authorizer = security.login(
+        dest_uri, storage_options, credentials, configuration=log.configuration
+    )
+    if authorizer is not None and not authorizer.allows("restore"):
+        raise PermissionDenied(f"restore: user {authorizer.user!r} lacks the 'restore' permission")
+    report = verify_backup(backup_uri, store, workers=workers)
+    damaged = report.missing + report.corrupted
+    if damaged:
+        raise BackupCorrupted(f"restore refused: {damaged[0]} is missing or corrupted")
+    out = open_store(dest_uri, storage_options)
+    data = [k for k, f in sorted(scan.files.items()) if f.added <= target and k in listing]
+    data = [k for k in data if not out.exists(k)]
+    logs = [scan.commits[v] for v in sorted(scan.commits) if v <= target]
+    meter = _Meter(sum(listing[k] for k in (*data, *logs)), progress)
+    written: list[str] = []
+
+    def copy_one(key: str, *, if_absent: bool = False) -> None:
+        chunks = _hashed(
+            store.read_chunks(key),
+            expect_sha=None,
+            expect_size=listing[key],
+            where=join_uri(backup_uri, key),
+            meter=meter,
+        )
+        if if_absent:
+            out.write_bytes(key, b"".join(chunks), if_absent=True)
+        else:
+            out.write_chunks(key, chunks)
+        written.append(key)
+
+    try:
+        _parallel_map(copy_one, data, workers)
+        for key in logs:
+            copy_one(key, if_absent=True)  # a writer may have moved the table on meanwhile
+        if isinstance(out, LocalStore):
+            for v, key in scan.commits.items():
+                if v <= target and v in scan.timestamps:
+                    stamp = scan.timestamps[v] / 1000
+                    os.utime(out.path(key), (stamp, stamp))
+        restored = DeltaLog.open(dest_uri, storage_options)
+        if restored.version != target:
+            raise DeltaLakeError(
+                f"restore: the continued table opens at version {restored.version}, not {target}"
+            )
+    except BaseException:
+        for key in reversed(written):
+            with contextlib.suppress(PosixLakeError, OSError):
+                out.delete(key)
+        raise
+    security.record_event(
+        authorizer or AllowAll(),
+        "restore",
+        target=dest_uri,
+        detail={"backup": backup_uri, "version": target, "made_by": "original posixlake"},
+    )
+    stamp = _read_metadata_doc(store).get("timestamp", scan.timestamps.get(scan.latest, 0))
+    return RestoreResult(dest_uri, target, f"original-{stamp}", len(data) + len(logs), meter.done)

@@ -220,14 +220,38 @@ def test_restore_to_a_version_and_a_time(made: Path, tmp_path: Path) -> None:
         assert db.version == 1
 
 
-def test_incremental_backup_is_reported_not_restored_alone(made: Path, tmp_path: Path) -> None:
-    report = DatabaseOps.verify_backup(str(made / "auth-inc"))
-    assert not report.missing and not report.corrupted
-    assert any("incremental" in e for e in report.errors)
-    assert DatabaseOps.get_backup_metadata(str(made / "auth-inc")).kind == "incremental"
-    with pytest.raises(InvalidOperation, match="incremental backup made by the original"):
-        DatabaseOps.restore(str(made / "auth-inc"), str(tmp_path / "x"), credentials=ADMIN)
+def test_incremental_backup_continues_its_restored_base(made: Path, tmp_path: Path) -> None:
+    inc, out = str(made / "auth-inc"), str(tmp_path / "x")
+    report = DatabaseOps.verify_backup(inc)
+    assert report.ok and report.table_version == 3 and report.files_checked == 1
+    assert DatabaseOps.get_backup_metadata(inc).kind == "incremental"
+    with pytest.raises(InvalidOperation, match="restore its full base backup"):
+        DatabaseOps.restore(inc, out, credentials=ADMIN)  # no base there
     assert not (tmp_path / "x").exists()
+    DatabaseOps.restore(str(made / "auth-full"), out, version=1, credentials=ADMIN)
+    with pytest.raises(InvalidOperation, match="is at version 1"):
+        DatabaseOps.restore(inc, out, credentials=ADMIN)  # it continues version 2
+    shutil.rmtree(out)
+    DatabaseOps.restore(str(made / "auth-full"), out, credentials=ADMIN)
+    with pytest.raises(AuthenticationError):
+        DatabaseOps.restore(inc, out)
+    with pytest.raises(PermissionDenied):
+        DatabaseOps.restore(inc, out, credentials=READER)
+    assert DatabaseOps.restore(inc, out, credentials=ADMIN).version == 3
+    with DatabaseOps.open(out, engine="local", credentials=READER) as db:
+        assert _rows(db) == [*ROWS, (4, "Dave", 41)]
+        assert db.query(SQL, version=2).fetchall() == ROWS
+
+
+def test_damaged_incremental_is_not_applied(made: Path, tmp_path: Path) -> None:
+    out = str(tmp_path / "x")
+    DatabaseOps.restore(str(made / "auth-full"), out, credentials=ADMIN)
+    victim = next((made / "auth-inc").glob("*.parquet"))
+    victim.write_bytes(victim.read_bytes()[:-20])
+    with pytest.raises(StorageError, match="corrupted"):
+        DatabaseOps.restore(str(made / "auth-inc"), out, credentials=ADMIN)
+    with DatabaseOps.open(out, engine="local", credentials=ADMIN) as db:
+        assert (db.version, _rows(db)) == (2, ROWS)
 
 
 def test_our_backup_of_an_original_table_keeps_it_closed(made: Path, tmp_path: Path) -> None:
