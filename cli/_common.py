@@ -80,6 +80,10 @@ class Options:
     azure_account: str | None = None
     azure_endpoint: str | None = None
     azure_emulator: bool = False
+    endpoint: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    azure_account_key: str | None = None
     user: str | None = None
     password: str | None = None
     json: bool = False
@@ -99,6 +103,27 @@ def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     assert name in _OPTION_NAMES, f"--{name} has no field in Options"
     setattr(ctx.ensure_object(Options), name, value)
     return value
+
+
+def warn_secret_flag(flag: str, env: str) -> None:
+    """Warn that a secret given as ``flag`` is visible to other users of the machine."""
+    click.echo(
+        f"Warning: {flag} on the command line can be seen by other users (ps, /proc); "
+        f"prefer ${env}",
+        err=True,
+    )
+
+
+def _store_secret(env: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """Option callback for a secret flag: store it, warning when it came from argv."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        source = ctx.get_parameter_source(param.name or "")
+        if value is not None and source == click.core.ParameterSource.COMMANDLINE:
+            warn_secret_flag(param.opts[0], env)
+        return _store(ctx, param, value)
+
+    return callback
 
 
 def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
@@ -156,8 +181,41 @@ def engine_options(func: F) -> F:
 
 
 def storage_options(func: F) -> F:
-    """Add the S3 and Azure flags; secrets come only from the environment."""
+    """Add the S3 and Azure flags (and the original project's ``--endpoint``,
+    ``--access-key``, ``--secret-key``, ``--azure-account-key``)."""
     return _compose(
+        click.option(
+            "--endpoint",
+            metavar="URL",
+            expose_value=False,
+            callback=_store,
+            help="Endpoint of the table's storage: S3-compatible (s3://) or Azure Blob (az://).",
+        ),
+        click.option(
+            "--access-key",
+            metavar="KEY",
+            expose_value=False,
+            callback=_store,
+            help="S3 access key id (default $AWS_ACCESS_KEY_ID).",
+        ),
+        click.option(
+            "--secret-key",
+            metavar="KEY",
+            expose_value=False,
+            callback=_store_secret("AWS_SECRET_ACCESS_KEY"),
+            help="S3 secret key; visible to other users in the process list: prefer "
+            "$AWS_SECRET_ACCESS_KEY.",
+        ),
+        click.option(
+            "--azure-account-key",
+            "--azure-access-key",
+            "azure_account_key",
+            metavar="KEY",
+            expose_value=False,
+            callback=_store_secret("AZURE_STORAGE_ACCOUNT_KEY"),
+            help="Azure account key; visible to other users in the process list: prefer "
+            "$AZURE_STORAGE_ACCOUNT_KEY.",
+        ),
         click.option(
             "--s3-endpoint",
             metavar="URL",
@@ -186,6 +244,8 @@ def storage_options(func: F) -> F:
         ),
         click.option(
             "--azure-account",
+            "--azure-account-name",
+            "azure_account",
             metavar="NAME",
             envvar="AZURE_STORAGE_ACCOUNT_NAME",
             show_envvar=True,
@@ -217,9 +277,10 @@ def storage_options(func: F) -> F:
 def storage_for(uri: str) -> StorageConfig | None:
     """Return the S3 or Azure config for ``uri`` from the flags (None: defaults and env).
 
-    Secrets are never flags: :class:`~posixlake.storage.S3Config` and
-    :class:`~posixlake.storage.AzureConfig` read ``AWS_*`` and ``AZURE_STORAGE_*`` from the
-    environment; the flags add the endpoint, region, account or emulator.
+    :class:`~posixlake.storage.S3Config` and :class:`~posixlake.storage.AzureConfig` read
+    ``AWS_*`` and ``AZURE_STORAGE_*`` from the environment for what no flag gives. The
+    original project's ``--endpoint`` serves both kinds; ``--s3-endpoint`` and
+    ``--azure-endpoint`` win over it.
 
     Raises:
         click.BadParameter: a flag value the storage layer rejects (e.g. an endpoint
@@ -231,18 +292,29 @@ def storage_for(uri: str) -> StorageConfig | None:
         if loc is None:
             return None
         if loc.kind == "s3":
-            if not (opts.s3_endpoint or opts.s3_region or opts.s3_allow_http):
+            endpoint = opts.s3_endpoint or opts.endpoint
+            if not (
+                endpoint
+                or opts.s3_region
+                or opts.s3_allow_http
+                or opts.access_key
+                or opts.secret_key
+            ):
                 return None
             return S3Config(
-                endpoint=opts.s3_endpoint,
+                endpoint=endpoint,
+                access_key_id=opts.access_key,
+                secret_access_key=opts.secret_key,
                 region=opts.s3_region,
                 allow_http=True if opts.s3_allow_http else None,
             )
-        if not (opts.azure_account or opts.azure_endpoint or opts.azure_emulator):
+        endpoint = opts.azure_endpoint or opts.endpoint
+        if not (opts.azure_account or endpoint or opts.azure_emulator or opts.azure_account_key):
             return None
         return AzureConfig(
             account_name=opts.azure_account,
-            endpoint=opts.azure_endpoint,
+            account_key=opts.azure_account_key,
+            endpoint=endpoint,
             use_emulator=opts.azure_emulator,
         )
     except InvalidOperation as err:
@@ -253,16 +325,27 @@ def storage_for(uri: str) -> StorageConfig | None:
 
 
 def user_option(func: F) -> F:
-    """Add ``--user``; the password comes from $POSIXLAKE_PASSWORD or a prompt."""
-    return click.option(
-        "--user",
-        "-u",
-        metavar="NAME",
-        envvar=USER_ENV,
-        show_envvar=True,
-        expose_value=False,
-        callback=_store,
-        help=f"Log in as this user (password from ${PASSWORD_ENV}, else a prompt).",
+    """Add ``--user``; the password comes from $POSIXLAKE_PASSWORD or a prompt (or the
+    original project's ``--password``, with a warning)."""
+    return _compose(
+        click.option(
+            "--user",
+            "-u",
+            metavar="NAME",
+            envvar=USER_ENV,
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help=f"Log in as this user (password from ${PASSWORD_ENV}, else a prompt).",
+        ),
+        click.option(
+            "--password",
+            metavar="PASSWORD",
+            expose_value=False,
+            callback=_store_secret(PASSWORD_ENV),
+            help=f"The login password; visible to other users in the process list: prefer "
+            f"${PASSWORD_ENV} or the prompt.",
+        ),
     )(func)
 
 

@@ -28,12 +28,15 @@ from cli._common import (
     storage_options,
     table_argument,
     user_option,
+    warn_secret_flag,
 )
 from posixlake import DatabaseOps, Field, Schema
+from posixlake.delta import DeltaLog
 from posixlake.engines.local import expand_paths
-from posixlake.errors import SchemaError
+from posixlake.errors import AlreadyExists, InvalidOperation, PosixLakeError, SchemaError
 from posixlake.result import format_table
-from posixlake.storage import normalize_uri
+from posixlake.security import ADMIN_PASSWORD_ENV
+from posixlake.storage import StorageConfig, is_local, normalize_uri, storage_options_for
 from posixlake.types import CommitInfo, type_string
 
 __all__ = ["COMMANDS", "parse_schema_spec"]
@@ -46,6 +49,31 @@ _FIELD: Final = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _PRIMARY_KEY: Final = re.compile(r"\s*PRIMARY\s+KEY\s*\((?P<cols>[^)]*)\)\s*", re.IGNORECASE)
+
+TYPE_ALIASES: Final[dict[str, str]] = {
+    "int": "Int32",
+    "integer": "Int32",
+    "int32": "Int32",
+    "long": "Int64",
+    "bigint": "Int64",
+    "int64": "Int64",
+    "double": "Float64",
+    "float64": "Float64",
+    "float": "Float32",
+    "float32": "Float32",
+    "text": "String",
+    "varchar": "String",
+    "string": "String",
+    "utf8": "String",
+    "bool": "Boolean",
+    "boolean": "Boolean",
+}
+"""The type names of the original project's ``--schema`` (any case): ``int`` is Int32
+there, ``long`` and ``bigint`` Int64, ``float`` Float32, ``text`` and ``varchar`` String."""
+
+
+def _type_name(text: str) -> str:
+    return TYPE_ALIASES.get(text.strip().lower(), text.strip())
 
 
 def _split_top(text: str) -> list[str]:
@@ -71,13 +99,17 @@ def _schema_from_json(value: Any) -> Schema:
         key = value.get("primary_key") or None
         value = value["fields"]
     if isinstance(value, dict):
-        return Schema([Field(str(k), v) for k, v in value.items()])
+        return Schema(
+            [Field(str(k), _type_name(v) if isinstance(v, str) else v) for k, v in value.items()]
+        )
     if isinstance(value, list):
         out: list[Field] = []
         for item in value:
             if not isinstance(item, dict) or "name" not in item or "type" not in item:
                 raise SchemaError(f'a field must be {{"name": ..., "type": ...}}, not {item!r}')
-            out.append(Field(str(item["name"]), item["type"], bool(item.get("nullable", True))))
+            kind = item["type"]
+            kind = _type_name(kind) if isinstance(kind, str) else kind
+            out.append(Field(str(item["name"]), kind, bool(item.get("nullable", True))))
         return Schema(out, primary_key=key)
     raise SchemaError("a JSON schema is an object of name -> type, or a list of fields")
 
@@ -111,7 +143,7 @@ def parse_schema_spec(text: str) -> Schema:
         if not m:
             raise SchemaError(f"cannot read the column {part.strip()!r}: write name:Type")
         name = m.group("quoted") or m.group("name")
-        fields.append(Field(name, m.group("type").strip(), nullable=not m.group("notnull")))
+        fields.append(Field(name, _type_name(m.group("type")), nullable=not m.group("notnull")))
     if not fields:
         raise SchemaError("the schema has no columns")
     return Schema(fields, primary_key=key or None)
@@ -173,6 +205,17 @@ def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None)
     "$POSIXLAKE_NEW_PASSWORD or a prompt).",
 )
 @click.option(
+    "--admin-user",
+    metavar="NAME",
+    help="With --auth: the first admin (as --user; default admin).",
+)
+@click.option(
+    "--admin-password",
+    metavar="PASSWORD",
+    help="With --auth: the first admin's password; visible to other users in the process "
+    "list: prefer $POSIXLAKE_ADMIN_PASSWORD or the prompt.",
+)
+@click.option(
     "--create-bucket",
     is_flag=True,
     help="Create a missing S3 bucket or Azure container.",
@@ -190,6 +233,8 @@ def create(
     partition_by: tuple[str, ...],
     name: str | None,
     auth: bool,
+    admin_user: str | None,
+    admin_password: str | None,
     create_bucket: bool,
 ) -> None:
     """Create a table from a schema, or from CSV or Parquet files.
@@ -205,6 +250,11 @@ def create(
       posixlake create /data/sales --from-csv 'exports/*.csv' --primary-key id
       posixlake create s3://bucket/sales --from-parquet part-0.parquet --engine spark
       posixlake create /data/hr --schema 'id:Int64, name:String' --auth --user admin
+
+    \b
+    The original project's forms work too: types int (Int32), long, bigint, text,
+    varchar, double, float, bool in any case, and --auth --admin-user NAME
+    [--admin-password PW] (else $POSIXLAKE_ADMIN_PASSWORD, else a prompt).
     """
     sources = [bool(schema), bool(csv_paths), bool(parquet_paths)]
     if sum(sources) != 1:
@@ -222,13 +272,24 @@ def create(
         "name": name,
         "create_bucket": create_bucket or None,
     }
+    if not auth and (opts.user or admin_user or admin_password is not None):
+        raise click.UsageError(
+            "--user, --admin-user and --admin-password are only used with --auth"
+        )
+    _check_target(uri, common["storage"])
     if auth:
-        admin = opts.user
+        if admin_user and opts.user and admin_user != opts.user:
+            raise click.UsageError("give the first admin with --user or --admin-user, not both")
+        admin = admin_user or opts.user
         common["auth"] = True
-        # without --user, posixlake takes $POSIXLAKE_ADMIN_USER / $POSIXLAKE_ADMIN_PASSWORD
-        common["credentials"] = (admin, new_password(admin)) if admin else None
-    elif opts.user:
-        raise click.UsageError("--user is only used with --auth when creating a table")
+        if admin_password is not None:
+            warn_secret_flag("--admin-password", ADMIN_PASSWORD_ENV)
+            common["credentials"] = (admin or "admin", admin_password)
+        elif admin and not os.environ.get(ADMIN_PASSWORD_ENV):
+            common["credentials"] = (admin, new_password(admin))
+        elif admin:
+            common["credentials"] = (admin, os.environ[ADMIN_PASSWORD_ENV])
+        # else posixlake takes $POSIXLAKE_ADMIN_USER / $POSIXLAKE_ADMIN_PASSWORD
     if schema is not None:
         if key:
             try:
@@ -265,6 +326,24 @@ def create(
             f"{label} {health.location}: {plural(health.rows, 'row')}, version {health.version}"
         )
         click.echo(str(created))
+
+
+def _check_target(uri: str, storage: StorageConfig | None) -> None:
+    """Fail before any import work (and its progress line) when TABLE cannot be created.
+
+    Raises:
+        AlreadyExists: a Delta table is there. InvalidOperation: a local path that is a file.
+    """
+    if is_local(uri) and os.path.exists(uri) and not os.path.isdir(uri):
+        raise InvalidOperation(f"cannot create a table at {uri}: it is a file")
+    try:
+        exists = DeltaLog.exists(uri, storage_options_for(uri, storage))
+    except PosixLakeError:
+        if is_local(uri):
+            raise
+        return  # unreachable storage, missing bucket...: create reports it with its checks
+    if exists:
+        raise AlreadyExists(f"a Delta table already exists at {uri}")
 
 
 def _file_size(path: str) -> int:

@@ -67,9 +67,9 @@ def users() -> None:
 
     \b
     Roles: read; write (read, write, delete); admin (everything, incl. backup and restore).
-    Passwords are never command-line arguments: the login password comes from
-    $POSIXLAKE_PASSWORD or a prompt, a new password from $POSIXLAKE_NEW_PASSWORD or a
-    prompt typed twice.
+    Keep passwords off the command line: the login password comes from
+    $POSIXLAKE_PASSWORD or a prompt (--password works, with a warning), a new password
+    from $POSIXLAKE_NEW_PASSWORD or a prompt typed twice.
 
     \b
     Examples:

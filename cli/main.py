@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from cli import _backup, _data, _maintenance, _serve, _table, _users
+from cli import _backup, _data, _maintenance, _migrate, _mount, _serve, _table, _users
 from cli._common import Options
 from posixlake import __version__
 from posixlake.errors import PosixLakeError
@@ -148,8 +148,8 @@ cli_group.add_section("Tables", _table.COMMANDS)
 cli_group.add_section("Data", _data.COMMANDS)
 cli_group.add_section("Maintenance", _maintenance.COMMANDS)
 cli_group.add_section("Backup", _backup.COMMANDS)
-cli_group.add_section("Users", _users.COMMANDS)
-cli_group.add_section("Server", _serve.COMMANDS)
+cli_group.add_section("Users", [*_users.COMMANDS, *_migrate.COMMANDS])
+cli_group.add_section("Server", [*_serve.COMMANDS, *_mount.COMMANDS])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

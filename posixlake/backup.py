@@ -35,6 +35,10 @@ folder but not in its manifest) and corrupted files (any flipped byte), a manife
 fails its checksum, a broken chain, and log entries that reference data files the
 manifest does not list.
 
+**Backups made by the original posixlake** (a copy of the table folder plus
+``backup_metadata.json``, no checksums) are recognised by their layout: verify, restore
+and ``get_backup_metadata`` hand them to :mod:`posixlake._original`.
+
 **Restore** checks the chain and every file's presence first, writes nothing into a
 non-empty destination unless ``overwrite=True``, hashes every byte it copies and
 refuses (naming the file, removing what it wrote) at the first mismatch, copies the log
@@ -64,6 +68,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 from urllib.parse import unquote
 
+from posixlake import _original
 from posixlake._authz import Authorizer
 from posixlake._objstore import (
     TEMP_MARK,
@@ -779,6 +784,7 @@ def _pin(log: DeltaLog, source: ObjectStore) -> _Pin:
         auth = (
             log.configuration.get(security.AUTH_PROPERTY, "").lower() == "true"
             or security.UserStore(source).exists()
+            or _original.has_users(source)
         )
     return _Pin(version, rows, live, auth)
 
@@ -847,7 +853,7 @@ def _plan(
     items += [
         _Item(key, "meta", entry.size)
         for key, entry in sorted(listing.items())
-        if key.startswith("_posixlake/")
+        if key.startswith(("_posixlake/", "_metadata/"))  # _metadata/: the original's users
     ]
     plan = _Plan({}, [], unavailable)
     for item in items:
@@ -1159,6 +1165,9 @@ def get_backup_metadata(
         NotFound: no backup there. BackupCorrupted: a damaged manifest.
     """
     uri = normalize_uri(path)
+    original = _original_backup(uri, storage_options)
+    if original is not None:
+        return _original.backup_metadata(uri, original)
     return _metadata(uri, _open_backup(uri, storage_options).manifest)
 
 
@@ -1180,6 +1189,9 @@ def verify_backup(
         NotFound: there is no backup (nor anything else) at ``path``.
     """
     uri = normalize_uri(path)
+    original = _original_backup(uri, storage_options)
+    if original is not None:
+        return _original.verify_backup(uri, original, progress=progress, workers=workers)
     try:
         top = _open_backup(uri, storage_options)
     except BackupCorrupted as err:
@@ -1362,6 +1374,8 @@ def _check_restore_credentials(
         for f in m.files.values()
         if (mm := _USERS_FILE.match(f.path)) is not None
     )
+    if not users and _original.USERS_FILE in m.files:
+        return _check_original_credentials(top, chain, credentials)
     if not users:
         raise BackupCorrupted(
             f"{top.uri}: a backup of an auth-enabled table without its user database"
@@ -1382,6 +1396,39 @@ def _check_restore_credentials(
     if "restore" not in db.permissions(name):
         raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
     return name
+
+
+def _check_original_credentials(
+    top: _Backup, chain: Mapping[str, _Backup], credentials: Any
+) -> str:
+    """Check credentials against the original posixlake's users held in a backup."""
+    from posixlake import security
+
+    f = top.manifest.files[_original.USERS_FILE]
+    holder = chain[f.backup_id]
+    data = b"".join(
+        _hashed(
+            holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
+            expect_sha=f.sha256,
+            expect_size=f.size,
+            where=holder.file_uri(f.path),
+            meter=None,
+        )
+    )
+    users = _original.parse_users(data, holder.file_uri(f.path))
+    db = security.UserDb(0, {n: _original.user_record(u) for n, u in users.items()})
+    name = security.check_credentials(db, credentials)
+    if "restore" not in users[name].permissions:
+        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
+    return name
+
+
+def _original_backup(uri: str, options: Mapping[str, str] | None) -> ObjectStore | None:
+    """Return the store of ``uri`` if it holds a backup made by the original posixlake."""
+    store = open_store(uri, options)
+    if store.exists(MANIFEST_NAME) or not _original.is_original_backup(store):
+        return None
+    return store
 
 
 def restore(
@@ -1426,6 +1473,20 @@ def restore(
     backup_uri = normalize_uri(backup)
     dest_uri = normalize_uri(dest)
     b_opts = backup_storage_options if backup_storage_options is not None else storage_options
+    original = _original_backup(backup_uri, b_opts)
+    if original is not None:
+        return _original.restore_backup(
+            backup_uri,
+            original,
+            dest_uri,
+            version=version,
+            as_of=as_of,
+            overwrite=overwrite,
+            credentials=credentials,
+            storage_options=storage_options,
+            progress=progress,
+            workers=workers,
+        )
     top = _open_backup(backup_uri, b_opts)
     chain = _chain(top, b_opts)
     m = top.manifest

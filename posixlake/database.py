@@ -292,6 +292,7 @@ class DatabaseOps:
         self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
         self._closed = False
         self._tags = threading.local()
+        self._original_key: list[str] = []
         self.optimize = Optimizer(self)
 
     # -- construction ----------------------------------------------------------------
@@ -398,7 +399,16 @@ class DatabaseOps:
 
         authorizer = security.login(uri, options, credentials, configuration=log.configuration)
         eng = resolve_engine(engine, master=master, spark=spark)
-        return cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
+        db = cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
+        if PRIMARY_KEY_PROPERTY not in log.configuration:
+            from posixlake import _original
+            from posixlake._objstore import open_store
+
+            # a table of the original posixlake keeps its key in _metadata/schema.json
+            db._original_key = _original.primary_key(
+                open_store(uri, options), log.arrow_schema.names
+            )
+        return db
 
     @classmethod
     def create_from_csv(
@@ -1067,7 +1077,9 @@ class DatabaseOps:
 
     def primary_key(self) -> list[str]:
         """Return the primary-key columns (empty when the table has none)."""
-        value = self._log.configuration.get(PRIMARY_KEY_PROPERTY, "")
+        value = self._log.configuration.get(PRIMARY_KEY_PROPERTY)
+        if value is None:  # never set here: the original posixlake's key, if any
+            return list(self._original_key)
         return [c for c in value.split(",") if c]
 
     def set_primary_key(self, columns: str | Sequence[str] | None) -> None:

@@ -64,6 +64,13 @@ they are omitted, ``$POSIXLAKE_ADMIN_PASSWORD`` (and ``$POSIXLAKE_ADMIN_USER``, 
 ``admin``) are used; with neither, creation fails before anything is written. There is
 no default password.
 
+Tables made by the original posixlake keep their users in ``_metadata/users.json``
+(bcrypt hashes): such a table never opens without credentials. They are checked against
+those hashes; the first admin login copies every user into ``_posixlake/users`` (keeping
+each hash until that user logs in, when it is replaced with scrypt), and non-admin users
+logging in before that get the original's permissions (its ``write`` role may insert
+but neither read nor delete). See :mod:`posixlake._original`.
+
 Test suites may lower the scrypt cost with ``$POSIXLAKE_SCRYPT_LOG2_N`` (read once per
 hash; production should never set it: a warning is logged). Verification always uses
 the parameters stored with each hash, so lowering it never weakens existing hashes.
@@ -114,6 +121,7 @@ __all__ = [
     "USERS_PREFIX",
     "AuditEvent",
     "AuditLog",
+    "OriginalSession",
     "TableAuthorizer",
     "UserDb",
     "UserInfo",
@@ -231,7 +239,18 @@ def hash_password(password: str) -> dict[str, Any]:
 
 
 def verify_password(password: str, record: Mapping[str, Any]) -> bool:
-    """Return whether ``password`` matches a record of :func:`hash_password` (constant time)."""
+    """Return whether ``password`` matches a record of :func:`hash_password` (constant time).
+
+    Records ``{"alg": "bcrypt", "hash": "$2b$..."}`` are users moved over from the
+    original posixlake (see :mod:`posixlake._original`); a login replaces them with scrypt.
+    """
+    if record.get("alg") == "bcrypt":
+        from posixlake import _original
+
+        hashed = record.get("hash")
+        if not isinstance(hashed, str):
+            raise StorageError("the user database holds a malformed password record")
+        return _original.check_password(password, hashed)
     try:
         n, r, p = int(record["n"]), int(record["r"]), int(record["p"])
         salt = base64.b64decode(record["salt"], validate=True)
@@ -931,7 +950,10 @@ def auth_required(
     """Return whether the table at ``uri`` has auth (its property, or a user database)."""
     if configuration and configuration.get(AUTH_PROPERTY, "").lower() == "true":
         return True
-    return UserStore(open_store(uri, storage_options)).exists()
+    from posixlake import _original
+
+    store = open_store(uri, storage_options)
+    return UserStore(store).exists() or _original.has_users(store)
 
 
 def login(
@@ -957,7 +979,7 @@ def login(
     users = UserStore(store)
     flagged = bool(configuration) and (configuration or {}).get(AUTH_PROPERTY, "").lower() == "true"
     if not flagged and not users.exists():
-        return None
+        return _original_login(store, users, credentials)
     audit = AuditLog(store)
     try:
         db = users.load()
@@ -977,7 +999,130 @@ def login(
         audit.record(attempted, "login_failed", ok=False)
         raise
     audit.record(name, "login")
+    db = _upgrade_hash(users, db, name, credentials)
     return TableAuthorizer(users, audit, db, name, refresh_seconds=refresh_seconds, clock=clock)
+
+
+def _upgrade_hash(users: UserStore, db: UserDb, name: str, credentials: Any) -> UserDb:
+    """Replace a user's bcrypt hash (moved from the original posixlake) with scrypt.
+
+    Called right after a successful login with the password just checked; a failure to
+    write is logged and the bcrypt hash stays.
+    """
+    if db.users[name].get("password", {}).get("alg") != "bcrypt":
+        return db
+    record = hash_password(credentials[1])
+
+    def change(all_users: dict[str, dict[str, Any]]) -> None:
+        if name in all_users and all_users[name].get("password", {}).get("alg") == "bcrypt":
+            all_users[name]["password"] = record
+
+    try:
+        _old, new = users.update(change)
+    except PosixLakeError as err:
+        logger.warning("could not rehash the password of %r with scrypt: %s", name, err)
+        return db
+    return new if name in new.users else db
+
+
+class OriginalSession:
+    """A user of the original posixlake's ``_metadata/users.json`` not yet moved over.
+
+    A non-admin login on a table whose users have not been migrated (the first admin
+    login migrates them): the user gets the permissions the original granted.
+    """
+
+    def __init__(self, name: str, permissions: frozenset[Permission], audit: AuditLog) -> None:
+        """Bind the session of ``name`` (already authenticated)."""
+        self._name = name
+        self._permissions = permissions
+        self._audit = audit
+
+    @property
+    def user(self) -> str | None:
+        """The logged-in user."""
+        return self._name
+
+    @property
+    def permissions(self) -> frozenset[Permission]:
+        """The user's permissions (the original's roles)."""
+        return self._permissions
+
+    def check(self, permission: Permission, operation: str) -> None:
+        """Return if the user holds ``permission``.
+
+        Raises:
+            PermissionDenied: naming the operation, the user and the permission.
+        """
+        if permission in self._permissions:
+            return
+        self._audit.record(
+            self._name,
+            "permission_denied",
+            ok=False,
+            target=operation,
+            detail={"permission": permission},
+        )
+        raise PermissionDenied(
+            f"{operation}: user {self._name!r} lacks the {permission!r} permission"
+        )
+
+    def allows(self, permission: Permission) -> bool:
+        """Return whether the user holds ``permission``."""
+        return permission in self._permissions
+
+    @property
+    def audit_log(self) -> AuditLog:
+        """The table's audit log."""
+        return self._audit
+
+    def __repr__(self) -> str:
+        return f"OriginalSession(user={self._name!r})"
+
+
+def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> Authorizer | None:
+    """Log in on a table of the original posixlake that has users (fail closed).
+
+    Credentials are checked against its bcrypt hashes. An admin's login moves every
+    user into our user store (their hashes kept until each logs in); other users get a
+    session with the original's permissions.
+    """
+    from posixlake import _original
+
+    found = _original.read_users(store)
+    if found is None:
+        return None
+    audit = AuditLog(store)
+    db = UserDb(0, {name: _original.user_record(u) for name, u in found.items()})
+    attempted = (
+        credentials[0]
+        if isinstance(credentials, tuple | list) and credentials and isinstance(credentials[0], str)
+        else None
+    )
+    try:
+        name = check_credentials(db, credentials)
+    except AuthenticationError:
+        audit.record(attempted, "login_failed", ok=False)
+        raise
+    audit.record(name, "login")
+    if "admin" not in found[name].permissions:
+        return OriginalSession(name, found[name].permissions, audit)
+    try:
+        migrated = users.create(db.users)
+    except AlreadyExists:
+        migrated = users.load()  # another admin migrated them meanwhile
+        if name not in migrated.users:
+            raise AuthenticationError(_BAD_CREDENTIALS) from None
+    else:
+        audit.record(
+            name,
+            "migrate_users",
+            target=_original.USERS_FILE,
+            detail={"users": sorted(db.users)},
+        )
+        logger.info("moved %d users of the original posixlake into %s", len(db.users), USERS_PREFIX)
+    migrated = _upgrade_hash(users, migrated, name, credentials)
+    return TableAuthorizer(users, audit, migrated, name)
 
 
 def manager(authorizer: Authorizer, operation: str) -> TableAuthorizer:
@@ -988,6 +1133,11 @@ def manager(authorizer: Authorizer, operation: str) -> TableAuthorizer:
     """
     if isinstance(authorizer, TableAuthorizer):
         return authorizer
+    if isinstance(authorizer, OriginalSession):
+        raise InvalidOperation(
+            f"{operation}: the users of this table (made by the original posixlake) are "
+            "managed once an admin has logged in, which moves them into posixlake's store"
+        )
     if isinstance(authorizer, AllowAll):
         raise InvalidOperation(
             f"{operation}: this table has no users; create it with auth=True "
@@ -1025,5 +1175,5 @@ def record_event(
     detail: Mapping[str, Any] | None = None,
 ) -> None:
     """Append an audit event for the session's user (no-op for a table without auth)."""
-    if isinstance(authorizer, TableAuthorizer):
+    if isinstance(authorizer, TableAuthorizer | OriginalSession):
         authorizer.audit_log.record(authorizer.user, action, ok=ok, target=target, detail=detail)

@@ -65,7 +65,7 @@ class Cli:
             lines = result.stderr.strip().splitlines()
             assert lines and lines[-1].startswith("Error: "), result.stderr
             assert [ln for ln in lines if ln.startswith("Error")] == lines[-1:], result.stderr
-            labels = ("Importing ", "Backing up ", "Restoring ", "Verifying ")
+            labels = ("Importing ", "Backing up ", "Restoring ", "Verifying ", "Warning: ")
             assert all(ln.startswith(labels) for ln in lines[:-1]), result.stderr
         return result
 
