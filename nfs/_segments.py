@@ -511,6 +511,9 @@ class Segmenter:
         self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
+        # on the first pa.scalar: 0.3-0.8 s); pay it now, off the first read's path
+        self._executor().submit(_warm_up)
 
     # -- public ----------------------------------------------------------------------
 
@@ -593,9 +596,18 @@ class Segmenter:
             snapshot=snapshot,
             files=tuple(order),
             keys=keys,
-            header=render_csv(snapshot.schema.empty_table()),
+            header=self._header(snapshot.schema),
             read_only=log.read_only,
         )
+
+    def _header(self, schema: pa.Schema) -> bytes:
+        """Return the header line, itself cached (rendering it costs pyarrow's lazy imports)."""
+        key = _digest(["header", CODEC_VERSION, _schema_digest(schema)])
+        seg = self._cached(key)
+        if seg is None:
+            seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
+            self._live[key] = seg
+        return bytes(seg.view)
 
     def _cached(self, key: str) -> Segment | None:
         seg = self._live.get(key)
@@ -635,7 +647,7 @@ class Segmenter:
                 units.append(_Unit(i))
         pool = self._executor()
         window = 2 * self._workers
-        pending: deque[tuple[_Unit, Future[tuple[bytes, int]]]] = deque()
+        pending: deque[tuple[_Unit, Future[tuple[list[bytes], int]]]] = deque()
         queue = iter(units)
 
         def fill() -> None:
@@ -650,7 +662,10 @@ class Segmenter:
             while pending and pending[0][0].index == index:
                 _, task = pending.popleft()
                 fill()
-                yield task.result()
+                chunks, rows = task.result()
+                for chunk in chunks:
+                    yield chunk, 0
+                yield b"", rows
 
         try:
             fill()
@@ -683,10 +698,14 @@ class Segmenter:
         else:
             with self._lock:
                 self.stats.reused += 1
-        return SegmentedRendering(version, render_csv(schema.empty_table()), [seg])
+        return SegmentedRendering(version, self._header(schema), [seg])
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _warm_up() -> None:
+    render_csv(pa.table({"x": pa.array([1.5], pa.float64()), "y": pa.array(["a"])}))
 
 
 def _digest(material: Any) -> str:
@@ -727,12 +746,12 @@ def _row_groups(
         return int(pq.ParquetFile(handle).metadata.num_row_groups)
 
 
-def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[bytes, int]:
+def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[bytes], int]:
     """Render one unit's rows as CSV lines (runs on a worker thread)."""
     snapshot = plan.snapshot
     data_file = plan.files[unit.index]
     if unit.row_groups == ():
-        return b"", 0
+        return [], 0
     schema = snapshot.schema
     parts = snapshot.partition_columns
     with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
@@ -740,7 +759,7 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[bytes, 
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
         if pf.metadata.num_rows == 0:
-            return b"", 0
+            return [], 0
         batches = pf.iter_batches(
             batch_size=_BATCH_ROWS,
             row_groups=list(unit.row_groups) if unit.row_groups is not None else None,
@@ -755,8 +774,8 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[bytes, 
                 rows += batch.num_rows
                 yield _assemble(batch, schema, parts, data_file)
 
-        data = b"".join(iter_render_csv(assembled(), header=False, schema=schema))
-    return data, rows
+        chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
+    return chunks, rows
 
 
 def _assemble(
