@@ -87,6 +87,11 @@ def build(path: Path, rows: int, chunk: int) -> None:
 
 
 def peak_rss_mb() -> float:
+    """This process' peak RSS (VmHWM: ru_maxrss would include the parent's, kept over exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

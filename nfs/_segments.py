@@ -89,7 +89,6 @@ _TRAILER: Final = b"PLXEND01"
 _HEAD: Final = struct.Struct("<8s32sQQ")  # magic, key digest, payload length, rows
 _TAIL: Final = struct.Struct("<Q32s8s")  # payload length, key digest, trailer magic
 _SUFFIX: Final = ".seg"
-_ROW_GROUPS_PER_UNIT: Final = 1
 _BATCH_ROWS: Final = 65_536
 
 
