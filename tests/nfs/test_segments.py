@@ -233,3 +233,21 @@ def test_an_empty_table_is_the_header(tmp_path: Path) -> None:
     assert _bytes(r) == b"id,name,score,city\n" == bytes(r.data)
     chunk, eof = r.read(r.size, 10)
     assert bytes(chunk) == b"" and eof
+
+
+def test_column_mapping_falls_back_to_one_segment_per_version(tmp_path: Path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    rows = pa.table({"id": pa.array([2, 1], pa.int64()), "name": ["b", "a,z"]})
+    DeltaTable.create(
+        str(tmp_path / "t"), rows.schema, configuration={"delta.columnMapping.mode": "name"}
+    )
+    write_deltalake(str(tmp_path / "t"), rows, mode="append")
+    db = DatabaseOps.open(tmp_path / "t", engine="local")
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    r = seg(db.version)
+    assert _bytes(r) == render_csv(db.to_arrow(version=db.version))
+    assert seg.stats.whole == 1 and len(r.segments) == 1
+    # cached on disk per version: a restart renders nothing
+    seg2 = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    assert _bytes(seg2(db.version)) == _bytes(r) and seg2.stats.whole == 0
