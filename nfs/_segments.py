@@ -90,6 +90,7 @@ _HEAD: Final = struct.Struct("<8s32sQQ")  # magic, key digest, payload length, r
 _TAIL: Final = struct.Struct("<Q32s8s")  # payload length, key digest, trailer magic
 _SUFFIX: Final = ".seg"
 _BATCH_ROWS: Final = 65_536
+_SMALL_DICTIONARY: Final = 256 << 10
 
 
 def default_cache_dir() -> Path:
@@ -581,6 +582,9 @@ class Segmenter:
     def _plan(self, log: DeltaLog) -> _Plan:
         """Resolve the version's files in segment order (InvalidOperation: not per file)."""
         snapshot = snapshot_of(log)  # InvalidOperation: deletion vectors, column mapping
+        if not getattr(snapshot, "plain_parquet", True):
+            # a snapshot that carries deletion vectors or physical column names
+            raise InvalidOperation("the data files are not plain Parquet")
         actions = log.add_actions()
         mtimes = dict(
             zip(
@@ -754,16 +758,17 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[by
     schema = snapshot.schema
     parts = snapshot.partition_columns
     with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
-        pf = pq.ParquetFile(handle)
+        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
         if pf.metadata.num_rows == 0:
             return [], 0
+        groups = list(unit.row_groups) if unit.row_groups is not None else None
+        small = _small_dictionaries(pf, schema, wanted, groups)
+        if small:
+            pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us", read_dictionary=small)
         batches = pf.iter_batches(
-            batch_size=_BATCH_ROWS,
-            row_groups=list(unit.row_groups) if unit.row_groups is not None else None,
-            columns=wanted,
-            use_threads=False,
+            batch_size=_BATCH_ROWS, row_groups=groups, columns=wanted, use_threads=False
         )
         rows = 0
 
@@ -775,6 +780,43 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[by
 
         chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
     return chunks, rows
+
+
+def _small_dictionaries(
+    pf: pq.ParquetFile, schema: pa.Schema, wanted: Sequence[str], groups: list[int] | None
+) -> list[str]:
+    """Return the string columns that are dictionary-encoded with a small dictionary in
+    every row group to read: read as dictionaries, the codec renders each distinct value
+    once (a writer falls back from a dictionary that grows past ~1 MiB, so small means
+    that every page uses it).
+    """
+    text = [
+        f.name
+        for f in schema
+        if f.name in wanted and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+    ]
+    if not text:
+        return []
+    meta = pf.metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    out = []
+    for name in text:
+        i = index.get(name)
+        if i is None:
+            continue
+        ok = True
+        for g in groups if groups is not None else range(meta.num_row_groups):
+            col = meta.row_group(g).column(i)
+            start = col.dictionary_page_offset
+            if not col.has_dictionary_page or not start:
+                ok = False
+                break
+            if col.data_page_offset - start > _SMALL_DICTIONARY:
+                ok = False
+                break
+        if ok:
+            out.append(name)
+    return out
 
 
 def _assemble(
@@ -790,10 +832,16 @@ def _assemble(
             if value is None:
                 arrays.append(pa.nulls(n, f.type))
             else:
-                arrays.append(pa.repeat(pa.scalar(value, f.type), n))
+                # one dictionary value: the codec renders it once
+                indices = pa.repeat(pa.scalar(0, pa.int32()), n)
+                arrays.append(pa.DictionaryArray.from_arrays(indices, pa.array([value], f.type)))
         elif f.name in names:
             col = batch.column(names.index(f.name))
-            arrays.append(col if col.type == f.type else col.cast(f.type))
+            kind = col.type
+            if isinstance(kind, pa.DictionaryType) and kind.value_type == f.type:
+                arrays.append(col)  # read as a dictionary (see _small_dictionaries)
+            else:
+                arrays.append(col if kind == f.type else col.cast(f.type))
         else:
             arrays.append(pa.nulls(n, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(arrays, names=schema.names)

@@ -251,3 +251,21 @@ def test_column_mapping_falls_back_to_one_segment_per_version(tmp_path: Path) ->
     # cached on disk per version: a restart renders nothing
     seg2 = Segmenter(db, SegmentStore(tmp_path / "cache"))
     assert _bytes(seg2(db.version)) == _bytes(r) and seg2.stats.whole == 0
+
+
+@given(
+    values=st.lists(_text | st.none(), max_size=20),
+    picks=st.lists(st.integers(0, 30) | st.none(), max_size=40),
+)
+def test_a_dictionary_column_renders_as_its_values(
+    values: list[str | None], picks: list[int | None]
+) -> None:
+    # segments read small-dictionary string columns as dictionaries (rendered once each)
+    dictionary = pa.array(values, pa.string())
+    indices = pa.array(
+        [None if p is None or not values else p % len(values) for p in picks], pa.int32()
+    )
+    encoded = pa.DictionaryArray.from_arrays(indices, dictionary)
+    as_dict = pa.table({"a": encoded, "b": pa.array(range(len(picks)), pa.int64())})
+    plain = pa.table({"a": encoded.dictionary_decode(), "b": as_dict.column("b")})
+    assert render_csv(as_dict) == render_csv(plain)
