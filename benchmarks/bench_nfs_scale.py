@@ -17,7 +17,8 @@ from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs
 4. warm sequential read: the whole file in 1 MiB READs (NFS rsize), each copied once
    (as packing the reply does), MB/s;
 
-each with the process' peak RSS (which counts the mapped cache pages it touched).
+each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
+touched) and its anonymous memory at the end (RssAnon).
 ``--baseline`` also times today's path (``db.to_arrow(version)`` rendered whole) for 1 and 3.
 
 These are measurements, not tests: nothing here asserts a time. The machine may be
@@ -86,13 +87,19 @@ def build(path: Path, rows: int, chunk: int) -> None:
 # -- phases (each runs in its own process) -------------------------------------------------
 
 
-def peak_rss_mb() -> float:
-    """This process' peak RSS (VmHWM: ru_maxrss would include the parent's, kept over exec)."""
+def status_mb(key: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmHWM: peak RSS, including
+    mapped cache pages touched; RssAnon: anonymous memory now). ru_maxrss would include
+    the parent's peak, which Linux keeps over exec."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mb() -> float:
+    return status_mb("VmHWM")
 
 
 def cpu_s() -> float:
@@ -138,19 +145,28 @@ def phase(name: str, table: str, cache_dir: str, runs: int, workers: int | None)
     elif name in ("insert", "baseline-insert"):
         cache = cache_for()
         last_page(cache.get(db.version))
-        writer = DatabaseOps.open(table, engine="local")
+        # the API writer is another process (its key index is not the server's memory)
+        writer = subprocess.Popen(
+            [sys.executable, __file__, "--phase", "writer", "--table", table],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert writer.stdin is not None and writer.stdout is not None
         times = []
-        next_id = 1 << 40
         for _ in range(runs):
-            writer.insert(rows_of(next_id, 1))
-            next_id += 1
+            writer.stdin.write("insert\n")
+            writer.stdin.flush()
+            writer.stdout.readline()
             t = time.perf_counter()
             version = db.version  # what TableFs does when its version TTL expires
             last_page(cache.get(version))
             times.append((time.perf_counter() - t) * 1000)
-        out.update(ms=statistics.median(times), all_ms=times)
         # leave the table as it was: the inserted rows go again (a new version)
-        writer.delete_rows_where(f"id >= {1 << 40}")
+        writer.stdin.write("cleanup\n")
+        writer.stdin.close()
+        writer.wait()
+        out.update(ms=statistics.median(times), all_ms=times)
     elif name == "seq":
         cache = cache_for()
         r = cache.get(db.version)
@@ -167,7 +183,22 @@ def phase(name: str, table: str, cache_dir: str, runs: int, workers: int | None)
             rates.append(n / (time.perf_counter() - t) / 1e6)
         out.update(mb_s=statistics.median(rates))
     out["peak_rss_mb"] = peak_rss_mb()
+    out["anon_mb"] = status_mb("RssAnon")
     return out
+
+
+def writer_loop(table: str) -> None:
+    """Insert one row per ``insert`` line on stdin (answering its version); ``cleanup``
+    deletes the rows inserted."""
+    db = DatabaseOps.open(table, engine="local")
+    next_id = 1 << 40
+    for line in sys.stdin:
+        if line.strip() == "insert":
+            version = db.insert(rows_of(next_id, 1))
+            next_id += 1
+            print(version, flush=True)
+        elif line.strip() == "cleanup":
+            db.delete_rows_where(f"id >= {1 << 40}")
 
 
 def run_phase(name: str, table: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -192,6 +223,9 @@ def main() -> None:
     parser.add_argument("--table", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phase == "writer":
+        writer_loop(args.table)
+        return
     if args.phase:
         print(json.dumps(phase(args.phase, args.table, args.cache, args.runs, args.workers)))
         return
@@ -211,22 +245,23 @@ def main() -> None:
             (
                 "first-ever render (GETATTR+READ)",
                 f"{first['ms']:.0f} ms ({first['cpu_s']:.2f} CPU s), "
-                f"peak RSS {first['peak_rss_mb']:.0f} MB",
+                f"peak RSS {first['peak_rss_mb']:.0f} MB, anon {first['anon_mb']:.0f} MB",
             ),
             (
                 "first read after restart",
                 f"{restart['ms']:.1f} ms (+ open {restart['open_ms']:.0f} ms), "
-                f"peak RSS {restart['peak_rss_mb']:.0f} MB",
+                f"peak RSS {restart['peak_rss_mb']:.0f} MB, anon {restart['anon_mb']:.0f} MB",
             ),
             (
                 "read after API insert of 1 row",
                 f"{insert['ms']:.1f} ms median of {args.runs} "
                 f"({', '.join(f'{x:.1f}' for x in insert['all_ms'])}), "
-                f"peak RSS {insert['peak_rss_mb']:.0f} MB",
+                f"peak RSS {insert['peak_rss_mb']:.0f} MB, anon {insert['anon_mb']:.0f} MB",
             ),
             (
                 "warm sequential read",
-                f"{seq['mb_s']:.0f} MB/s, peak RSS {seq['peak_rss_mb']:.0f} MB",
+                f"{seq['mb_s']:.0f} MB/s, peak RSS {seq['peak_rss_mb']:.0f} MB, "
+                f"anon {seq['anon_mb']:.0f} MB",
             ),
         ]
         if args.baseline:
