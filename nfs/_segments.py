@@ -91,6 +91,9 @@ _TAIL: Final = struct.Struct("<Q32s8s")  # payload length, key digest, trailer m
 _SUFFIX: Final = ".seg"
 _BATCH_ROWS: Final = 65_536
 _SMALL_DICTIONARY: Final = 256 << 10
+_KEY_MEMO: Final = 1 << 20
+_STALE_TEMP_SECONDS: Final = 3600.0
+_TEMP_PREFIX: Final = ".tmp-"
 
 
 def default_cache_dir() -> Path:
@@ -196,6 +199,9 @@ class SegmentStore:
             sizes: dict[str, int] = {}
             with os.scandir(self.root) as it:
                 for entry in it:
+                    if entry.name.startswith(_TEMP_PREFIX):
+                        _remove_if_stale(entry)  # left by a writer that died
+                        continue
                     if not entry.name.endswith(_SUFFIX):
                         continue
                     with contextlib.suppress(OSError):
@@ -284,7 +290,7 @@ class SegmentStore:
         digest = bytes.fromhex(key)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=self.root)
+            fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_SUFFIX, dir=self.root)
         except OSError as err:
             raise IoError(f"segment cache {self.root}: {err}") from err
         try:
@@ -345,6 +351,12 @@ class SegmentStore:
                     self._path(key).unlink()
             self._sizes.clear()
             self._used.clear()
+
+
+def _remove_if_stale(entry: os.DirEntry[str]) -> None:
+    with contextlib.suppress(OSError):
+        if time.time() - entry.stat().st_mtime > _STALE_TEMP_SECONDS:
+            os.unlink(entry.path)
 
 
 # -- one version -----------------------------------------------------------------------------
@@ -509,6 +521,7 @@ class Segmenter:
         self._table_id = table_id
         self.stats = SegmenterStats()
         self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
+        self._keys: dict[tuple[str, int, int, str, str], str] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
@@ -550,21 +563,43 @@ class Segmenter:
         if pool is not None:
             pool.shutdown(wait=True)
 
-    def key_of(self, snapshot: Snapshot, data_file: DataFile, modification_time: int) -> str:
-        """Return the cache key of one data file's segment (a hex SHA-256)."""
-        material = [
-            "file",
-            CODEC_VERSION,
-            self._identity(),
-            snapshot.uri,
-            data_file.path,
-            data_file.size,
-            modification_time,
-            data_file.serialized_partition_values(snapshot.schema),
-            list(snapshot.partition_columns),
-            _schema_digest(snapshot.schema),
-        ]
-        return _digest(material)
+    def key_of(
+        self,
+        snapshot: Snapshot,
+        data_file: DataFile,
+        modification_time: int,
+        *,
+        schema_digest: str | None = None,
+    ) -> str:
+        """Return the cache key of one data file's segment (a hex SHA-256).
+
+        The key covers the table (its Delta id and URI), the file (path, size,
+        modification time, partition values), the schema and partition columns, and
+        :data:`CODEC_VERSION`. Memoised per file: a version of a table with many files
+        costs a dictionary lookup per file it shares with earlier versions.
+        """
+        schema_digest = schema_digest or _schema_digest(snapshot.schema)
+        memo = (data_file.path, data_file.size, modification_time, schema_digest, snapshot.uri)
+        key = self._keys.get(memo)
+        if key is None:
+            material = [
+                "file",
+                CODEC_VERSION,
+                self._identity(),
+                snapshot.uri,
+                data_file.path,
+                data_file.size,
+                modification_time,
+                data_file.serialized_partition_values(snapshot.schema),
+                list(snapshot.partition_columns),
+                schema_digest,
+            ]
+            key = _digest(material)
+            with self._lock:
+                if len(self._keys) >= _KEY_MEMO:
+                    self._keys.clear()
+                self._keys[memo] = key
+        return key
 
     # -- planning ----------------------------------------------------------------------
 
@@ -594,7 +629,11 @@ class Segmenter:
             )
         )
         order = sorted(snapshot.files, key=lambda f: (int(mtimes.get(f.path) or 0), f.path))
-        keys = tuple(self.key_of(snapshot, f, int(mtimes.get(f.path) or 0)) for f in order)
+        digest = _schema_digest(snapshot.schema)
+        keys = tuple(
+            self.key_of(snapshot, f, int(mtimes.get(f.path) or 0), schema_digest=digest)
+            for f in order
+        )
         return _Plan(
             snapshot=snapshot,
             files=tuple(order),

@@ -269,3 +269,13 @@ def test_a_dictionary_column_renders_as_its_values(
     as_dict = pa.table({"a": encoded, "b": pa.array(range(len(picks)), pa.int64())})
     plain = pa.table({"a": encoded.dictionary_decode(), "b": as_dict.column("b")})
     assert render_csv(as_dict) == render_csv(plain)
+
+
+def test_a_dead_writers_temporary_file_is_removed_once_stale(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ".tmp-old.seg").write_bytes(b"partial")
+    (cache / ".tmp-new.seg").write_bytes(b"being written")
+    os.utime(cache / ".tmp-old.seg", (0, 0))
+    assert SegmentStore(cache).total_bytes() == 0  # neither counts as a segment
+    assert not (cache / ".tmp-old.seg").exists() and (cache / ".tmp-new.seg").exists()
