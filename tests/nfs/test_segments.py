@@ -27,6 +27,7 @@ from nfs._segments import SegmentedRendering, Segmenter, SegmentStore
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
 from posixlake.errors import PosixLakeError
+from tests.storage.servers import LocalServer
 
 SCHEMA = {"id": "Int64", "name": "String", "score": "Float64", "city": "String"}
 _text = st.text(alphabet=st.sampled_from("ab ,\"\n\r'é∑x"), max_size=6)
@@ -279,3 +280,32 @@ def test_a_dead_writers_temporary_file_is_removed_once_stale(tmp_path: Path) -> 
     os.utime(cache / ".tmp-old.seg", (0, 0))
     assert SegmentStore(cache).total_bytes() == 0  # neither counts as a segment
     assert not (cache / ".tmp-old.seg").exists() and (cache / ".tmp-new.seg").exists()
+
+
+@pytest.mark.s3
+def test_segments_of_a_table_on_s3(moto_server: LocalServer, tmp_path: Path) -> None:
+    import uuid
+
+    import boto3
+
+    from posixlake import S3Config
+
+    bucket = f"seg-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=moto_server.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    config = S3Config(moto_server.endpoint, "testing", "testing", "us-east-1")
+    db = DatabaseOps.create(
+        f"s3://{bucket}/t", SCHEMA, storage=config, engine="local", partition_by=["city"]
+    )
+    db.insert([{"id": i, "name": f"n{i}", "score": i / 2, "city": "ab"[i % 2]} for i in range(9)])
+    db.insert({"id": 100, "name": "x,y", "score": None, "city": None})
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    got = _bytes(seg(db.version))
+    full = db.to_arrow(version=db.version)
+    assert sorted(got.splitlines()[1:]) == sorted(render_csv(full).splitlines()[1:])
+    assert got.endswith(b'100,"x,y",,\n')  # the newest file's segment comes last
