@@ -3,9 +3,10 @@
 Cost follows the change (DESIGN.md, "The NFS face"). A version's bytes are the header line
 followed by the CSV lines of each active data file, one **segment** per file, in a fixed
 order: the add actions sorted by (modification time, path). A commit's new files are
-written after the files they join, so appends land at the end of ``data.csv``, and a file
-that a commit removes takes its segment (only) out of the middle. Rendering a version
-renders only the files no earlier version (or earlier run) rendered.
+written after the files they join, so appends land at the end of ``data.csv`` (modification
+times are milliseconds: files of two commits within the same millisecond are ordered by
+path), and a file that a commit removes takes its segment (only) out of the middle.
+Rendering a version renders only the files no earlier version (or earlier run) rendered.
 
 Each segment is rendered from one data file exactly as a full rendering renders its rows:
 the table's schema and column order, partition columns filled from the add action's
@@ -24,13 +25,16 @@ time, and a restarted server reuses it, so its first read of an unchanged table 
 nothing.
 
 Tables whose data files cannot be read one by one as plain Parquet (deletion vectors or
-column mapping: delta-rs applies them while scanning) fall back to ONE segment rendered
-from ``db.to_arrow(version=...)``: correct, cached on disk per version, but not
-incremental — every new version renders the whole table again.
+column mapping: delta-rs applies them while scanning; ``snapshot_of`` refuses them, or
+reports ``plain_parquet`` False) fall back to ONE segment rendered from
+``db.to_arrow(version=...)``: correct, cached on disk per version, but not incremental —
+every new version renders the whole table again.
 
-The first rendering of a large table renders its work units (row groups of the files to
-render) on a thread pool: Parquet decoding and the codec's Arrow compute kernels release
-the GIL, so it scales with cores.
+The first rendering of a large table renders its work units (files, or their row groups
+when there are fewer files than workers) on a thread pool, at most two units per worker in
+flight: most of a unit's time is Parquet decoding and the codec's Arrow compute kernels,
+which release the GIL. String columns whose Parquet dictionary is small are read as
+dictionaries, so the codec renders each distinct value once.
 """
 
 from __future__ import annotations
