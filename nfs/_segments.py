@@ -543,10 +543,8 @@ class Segmenter:
             NotFound: a data file of the current version is missing.
         """
         self._db.authorizer.check("read", "read")
-        log = self._log_at(version)
-        try:
-            plan = self._plan(log)
-        except InvalidOperation:
+        log, plan = self._plan_of(version)
+        if plan is None:
             return self._whole(log, version)
         segments: list[Segment | None] = [self._cached(k) for k in plan.keys]
         missing = [i for i, s in enumerate(segments) if s is None]
@@ -614,9 +612,24 @@ class Segmenter:
                 self._table_id = str(log.table.metadata().id).encode()
         return self._table_id.decode()
 
-    def _log_at(self, version: int) -> DeltaLog:
+    def _plan_of(self, version: int) -> tuple[DeltaLog, _Plan | None]:
+        """Return a log at ``version`` and its plan (None: not readable file by file).
+
+        The table's own log when it has ``version`` loaded (the usual case: the current
+        version; no other snapshot to load), else a time-travel snapshot.
+        """
+        live: DeltaLog = self._db._log
+        with live.lock:  # writers through db hold it: the version cannot move meanwhile
+            if live.version == version:
+                try:
+                    return live, self._plan(live)
+                except InvalidOperation:
+                    return live, None
         log: DeltaLog = self._db._snapshot(version, None)
-        return log
+        try:
+            return log, self._plan(log)
+        except InvalidOperation:
+            return log, None
 
     def _plan(self, log: DeltaLog) -> _Plan:
         """Resolve the version's files in segment order (InvalidOperation: not per file)."""
