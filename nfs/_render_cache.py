@@ -7,7 +7,10 @@ its Arrow form plus the threshold while rendering, and page cache afterwards. Re
 zero-copy ``memoryview`` slices of either form.
 
 :class:`RenderCache` keeps the most recently used renderings (``keep`` of them); a version's
-bytes never change, so entries never go stale, they are only evicted.
+bytes never change, so entries never go stale, they are only evicted. Given a
+``segmenter`` (:class:`nfs._segments.Segmenter`), it keeps segmented renderings instead:
+the same surface (``version``, ``size``, ``read``, ``data``), built from per-data-file
+segments cached on disk, so a new version costs only the files it adds.
 """
 
 from __future__ import annotations
@@ -18,14 +21,40 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Final, Generic, Protocol, TypeVar, overload
 
-__all__ = ["DEFAULT_SPILL_THRESHOLD", "RenderCache", "Rendering"]
+__all__ = ["DEFAULT_SPILL_THRESHOLD", "RenderCache", "Rendering", "VersionBytes"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SPILL_THRESHOLD: Final = 64 << 20
 Chunks = Iterable[bytes | bytearray | memoryview]
+
+
+class VersionBytes(Protocol):
+    """The bytes of one version's ``data.csv``, as the read side serves them."""
+
+    @property
+    def version(self) -> int:
+        """The table version."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """The length in bytes."""
+        ...
+
+    @property
+    def data(self) -> memoryview:
+        """All the bytes, contiguous (may materialise them)."""
+        ...
+
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
+        """Return up to ``count`` bytes at ``offset`` and whether they reach the end."""
+        ...
+
+
+R = TypeVar("R", bound=VersionBytes)
 
 
 class Rendering:
@@ -85,34 +114,60 @@ class Rendering:
         return f"Rendering(version={self.version}, size={self.size}, in {where})"
 
 
-class RenderCache:
+class RenderCache(Generic[R]):
     """Renderings of recent versions, rendered on first use and kept LRU.
 
     Thread-safe. Concurrent requests for the same version render it once.
     """
 
+    @overload
     def __init__(
-        self,
+        self: RenderCache[Rendering],
         render: Callable[[int], Chunks],
         *,
         keep: int = 4,
         spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: RenderCache[R],
+        render: Callable[[int], Chunks] | None = None,
+        *,
+        keep: int = 4,
+        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+        segmenter: Callable[[int], R],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        render: Callable[[int], Chunks] | None = None,
+        *,
+        keep: int = 4,
+        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+        segmenter: Callable[[int], R] | None = None,
     ) -> None:
         """Build a cache.
 
         Args:
-            render: version -> the CSV bytes of that version, in chunks.
+            render: version -> the CSV bytes of that version, in chunks (unused with
+                ``segmenter``).
             keep: how many renderings to keep (the current one and a few older ones).
             spill_threshold: renderings larger than this go to a temporary file.
+            segmenter: version -> its segmented rendering (e.g. a
+                :class:`nfs._segments.Segmenter`); replaces ``render``.
         """
+        if render is None and segmenter is None:
+            raise TypeError("RenderCache needs render or segmenter")
         self._render = render
+        self._segmenter = segmenter
         self._keep = max(1, keep)
         self._spill = spill_threshold
-        self._entries: OrderedDict[int, Rendering] = OrderedDict()
+        self._entries: OrderedDict[int, R] = OrderedDict()
         self._lock = threading.Lock()
         self._rendering: dict[int, threading.Lock] = {}
 
-    def get(self, version: int) -> Rendering:
+    def get(self, version: int) -> R:
         """Return the rendering of ``version``, rendering it on a miss.
 
         Raises:
@@ -130,7 +185,7 @@ class RenderCache:
                 if hit is not None:
                     return hit
             try:
-                rendering = Rendering(version, self._render(version), spill_threshold=self._spill)
+                rendering = self._build(version)
             except BaseException:
                 with self._lock:
                     self._rendering.pop(version, None)
@@ -144,12 +199,19 @@ class RenderCache:
                     self._entries.popitem(last=False)
             return rendering
 
-    def peek(self, version: int) -> Rendering | None:
+    def _build(self, version: int) -> R:
+        if self._segmenter is not None:
+            return self._segmenter(version)
+        assert self._render is not None
+        built = Rendering(version, self._render(version), spill_threshold=self._spill)
+        return built  # type: ignore[return-value]  # R is Rendering without a segmenter
+
+    def peek(self, version: int) -> R | None:
         """Return the cached rendering of ``version`` without rendering (None on a miss)."""
         with self._lock:
             return self._entries.get(version)
 
-    def cached(self) -> list[Rendering]:
+    def cached(self) -> list[R]:
         """Return the cached renderings, most recent last."""
         with self._lock:
             return list(self._entries.values())

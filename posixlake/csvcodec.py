@@ -388,6 +388,10 @@ def _quote(text: Arr) -> Arr:
 
 def _field(arr: Arr) -> Arr:
     """Return the CSV field of each value, quoted where needed, NULL as empty."""
+    if isinstance(arr, pa.DictionaryArray) and len(arr.dictionary) < len(arr):
+        # render each distinct value once (a low-cardinality column read from Parquet)
+        fields = _field(arr.dictionary)
+        return _fill(fields.take(arr.indices), "")
     arr = _decoded(arr)
     t = arr.type
     text = _text(arr)

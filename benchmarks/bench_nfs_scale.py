@@ -1,0 +1,286 @@
+"""The read side of the NFS face at lake scale: segmented renderings of data.csv.
+
+Run:  python benchmarks/bench_nfs_scale.py [--rows 100000,10000000] [--chunk 1000000]
+                                           [--dir DIR] [--runs N] [--workers N] [--baseline]
+
+Tables (id Int64 primary key, name String, score Float64, city String) are built with bulk
+inserts through the local engine, ``--chunk`` rows per insert (one data file each). Every
+figure is measured in a fresh process, at the level TableFs calls: the version's rendering
+from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs) and
+``.read()`` of the page holding the end of the file (what the client reads next):
+
+1. first-ever render: an empty segment cache, GETATTR + READ of the last page;
+2. first read after a restart: a new process, the cache directory warm, the table
+   unchanged (also: the time to open the table, which a server start pays anyway);
+3. read after an API insert of one row: another handle inserts one row; the serving
+   handle notices the version, GETATTR + READ of the last page (median of ``--runs``);
+4. warm sequential read: the whole file in 1 MiB READs (NFS rsize), each copied once
+   (as packing the reply does), MB/s;
+
+each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
+touched) and its anonymous memory at the end (RssAnon).
+``--baseline`` also times today's path (``db.to_arrow(version)`` rendered whole) for 1 and 3.
+
+These are measurements, not tests: nothing here asserts a time. The machine may be
+shared: the CPU seconds of the first render are printed next to its wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nfs._render_cache import RenderCache, VersionBytes
+from nfs._segments import Segmenter, SegmentStore
+from posixlake import DatabaseOps
+from posixlake.csvcodec import iter_render_csv
+
+SCHEMA = {"id": "Int64", "name": "String", "score": "Float64", "city": "String"}
+PAGE = 4096
+RSIZE = 1 << 20
+CITIES = ["Paris", "Berlin", "Zürich", "New York, NY", "São Paulo", ""]
+
+
+def rows_of(start: int, n: int) -> pa.Table:
+    ids = pa.array(range(start, start + n), pa.int64())
+    cities = pa.array(CITIES, pa.string())
+    return pa.table(
+        {
+            "id": ids,
+            "name": pc.binary_join_element_wise("user-", pc.cast(ids, pa.string()), ""),
+            "score": pc.divide(pc.cast(pc.multiply(ids, 7919), pa.float64()), 1000.0),
+            "city": cities.take(pc.cast(pc.bit_wise_and(ids, 3), pa.int64())),
+        }
+    )
+
+
+def build(path: Path, rows: int, chunk: int) -> None:
+    """Create the table with ``rows`` rows in inserts of ``chunk`` rows (skip if present)."""
+    marker = path / "_bench_rows"
+    if marker.exists() and marker.read_text() == str(rows):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    t = time.perf_counter()
+    db = DatabaseOps.create(path, SCHEMA, engine="local")
+    db.set_primary_key("id")
+    for start in range(0, rows, chunk):
+        db.insert(rows_of(start, min(chunk, rows - start)))
+    db.close()
+    marker.write_text(str(rows))
+    print(f"  built {rows:,} rows in {time.perf_counter() - t:.1f} s", flush=True)
+
+
+# -- phases (each runs in its own process) -------------------------------------------------
+
+
+def status_mb(key: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmHWM: peak RSS, including
+    mapped cache pages touched; RssAnon: anonymous memory now). ru_maxrss would include
+    the parent's peak, which Linux keeps over exec."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mb() -> float:
+    return status_mb("VmHWM")
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def last_page(r: VersionBytes) -> int:
+    """GETATTR (the size) and READ of the page holding the end of the file."""
+    size = r.size
+    data, eof = r.read(max(0, size - 1) // PAGE * PAGE, PAGE)
+    assert eof and (size == 0 or len(data) > 0)
+    return size
+
+
+def segmented(db: DatabaseOps, cache_dir: str, workers: int | None) -> RenderCache[Any]:
+    return RenderCache(segmenter=Segmenter(db, SegmentStore(cache_dir), workers=workers))
+
+
+def whole(db: DatabaseOps) -> RenderCache[Any]:
+    def render(version: int) -> Iterator[bytes]:
+        table = db.to_arrow(version=version)
+        return iter_render_csv(table, schema=table.schema)
+
+    return RenderCache(render)
+
+
+def phase(name: str, table: str, cache_dir: str, runs: int, workers: int | None) -> dict[str, Any]:
+    t = time.perf_counter()
+    db = DatabaseOps.open(table, engine="local")
+    opened = time.perf_counter() - t
+    baseline = name.startswith("baseline")
+
+    def cache_for() -> RenderCache[Any]:
+        return whole(db) if baseline else segmented(db, cache_dir, workers)
+
+    out: dict[str, Any] = {"open_ms": opened * 1000}
+    if name in ("first", "restart", "baseline-first"):
+        c, t = cpu_s(), time.perf_counter()
+        cache = cache_for()  # the server builds it at start: counted, to be conservative
+        size = last_page(cache.get(db.version))
+        out.update(ms=(time.perf_counter() - t) * 1000, cpu_s=cpu_s() - c, size=size)
+    elif name in ("insert", "baseline-insert"):
+        cache = cache_for()
+        last_page(cache.get(db.version))
+        # the API writer is another process (its key index is not the server's memory)
+        writer = subprocess.Popen(
+            [sys.executable, __file__, "--phase", "writer", "--table", table],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert writer.stdin is not None and writer.stdout is not None
+        times = []
+        for _ in range(runs):
+            writer.stdin.write("insert\n")
+            writer.stdin.flush()
+            writer.stdout.readline()
+            t = time.perf_counter()
+            version = db.version  # what TableFs does when its version TTL expires
+            last_page(cache.get(version))
+            times.append((time.perf_counter() - t) * 1000)
+        # leave the table as it was: the inserted rows go again (a new version)
+        writer.stdin.write("cleanup\n")
+        writer.stdin.close()
+        writer.wait()
+        out.update(ms=statistics.median(times), all_ms=times)
+    elif name == "seq":
+        cache = cache_for()
+        r = cache.get(db.version)
+        rates = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            pos, n = 0, 0
+            while True:
+                data, eof = r.read(pos, RSIZE)
+                n += len(bytes(data))  # the reply copies the bytes
+                pos += len(data)
+                if eof:
+                    break
+            rates.append(n / (time.perf_counter() - t) / 1e6)
+        out.update(mb_s=statistics.median(rates))
+    out["peak_rss_mb"] = peak_rss_mb()
+    out["anon_mb"] = status_mb("RssAnon")
+    return out
+
+
+def writer_loop(table: str) -> None:
+    """Insert one row per ``insert`` line on stdin (answering its version); ``cleanup``
+    deletes the rows inserted."""
+    db = DatabaseOps.open(table, engine="local")
+    next_id = 1 << 40
+    for line in sys.stdin:
+        if line.strip() == "insert":
+            version = db.insert(rows_of(next_id, 1))
+            next_id += 1
+            print(version, flush=True)
+        elif line.strip() == "cleanup":
+            db.delete_rows_where(f"id >= {1 << 40}")
+
+
+def run_phase(name: str, table: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--phase", name, "--table", str(table)]
+    cmd += ["--cache", str(cache), "--runs", str(args.runs)]
+    if args.workers:
+        cmd += ["--workers", str(args.workers)]
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rows", default="100000,10000000", help="comma-separated table sizes")
+    parser.add_argument("--chunk", type=int, default=1_000_000, help="rows per bulk insert")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of the repeated workloads")
+    parser.add_argument("--workers", type=int, default=None, help="render threads (default: CPUs)")
+    parser.add_argument("--baseline", action="store_true", help="also time the whole-table path")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--table", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase == "writer":
+        writer_loop(args.table)
+        return
+    if args.phase:
+        print(json.dumps(phase(args.phase, args.table, args.cache, args.runs, args.workers)))
+        return
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-nfs-scale-"))
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; work dir {work}")
+    for rows in (int(r) for r in args.rows.split(",")):
+        table, cache = work / f"t{rows}", work / f"cache{rows}"
+        print(f"\n{rows:,} rows")
+        build(table, rows, min(args.chunk, rows))
+        shutil.rmtree(cache, ignore_errors=True)
+        first = run_phase("first", table, cache, args)
+        restart = run_phase("restart", table, cache, args)
+        insert = run_phase("insert", table, cache, args)
+        seq = run_phase("seq", table, cache, args)
+        report: list[tuple[str, str]] = [
+            ("data.csv size", f"{first['size'] / 1e6:.1f} MB"),
+            (
+                "first-ever render (GETATTR+READ)",
+                f"{first['ms']:.0f} ms ({first['cpu_s']:.2f} CPU s), "
+                f"peak RSS {first['peak_rss_mb']:.0f} MB, anon {first['anon_mb']:.0f} MB",
+            ),
+            (
+                "first read after restart",
+                f"{restart['ms']:.1f} ms (+ open {restart['open_ms']:.0f} ms), "
+                f"peak RSS {restart['peak_rss_mb']:.0f} MB, anon {restart['anon_mb']:.0f} MB",
+            ),
+            (
+                "read after API insert of 1 row",
+                f"{insert['ms']:.1f} ms median of {args.runs} "
+                f"({', '.join(f'{x:.1f}' for x in insert['all_ms'])}), "
+                f"peak RSS {insert['peak_rss_mb']:.0f} MB, anon {insert['anon_mb']:.0f} MB",
+            ),
+            (
+                "warm sequential read",
+                f"{seq['mb_s']:.0f} MB/s, peak RSS {seq['peak_rss_mb']:.0f} MB, "
+                f"anon {seq['anon_mb']:.0f} MB",
+            ),
+        ]
+        if args.baseline:
+            b_first = run_phase("baseline-first", table, cache, args)
+            b_insert = run_phase("baseline-insert", table, cache, args)
+            report += [
+                (
+                    "baseline: first render (whole table)",
+                    f"{b_first['ms']:.0f} ms, peak RSS {b_first['peak_rss_mb']:.0f} MB",
+                ),
+                (
+                    "baseline: read after API insert",
+                    f"{b_insert['ms']:.0f} ms median, peak RSS {b_insert['peak_rss_mb']:.0f} MB",
+                ),
+            ]
+        for label, text in report:
+            print(f"  {label:<40} {text}", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f} (a shared machine: figures vary)")
+
+
+if __name__ == "__main__":
+    main()
