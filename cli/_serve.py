@@ -133,6 +133,13 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     "is a truncation alone) is given up, logged and reported to its writer.",
 )
 @click.option(
+    "--segment-cache",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of cached CSV segments (safe to delete); default "
+    "$POSIXLAKE_SEGMENT_CACHE or ~/.cache/posixlake/segments.",
+)
+@click.option(
     "--state-dir",
     type=click.Path(file_okay=False),
     default=None,
@@ -150,6 +157,7 @@ def serve(
     read_only: bool,
     idle_seconds: float,
     abandon_seconds: float,
+    segment_cache: str | None,
     state_dir: str | None,
 ) -> None:
     """Serve the table over NFSv3 as CSV files, until Ctrl-C or SIGTERM.
@@ -184,6 +192,7 @@ def serve(
                 idle_seconds=idle_seconds,
                 abandon_seconds=abandon_seconds,
                 state_dir=state_dir,
+                segment_cache=segment_cache,
             )
         except OSError as err:
             raise IoError(f"cannot use the state directory: {err}") from err

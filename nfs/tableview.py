@@ -63,8 +63,9 @@ from nfs._apply import (
     table_identity,
 )
 from nfs._journal import JournalDir, JournalFile, JournalHeader, JournalOp
-from nfs._render_cache import DEFAULT_SPILL_THRESHOLD, RenderCache
+from nfs._render_cache import RenderCache, VersionBytes
 from nfs._schema_sql import create_table_sql
+from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
 from nfs._staging import Staging
 from nfs._writers import Bounded, Writer, WriterKey
 from nfs.memfs import IdAllocator, MemoryFs
@@ -95,7 +96,6 @@ from nfs.vfs import (
     current_caller,
 )
 from posixlake import DatabaseOps
-from posixlake.csvcodec import iter_render_csv
 from posixlake.errors import (
     InvalidOperation,
     NotFound,
@@ -234,7 +234,9 @@ class TableFs:
         version_ttl: how long a checked table version is trusted before the Delta log is
             listed again (writes through ``db`` itself are seen at once).
         keep_versions: renderings kept in memory (the current one and older ones).
-        spill_threshold: renderings larger than this many bytes live in a temp file.
+        segment_cache: the directory of cached CSV segments (see :mod:`nfs._segments`;
+            default ``$POSIXLAKE_SEGMENT_CACHE`` or ``~/.cache/posixlake/segments``).
+        segment_cache_bytes: the size bound of that cache (least recently used go).
         idle_timer: run a background thread that applies idle staged writes (otherwise
             they are applied by the next call or :meth:`poll`).
         read_only: serve the share read-only even if the user may write.
@@ -251,9 +253,10 @@ class TableFs:
         state_dir: str | os.PathLike[str] | None = None,
         version_ttl: float = 0.5,
         keep_versions: int = 4,
-        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
         idle_timer: bool = True,
         read_only: bool = False,
+        segment_cache: str | os.PathLike[str] | None = None,
+        segment_cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self._db = db
         self._clock = clock
@@ -262,7 +265,8 @@ class TableFs:
         self._abandon = max(abandon_seconds, idle_seconds)
         self._ttl = version_ttl
         self._lock = threading.RLock()
-        self._cache = RenderCache(self._render, keep=keep_versions, spill_threshold=spill_threshold)
+        self._segmenter = Segmenter(db, SegmentStore(segment_cache, max_bytes=segment_cache_bytes))
+        self._cache = RenderCache(segmenter=self._segmenter, keep=keep_versions)
         self._read_only = read_only or not db.authorizer.allows("write")
         self._known_version = db.version
         self._checked_at = clock()
@@ -326,15 +330,19 @@ class TableFs:
             self._checked_at = now
         return self._known_version
 
-    def _render(self, version: int) -> Iterator[bytes]:
-        table = self._db.to_arrow(version=version)
-        return iter_render_csv(table, schema=table.schema)
-
-    def _rendering_bytes(self, version: int) -> memoryview:
+    def _rendering(self, version: int) -> VersionBytes:
         try:
-            return self._cache.get(version).data
+            return self._cache.get(version)
         except PosixLakeError as err:
             raise nfs_error(err) from err
+
+    def _rendering_bytes(self, version: int) -> memoryview:
+        """All of a version's bytes: a copy of the whole file for a segmented rendering."""
+        return self._rendering(version).data
+
+    def _presented_size(self, version: int) -> int:
+        shadow = self._shadows.get(version)
+        return len(shadow) if shadow is not None else self._rendering(version).size
 
     def _presented(self, version: int) -> memoryview:
         """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
@@ -641,6 +649,7 @@ class TableFs:
         self._stop.set()
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.join(5)
+        self._segmenter.close()
         with self._lock:
             for w in self._writers.values():
                 if w.journal is not None:
@@ -827,7 +836,7 @@ class TableFs:
                 st = w.staging
                 return self._file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
             version = self._version()
-            size = len(self._presented(version))
+            size = self._presented_size(version)
             self._shown.set(ctx.peer or "local", version)
             return self._file_attrs(fid, mode, size, self._commit_time(version))
         if fid == SCHEMA_ID:
@@ -842,7 +851,7 @@ class TableFs:
             n, is_file = ver
             self._check_version(n)
             if is_file:
-                size = len(self._rendering_bytes(n))
+                size = self._rendering(n).size
                 return self._file_attrs(fid, 0o444, size, self._commit_time(n))
             return self._dir_attrs(fid, _RO_DIR_MODE, self._commit_time(n))
         return self._scratch.getattr(fid)
@@ -1004,13 +1013,16 @@ class TableFs:
                     raise _err(Nfsstat3.NFS3ERR_ACCES, "the user may not read this table")
                 if ver is not None:
                     self._check_version(ver[0])
-                    return _slice(self._rendering_bytes(ver[0]), offset, count)
+                    return self._rendering(ver[0]).read(offset, count)
                 w = self._writers.get(WriterKey.of(ctx))
                 if w is not None:
                     return w.staging.read(offset, count)
                 version = self._version()
                 self._shown.set(ctx.peer or "local", version)
-                return _slice(self._presented(version), offset, count)
+                shadow = self._shadows.get(version)
+                if shadow is not None:
+                    return _slice(memoryview(shadow), offset, count)
+                return self._rendering(version).read(offset, count)
             if fid == SCHEMA_ID:
                 return _slice(memoryview(self._schema_bytes()), offset, count)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or ver is not None:

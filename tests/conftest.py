@@ -34,6 +34,14 @@ def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["POSIXLAKE_STATE_DIR"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _segment_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the NFS server's CSV segment cache of every test out of the home directory."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("POSIXLAKE_SEGMENT_CACHE", str(tmp_path_factory.mktemp("segments")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[LocalServer]:
     """One moto_server for the session (credentials are not checked)."""

@@ -247,14 +247,6 @@ def test_another_writer_is_seen_after_the_version_ttl(
     assert b"9,other,0\n" in fs.paths.read_file("/data/data.csv")
 
 
-def test_big_rendering_spills_to_a_file_and_reads_the_same(db: DatabaseOps, clock: Clock) -> None:
-    db.insert([{"id": i, "name": f"n{i}", "qty": i / 4} for i in range(10, 2000)])
-    memory = _fs(db, clock).paths.read_file("/data/data.csv")
-    spilled = _fs(db, clock, spill_threshold=1000)
-    assert spilled.paths.read_file("/data/data.csv") == memory
-    assert spilled._cache.get(db.version).spilled
-
-
 def test_mtimes_are_unique_per_version(fs: TableFs, db: DatabaseOps) -> None:
     seen = {fs.getattr(DATA_CSV_ID).mtime.to_ns()}
     for i in range(3):
