@@ -23,6 +23,7 @@ from typing import Final, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nfs._staging import Base, read_all
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv
 from posixlake.errors import DuplicateKeyError
@@ -31,8 +32,10 @@ __all__ = [
     "Applied",
     "appended_lines",
     "apply_content",
+    "apply_lines",
     "arrow_schema",
     "committed_write",
+    "header_of",
     "loaded_version",
     "partition_columns",
     "same_bytes",
@@ -121,11 +124,13 @@ def appended_lines(content: memoryview, base: memoryview) -> memoryview | None:
     return content[n:]
 
 
-def _header_of(base: memoryview) -> bytes:
-    end = bytes(base[:4096]).find(b"\n")
+def header_of(base: Base) -> bytes:
+    """Return the first line of ``base`` (with its LF), or all of it when it has none."""
+    head = bytes(read_all(base, 0, 4096))
+    end = head.find(b"\n")
     if end < 0:
-        return bytes(base)
-    return bytes(base[: end + 1])
+        return bytes(read_all(base))
+    return head[: end + 1]
 
 
 def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
@@ -258,7 +263,7 @@ def apply_content(
     content: memoryview,
     *,
     base_version: int,
-    base_content: memoryview,
+    base: Base,
     write_id: str | None = None,
 ) -> Applied:
     """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
@@ -267,7 +272,7 @@ def apply_content(
         db: the table.
         content: the whole new file.
         base_version: the version the writer started from (its rows are the diff base).
-        base_content: the bytes of ``data.csv`` the writer started from.
+        base: the bytes of ``data.csv`` the writer started from.
         write_id: stored in the commit's metadata as ``posixlake.nfs_write`` (see
             :func:`committed_write`).
 
@@ -279,7 +284,20 @@ def apply_content(
     """
     tags = {WRITE_TAG: write_id} if write_id else {}
     with db.commit_tags(tags):
-        return _apply(db, content, base_version=base_version, base_content=base_content)
+        return _apply(db, content, base_version=base_version, base=base)
+
+
+def apply_lines(
+    db: DatabaseOps, extra: memoryview, *, header: bytes, write_id: str | None = None
+) -> Applied:
+    """Insert the whole lines ``extra`` that a writer added after its base (one commit).
+
+    ``header``: the base's header line; ``extra`` starting with it again (``cat more.csv
+    >> data.csv``) skips it.
+    """
+    tags = {WRITE_TAG: write_id} if write_id else {}
+    with db.commit_tags(tags):
+        return _insert_lines(db, extra, header)
 
 
 def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
@@ -293,18 +311,20 @@ def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
     return None
 
 
-def _apply(
-    db: DatabaseOps, content: memoryview, *, base_version: int, base_content: memoryview
-) -> Applied:
+def _apply(db: DatabaseOps, content: memoryview, *, base_version: int, base: Base) -> Applied:
     if len(content) == 0:
         before = db.version
         deleted = db.truncate()  # delta-rs directly; no commit when the table is empty
         after = db.version
         return Applied("empty", after if after != before else None, deleted=deleted)
-    if same_bytes(content, base_content):
-        return Applied("unchanged", None)
-    extra = appended_lines(content, base_content)
-    if extra is not None:
-        return _insert_lines(db, extra, _header_of(base_content))
+    n = base.size
+    if len(content) >= n and n > 0:
+        prefix = read_all(base)
+        if same_bytes(content[:n], prefix):
+            if len(content) == n:
+                return Applied("unchanged", None)
+            extra = appended_lines(content, prefix)
+            if extra is not None:
+                return _insert_lines(db, extra, header_of(base))
     new = parse_csv(content, arrow_schema(db), header="require")
     return _diff(db, new, base_version)

@@ -53,10 +53,11 @@ import pyarrow as pa
 
 from nfs._apply import (
     Applied,
-    appended_lines,
     apply_content,
+    apply_lines,
     arrow_schema,
     committed_write,
+    header_of,
     loaded_version,
     partition_columns,
     same_bytes,
@@ -66,7 +67,7 @@ from nfs._journal import JournalDir, JournalFile, JournalHeader, JournalOp
 from nfs._render_cache import RenderCache, VersionBytes
 from nfs._schema_sql import create_table_sql
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
-from nfs._staging import Staging
+from nfs._staging import Base, BytesBase, Staging, read_all
 from nfs._writers import Bounded, Writer, WriterKey
 from nfs.memfs import IdAllocator, MemoryFs
 from nfs.nfs3 import (
@@ -336,27 +337,19 @@ class TableFs:
         except PosixLakeError as err:
             raise nfs_error(err) from err
 
-    def _rendering_bytes(self, version: int) -> memoryview:
-        """All of a version's bytes: a copy of the whole file for a segmented rendering."""
-        return self._rendering(version).data
-
-    def _presented_size(self, version: int) -> int:
-        shadow = self._shadows.get(version)
-        return len(shadow) if shadow is not None else self._rendering(version).size
-
-    def _presented(self, version: int) -> memoryview:
+    def _presented(self, version: int) -> Base:
         """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
         while the table is exactly what that writer wrote (a shadow), else the rendering.
         """
         shadow = self._shadows.get(version)
         if shadow is not None:
-            return memoryview(shadow)
-        return self._rendering_bytes(version)
+            return BytesBase(shadow)
+        return self._rendering(version)
 
-    def _seen_versions(self) -> Iterator[tuple[int, memoryview]]:
+    def _seen_versions(self) -> Iterator[tuple[int, Base]]:
         """Recent versions whose bytes are at hand, newest first (no rendering)."""
-        seen = {r.version: r.data for r in self._cache.cached()}
-        seen.update((v, memoryview(b)) for v, b in self._shadows.items())
+        seen: dict[int, Base] = {r.version: r for r in self._cache.cached()}
+        seen.update((v, BytesBase(b)) for v, b in self._shadows.items())
         for v in sorted(seen, reverse=True):
             yield v, seen[v]
 
@@ -401,7 +394,7 @@ class TableFs:
         if self._read_only:
             raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
 
-    def _base_for(self, peer: str, first: tuple[int, bytes] | None) -> tuple[int, memoryview]:
+    def _base_for(self, peer: str, first: tuple[int, bytes] | None) -> tuple[int, Base]:
         """Return the version (and its bytes) a new staging of ``peer`` is based on.
 
         The base is what that client was shown last (a GETATTR, LOOKUP or READ of
@@ -426,11 +419,10 @@ class TableFs:
                 if v not in tried and _fits(seen, *first):
                     return v, seen
                 tried.add(v)
-            # What this client was shown is unknown (the server restarted since) and the
-            # write reaches past the current end: look for the version it extends among
-            # the last few. Renders them, so only for such writes.
-            now = candidates[-1][1]
-            if shown is None and now is not None and first[0] + len(first[1]) > len(now):
+            # What this client was shown is unknown (the server restarted since): look
+            # for the version it extends among the last few. A stale page-widened write
+            # covers one page, so each look reads about a page of a version.
+            if shown is None:
                 for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
                     content = None if v in tried else self._presented_or_none(v)
                     if content is not None and _fits(content, *first):
@@ -440,7 +432,7 @@ class TableFs:
                 return v, content
         return current, self._presented(current)
 
-    def _presented_or_none(self, version: int) -> memoryview | None:
+    def _presented_or_none(self, version: int) -> Base | None:
         try:
             return self._presented(version)
         except NfsError:
@@ -472,7 +464,7 @@ class TableFs:
                 write_id=w.write_id,
                 table_id=self._table_id,
                 base_version=w.staging.base_version,
-                base_size=len(w.staging.base),
+                base_size=w.staging.base.size,
                 peer=w.key.peer,
                 uid=w.key.uid,
                 gid=w.key.gid,
@@ -524,27 +516,24 @@ class TableFs:
         """
         st = w.staging
         try:
+            extra = st.appended() if st.on_line_boundary() else None
+            if extra is not None:  # the base plus whole lines: an INSERT, costs the lines
+                lines = extra
+                return self._commit(
+                    lambda: apply_lines(
+                        self._db, lines, header=header_of(st.base), write_id=w.write_id
+                    )
+                )
+            if st.same_as_base():
+                return Applied("unchanged", None)
             return self._apply(st.content(), st.base_version, st.base, w.write_id)
         finally:
             self._drop(w)
 
-    def _apply(
-        self,
-        content: memoryview,
-        base_version: int,
-        base: memoryview,
-        write_id: str | None = None,
-    ) -> Applied:
-        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
+    def _commit(self, fn: Callable[[], Applied]) -> Applied:
+        """Run one apply; posixlake errors become NfsError (the one map: nfs_error)."""
         try:
-            before = self._db.version
-            applied = apply_content(
-                self._db,
-                content,
-                base_version=base_version,
-                base_content=base,
-                write_id=write_id,
-            )
+            applied = fn()
         except PosixLakeError as err:
             logger.info("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
@@ -554,6 +543,25 @@ class TableFs:
         finally:
             self._checked_at = -float("inf")  # re-read the version on the next call
         logger.debug("data.csv: %s", applied)
+        return applied
+
+    def _apply(
+        self,
+        content: memoryview,
+        base_version: int,
+        base: Base,
+        write_id: str | None = None,
+    ) -> Applied:
+        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
+        try:
+            before = self._db.version
+        except PosixLakeError as err:
+            raise nfs_error(err) from err
+        applied = self._commit(
+            lambda: apply_content(
+                self._db, content, base_version=base_version, base=base, write_id=write_id
+            )
+        )
         # Keep showing the writer's bytes while the table is exactly what it wrote.
         if applied.kind != "empty" and len(content) and base_version == before:
             produced = applied.version if applied.version is not None else before
@@ -564,11 +572,10 @@ class TableFs:
                     self._shadows.popitem(last=False)
         return applied
 
-    def _is_append(self, st: Staging) -> bool:
+    @staticmethod
+    def _is_append(st: Staging) -> bool:
         """Whether the staged content is its base plus whole new lines (an INSERT)."""
-        if not st.written or not st.on_line_boundary() or st.size <= len(st.base):
-            return False
-        return appended_lines(st.content(), st.base) is not None
+        return st.written and st.on_line_boundary() and st.appended() is not None
 
     def _idle_loop(self) -> None:
         while not self._stop.wait(max(0.05, min(self._idle, self._abandon) / 4)):
@@ -681,13 +688,13 @@ class TableFs:
                 continue
             independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
             base = self._presented_or_none(head.base_version)
-            if base is None or len(base) != head.base_size:
+            if base is None or base.size != head.base_size:
                 if not independent:
                     why = f"its base version {head.base_version} cannot be shown as it was"
                     self._journals.set_aside(rec, why)
                     self._failures.set(key, _err(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}"))
                     continue
-                base = memoryview(b"")
+                base = BytesBase(b"")
             if key in self._writers:
                 self._journals.set_aside(rec, "a newer staging of the same writer exists")
                 continue
@@ -836,7 +843,7 @@ class TableFs:
                 st = w.staging
                 return self._file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
             version = self._version()
-            size = self._presented_size(version)
+            size = self._presented(version).size
             self._shown.set(ctx.peer or "local", version)
             return self._file_attrs(fid, mode, size, self._commit_time(version))
         if fid == SCHEMA_ID:
@@ -1165,7 +1172,7 @@ class TableFs:
                 own = self._writers.get(WriterKey.of(ctx))
                 if own is not None:
                     self._drop(own)
-                self._apply(memoryview(b""), self._version(), memoryview(b""))
+                self._apply(memoryview(b""), self._version(), BytesBase(b""))
                 return
             if static == SCHEMA_ID:
                 raise _err(Nfsstat3.NFS3ERR_ACCES, "schema.sql is read-only")
@@ -1245,7 +1252,7 @@ class TableFs:
         base = self._presented_or_none(base_version)
         if base is None:
             base_version = self._scratch_base.get(src, self._version())
-            base = self._presented_or_none(base_version) or memoryview(b"")
+            base = self._presented_or_none(base_version) or BytesBase(b"")
         self._apply(memoryview(content), base_version, base, secrets.token_hex(12))
         self._scratch.pop_file(from_dir, from_name)
         self._scratch_base.pop(src, None)
@@ -1264,16 +1271,19 @@ def _stamp(when: datetime, version: int) -> Nfstime3:
     return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
 
 
-def _fits(content: memoryview, offset: int, data: bytes) -> bool:
+def _fits(content: Base, offset: int, data: bytes) -> bool:
     """Whether a write of ``data`` at ``offset`` reads as made from a view of ``content``:
     at its end (an append), or from a page at or before its end resending the rest of it
-    and adding more (the Linux client widens a write to its cached page).
+    and adding more (the Linux client widens a write to its cached page). Reads only the
+    bytes the write covers.
     """
-    size = len(content)
+    size = content.size
     if offset >= size:
         return offset == size
     end = offset + len(data)
-    return end > size and same_bytes(content[offset:], memoryview(data)[: size - offset])
+    return end > size and same_bytes(
+        read_all(content, offset, size), memoryview(data)[: size - offset]
+    )
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:

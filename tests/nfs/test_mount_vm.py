@@ -19,7 +19,6 @@ import pytest
 from nfs.server import NfsServer
 from nfs.tableview import TableFs
 from posixlake import DatabaseOps
-from posixlake.csvcodec import render_csv
 from tests.nfs.vmclient import run_in_vm, vm_status
 
 pytestmark = pytest.mark.mount
@@ -120,7 +119,9 @@ def test_read_tools_sizes_mtimes_and_the_scratch_area(fruit: DatabaseOps) -> Non
             touch data/data.csv && echo "TOUCH ok"
             """,
         )
-    content = render_csv(fruit.to_arrow())
+    view = TableFs(fruit, idle_timer=False)  # the bytes served: rows in segment order
+    content = view.paths.read_file("/data/data.csv")
+    view.close()
     mtime = int(fruit.commit_time(fruit.version).timestamp())
     assert out["SIZE"] == str(len(content)), stdout
     assert out["MTIME"] == str(mtime)

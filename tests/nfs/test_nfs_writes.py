@@ -301,7 +301,7 @@ def test_a_commit_made_before_a_crash_is_not_applied_twice(
         plain,
         st.content(),
         base_version=st.base_version,
-        base_content=st.base,
+        base=st.base,
         write_id=writer.write_id,
     )
     v = plain.version

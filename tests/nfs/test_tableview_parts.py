@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nfs._render_cache import RenderCache, Rendering
 from nfs._schema_sql import create_table_sql
-from nfs._staging import Staging
+from nfs._staging import BytesBase, Staging
 
 # -- Staging ---------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ _ops = st.lists(
 @given(base=st.binary(max_size=30), ops=_ops)
 def test_staging_behaves_like_a_posix_file(base: bytes, ops: list[tuple[str, int, bytes]]) -> None:
     model = bytearray(base)
-    s = Staging(base, base_version=3, touched=0.0, mtime=0.0)
+    s = Staging(BytesBase(base), base_version=3, touched=0.0, mtime=0.0)
     for kind, n, data in ops:
         if kind == "w":
             if n > len(model):
@@ -46,16 +46,47 @@ def test_staging_behaves_like_a_posix_file(base: bytes, ops: list[tuple[str, int
                 assert got == bytes(model[off : off + 9])
                 assert eof == (off + 9 >= len(model))
         assert s.on_line_boundary() == (not model or model[-1] == 0x0A)
+        assert s.same_as_base() == (bytes(model) == base)
+        extra = s.appended()
+        if len(model) > len(base) and model.startswith(base):
+            # the base plus more, unless a truncation cut the base on the way
+            assert extra is None or bytes(extra) == bytes(model[len(base) :])
+        else:
+            assert extra is None
+        assert bytes(s.content()) == bytes(model)
     assert bytes(s.content()) == bytes(model)
 
 
-def test_staging_does_not_copy_the_base_for_a_whole_rewrite() -> None:
-    base = b"a,b\n1,2\n"
+class _CountingBase(BytesBase):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.bytes_read = 0
+
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
+        out = super().read(offset, count)
+        self.bytes_read += len(out[0])
+        return out
+
+
+def test_an_append_to_a_big_base_reads_only_the_resent_page() -> None:
+    base = _CountingBase(b"id,name\n" + b"".join(b"%d,x\n" % i for i in range(100_000)))
     s = Staging(base, base_version=0, touched=0.0, mtime=0.0)
-    s.write(0, base + b"3,4\n", touched=1.0, mtime=1.0)
+    page = (base.size // 4096) * 4096
+    tail = bytes(base.read(page, base.size - page)[0])
+    base.bytes_read = 0
+    s.write(page, tail + b"7,new\n", touched=1.0, mtime=1.0)  # the page-widened append
+    assert s.on_line_boundary()
+    assert bytes(s.appended() or b"") == b"7,new\n"
+    assert base.bytes_read <= 2 * 4096
+
+
+def test_staging_does_not_copy_the_base_for_a_whole_rewrite() -> None:
+    base = BytesBase(b"a,b\n1,2\n")
+    s = Staging(base, base_version=0, touched=0.0, mtime=0.0)
+    s.write(0, b"a,b\n1,2\n3,4\n", touched=1.0, mtime=1.0)
     assert bytes(s.content()) == b"a,b\n1,2\n3,4\n"
     s2 = Staging(base, base_version=0, touched=0.0, mtime=0.0)
-    s2.write(len(base), b"3,4\n", touched=1.0, mtime=1.0)  # echo >> with a cold cache
+    s2.write(base.size, b"3,4\n", touched=1.0, mtime=1.0)  # echo >> with a cold cache
     assert bytes(s2.content()) == b"a,b\n1,2\n3,4\n"
     assert s2.on_line_boundary()
     s3 = Staging(base, base_version=0, touched=0.0, mtime=0.0)
