@@ -59,6 +59,7 @@ _FD_RESERVE: Final = 128
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
+_ACCEPT_WARN_INTERVAL: Final = 600
 
 
 def default_max_connections() -> int:
@@ -284,8 +285,7 @@ class NfsServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._room: asyncio.Condition | None = None
-        self._connections: dict[asyncio.Task[None], _Conn | None] = {}
-        """Open connections; None until the task has set its connection up."""
+        self._connections: dict[asyncio.Task[None], _Conn] = {}
         self._stats = ServerStats()
         self._stats_changed = threading.Condition()
         self._closed = False
@@ -516,8 +516,7 @@ class NfsServer:
         for s in listeners:
             s.close()
         for conn in list(self._connections.values()):
-            if conn is not None:
-                conn.close()  # its reader sees EOF: the connection task ends by itself
+            conn.close()  # its reader sees EOF: the connection task ends by itself
         await self._room_changed()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
@@ -526,6 +525,7 @@ class NfsServer:
         """Accept connections; on EMFILE and the like, log once and back off."""
         loop = asyncio.get_running_loop()
         failures = 0
+        warned_at = -float("inf")
         delay = _ACCEPT_BACKOFF_MIN
         stop = self._stop
         assert stop is not None
@@ -537,11 +537,13 @@ class NfsServer:
                 if err.errno not in _RESOURCE_ERRNOS:
                     logger.debug("accept failed: %s", err)
                     continue
-                if failures == 0:
+                if failures == 0 and loop.time() - warned_at >= _ACCEPT_WARN_INTERVAL:
+                    warned_at = loop.time()
                     logger.warning(
-                        "cannot accept NFS connections: %s; retrying with backoff "
-                        "(logged once until a connection is accepted again)",
+                        "cannot accept NFS connections: %s; closing idle connections and "
+                        "retrying with backoff (not logged again for %d s)",
                         err.strerror or err,
+                        _ACCEPT_WARN_INTERVAL,
                     )
                 failures += 1
                 await self._evict_idle()  # frees a descriptor if some connection is idle
@@ -550,7 +552,7 @@ class NfsServer:
                 delay = min(delay * 2, _ACCEPT_BACKOFF_MAX)
                 continue
             if failures:
-                logger.info("accepting NFS connections again after %d failed accepts", failures)
+                logger.debug("accepting NFS connections again after %d failed accepts", failures)
                 failures = 0
                 delay = _ACCEPT_BACKOFF_MIN
             if len(self._connections) >= self._max_connections and not await self._evict_idle():
@@ -558,16 +560,35 @@ class NfsServer:
                 logger.debug("connection refused: %d connections, all busy", self._max_connections)
                 sock.close()
                 continue
-            task = asyncio.create_task(self._open_connection(sock))
-            self._connections[task] = None  # counted by the cap before it runs
+            try:
+                reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+            except OSError as err:
+                logger.debug("cannot set up a connection: %s", err)
+                sock.close()
+                continue
+            peer = writer.get_extra_info("peername")
+            conn = _Conn(
+                writer,
+                ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
+                RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
+                self._max_in_flight,
+                loop.time(),
+            )
+            task = asyncio.create_task(self._serve_connection(conn, reader))
+            self._connections[task] = conn
+            task.add_done_callback(self._connection_done)
             self._count(connections=1)
+
+    def _connection_done(self, task: asyncio.Task[None]) -> None:
+        if self._connections.pop(task, None) is not None:
+            self._count(connections=-1)
 
     async def _evict_idle(self) -> bool:
         """Close the connection idle the longest (no call in progress); whether one was."""
         idle = [
             c
             for c in self._connections.values()
-            if c is not None and not c.closed and not c.calls and not c.in_flight
+            if not c.closed and not c.calls and not c.in_flight
         ]
         if not idle:
             return False
@@ -589,7 +610,7 @@ class NfsServer:
                 await asyncio.wait_for(stop.wait(), min(max(timeout / 4, 0.01), 30.0))
             now = loop.time()
             for conn in list(self._connections.values()):
-                if conn is None or conn.closed or conn.calls:
+                if conn.closed or conn.calls:
                     continue
                 if now - conn.last_active >= timeout:
                     logger.debug("closing connection from %s: idle", conn.context.peer)
@@ -597,39 +618,9 @@ class NfsServer:
                     self._count(idle_closed=1)
             await self._room_changed()
 
-    async def _open_connection(self, sock: socket.socket) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        try:
-            reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
-        except OSError as err:
-            logger.debug("cannot set up a connection: %s", err)
-            sock.close()
-            self._connections.pop(task, None)
-            self._count(connections=-1)
-            return
-        try:
-            await self._serve_connection(task, reader, writer)
-        finally:
-            self._connections.pop(task, None)
-            self._count(connections=-1)
-
-    async def _serve_connection(
-        self,
-        task: asyncio.Task[None],
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    async def _serve_connection(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
         loop = asyncio.get_running_loop()
-        peer = writer.get_extra_info("peername")
-        conn = _Conn(
-            writer,
-            ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
-            RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
-            self._max_in_flight,
-            loop.time(),
-        )
-        self._connections[task] = conn
+        writer = conn.writer
         stop = self._stop
         if stop is None or stop.is_set():
             writer.close()
