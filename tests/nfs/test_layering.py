@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "portmap": {"rpc", "xdr"},
     "memfs": {"nfs3", "rpc", "vfs"},
     "identity": {"nfs3", "rpc", "vfs"},
+    "scratchfs": {"memfs", "nfs3", "vfs"},
     "server": {"mount", "nfs3", "portmap", "record", "rpc", "vfs"},
 }
 
