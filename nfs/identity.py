@@ -219,7 +219,12 @@ class TableAccessVfs:
         permissions: the permissions of a posixlake user.
 
     Other files (the scratch area) are left to `inner` (POSIX mode bits).
+
+    Attributes:
+        write_verifier: the inner Vfs's ``write_verifier``, when it has one.
     """
+
+    write_verifier: Callable[[], bytes]
 
     def __init__(
         self,
@@ -229,6 +234,9 @@ class TableAccessVfs:
         permissions: Callable[[str], frozenset[str]],
     ) -> None:
         self.inner = inner
+        own_verifier = getattr(inner, "write_verifier", None)
+        if callable(own_verifier):  # the inner Vfs's WRITE/COMMIT verifier (see nfs.vfs)
+            self.write_verifier = own_verifier
         self._entries = entries
         self._map = user_map
         self._permissions = permissions

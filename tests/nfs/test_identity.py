@@ -214,3 +214,14 @@ def test_table_entries_know_the_table_files() -> None:
     assert not entries.read_only_files(FileId((1 << 40) + 2 * 3))  # /versions/3
     assert not entries.read_only_files(SCHEMA_ID)
     assert not entries.read_only_files(FileId(SCRATCH_BASE + 5))
+
+
+def test_the_wrapper_keeps_the_table_write_verifier(db: DatabaseOps) -> None:
+    fs = TableFs(db, idle_timer=False)
+    wrapped = TableAccessVfs(fs, table_entries(), UserMap(), lambda user: frozenset())
+    assert wrapped.write_verifier() == fs.write_verifier()
+    assert not hasattr(
+        TableAccessVfs(MemoryFs(), table_entries(), UserMap(), lambda u: frozenset()),
+        "write_verifier",
+    )
+    wrapped.close()
