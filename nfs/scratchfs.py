@@ -7,7 +7,7 @@ a directory chosen by the server::
 
     <directory>/meta.sqlite3        the tree: one row per file or directory
     <directory>/objects/<fid hex>   a regular file's bytes (sparse: holes cost no disk)
-    <directory>/lock                held (flock) while an instance uses the directory
+    <directory>/lock                locked (lockf) by the process using the directory
 
 A restart is a new instance on the same directory: names, contents, modes, owners,
 times and file ids come back, and so do file handles, because the generation is
@@ -46,7 +46,7 @@ from nfs.memfs import DEFAULT_QUOTA_FILES, ROOT_ID, IdAllocator, MemoryFs, _Node
 from nfs.nfs3 import Ftype3, Nfsstat3
 from nfs.vfs import FileId, FsStat, NfsError
 
-__all__ = ["DEFAULT_SCRATCH_QUOTA_BYTES", "ScratchFs", "default_scratch_dir"]
+__all__ = ["DEFAULT_SCRATCH_QUOTA_BYTES", "ScratchFs"]
 
 DEFAULT_SCRATCH_QUOTA_BYTES: Final = 4 << 30
 """The sum of scratch file sizes at most by default (4 GiB)."""
@@ -70,18 +70,6 @@ CREATE TABLE IF NOT EXISTS nodes (
 """
 _UPSERT: Final = "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _SPACE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
-def default_scratch_dir(table_id: str, base: Path | None = None) -> Path:
-    """Return where the scratch area of a table lives by default.
-
-    ``$XDG_CACHE_HOME/posixlake/nfs/<table_id>/scratch`` (``~/.cache`` without it), or
-    ``<base>/<table_id>/scratch`` with a state directory.
-    """
-    if base is None:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        base = Path(cache) / "posixlake" / "nfs"
-    return base / table_id / "scratch"
 
 
 def _name_bytes(name: str) -> bytes:
@@ -113,8 +101,8 @@ class ScratchFs(MemoryFs):
             stale at each restart.
 
     Raises:
-        OSError: the directory cannot be created, or another instance holds it
-            (EWOULDBLOCK).
+        OSError: the directory cannot be created; BlockingIOError if another process
+            uses it.
         ValueError: the store was made with another root id, or a newer format.
     """
 
@@ -141,9 +129,16 @@ class ScratchFs(MemoryFs):
         self._objects.mkdir(exist_ok=True, mode=0o700)
         self._lock_fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            # a POSIX record lock belongs to the process: another server process on the
+            # same directory is refused, a new instance in this process (a restart in
+            # a test, after a simulated crash) is not
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
             os.close(self._lock_fd)
+            if err.errno in (errno.EACCES, errno.EAGAIN):
+                raise BlockingIOError(
+                    errno.EAGAIN, f"{self.directory} is in use by another process"
+                ) from err
             raise
         self._db = sqlite3.connect(
             self.directory / "meta.sqlite3", check_same_thread=False, isolation_level=None

@@ -19,7 +19,7 @@ from hypothesis.stateful import rule
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
 from nfs.rpc import CallContext
-from nfs.scratchfs import ScratchFs, default_scratch_dir
+from nfs.scratchfs import ScratchFs
 from nfs.server import NfsServer
 from nfs.tableview import DATA_DIR_ID, ROOT_ID, SCRATCH_BASE
 from nfs.vfs import FileId, Vfs
@@ -122,10 +122,18 @@ def test_pop_file_for_a_rename_onto_the_table(tmp_path: Path) -> None:
     again.close()
 
 
-def test_one_instance_per_directory(tmp_path: Path) -> None:
+def test_one_process_per_directory(tmp_path: Path) -> None:
     fs = ScratchFs(tmp_path / "s")
-    with pytest.raises(BlockingIOError):
-        ScratchFs(tmp_path / "s")
+    code = "import sys\nfrom nfs.scratchfs import ScratchFs\nScratchFs(sys.argv[1])\n"
+    root = Path(__file__).resolve().parents[2]
+    other = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "s")],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode != 0 and "in use by another process" in other.stderr
     fs.close()
     ScratchFs(tmp_path / "s").close()
     with pytest.raises(ValueError):
@@ -178,12 +186,6 @@ def test_handles_survive_a_server_restart(tmp_path: Path) -> None:
         c.mount("/")
         assert c.read_file(fh) == b"before the restart\n"  # the old handle works
         assert sorted(c.listdir("/")) == ["excl", "notes.txt"]
-
-
-def test_default_scratch_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert default_scratch_dir("abc") == tmp_path / "posixlake" / "nfs" / "abc" / "scratch"
-    assert default_scratch_dir("abc", tmp_path / "state") == tmp_path / "state" / "abc" / "scratch"
 
 
 class ScratchFsModel(MemoryFsModel):
