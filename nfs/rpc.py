@@ -25,6 +25,7 @@ from nfs.xdr import Buffer, Packer, Unpacker, XdrError
 __all__ = [
     "AUTH_NONE_BODY",
     "MAX_AUTH_BYTES",
+    "NOBODY",
     "RPC_VERSION",
     "VOID",
     "AcceptStat",
