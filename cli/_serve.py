@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -25,7 +25,12 @@ from cli._common import (
     table_argument,
     user_option,
 )
-from posixlake.errors import IoError
+from posixlake.errors import InvalidOperation, IoError
+
+if TYPE_CHECKING:
+    from nfs.identity import TableEntries, UserMap
+    from nfs.vfs import FileId, Vfs
+    from posixlake import DatabaseOps
 
 __all__ = ["COMMANDS", "mount_commands"]
 
@@ -146,6 +151,41 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     help="Local directory for the server's durable state (the write journal); default "
     "$POSIXLAKE_STATE_DIR or ~/.local/state/posixlake.",
 )
+@click.option(
+    "--root-squash/--no-root-squash",
+    default=True,
+    show_default=True,
+    help="Treat a client's root (uid/gid 0) as nobody (65534).",
+)
+@click.option(
+    "--require-privileged-port",
+    is_flag=True,
+    help="Refuse calls from client ports >= 1024 (only root can bind lower ones).",
+)
+@click.option(
+    "--map-uid",
+    "map_uid",
+    multiple=True,
+    metavar="UID=USER",
+    help=(
+        "Act for AUTH_SYS uid UID as the table's user USER, whose roles then apply to "
+        "data.csv (repeatable; *=USER for any other uid). With a map, an unmapped uid "
+        "cannot read or change the table. Needs a table with users."
+    ),
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=None,
+    help="Open connections at most (default: from the open-file limit); the idlest goes first.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Close a connection after this many seconds without a complete call.",
+)
 @engine_options
 @storage_options
 @user_option
@@ -159,6 +199,11 @@ def serve(
     abandon_seconds: float,
     segment_cache: str | None,
     state_dir: str | None,
+    root_squash: bool,
+    require_privileged_port: bool,
+    map_uid: tuple[str, ...],
+    max_connections: int | None,
+    idle_timeout: float,
 ) -> None:
     """Serve the table over NFSv3 as CSV files, until Ctrl-C or SIGTERM.
 
@@ -172,17 +217,24 @@ def serve(
     --idle-commit seconds for clients that never COMMIT. Staged writes are journaled
     in --state-dir; on Ctrl-C or SIGTERM unfinished ones stay there and the next
     serve of the table recovers them.
+    AUTH_SYS identities are asserted by the client, not proven: see docs/nfs-security.md.
 
     \b
     Examples:
       posixlake serve /data/sales --port 2049
       posixlake serve /data/sales --port 0 --read-only --user analyst
+      posixlake serve /data/sales --user admin --map-uid 1000=ana --map-uid '*=viewer'
     """
-    from nfs.server import NfsServer  # imported here: other commands start faster
+    from nfs.identity import IdentityPolicy, UserMap
+    from nfs.server import NfsServer, ResourceLimits  # imported here: other commands start faster
     from nfs.tableview import TableFs
 
     opts = get_options()
     stop = threading.Event()
+    try:
+        user_map = UserMap.parse(map_uid) if map_uid else None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--map-uid") from err
     with open_table(table, computes=True) as db:
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
         try:
@@ -197,7 +249,22 @@ def serve(
         except OSError as err:
             raise IoError(f"cannot use the state directory: {err}") from err
         try:
-            server = NfsServer(fs, port, host)
+            vfs = per_user_vfs(db, fs, user_map)
+        except InvalidOperation:
+            fs.close()
+            raise
+        try:
+            server = NfsServer(
+                vfs,
+                port,
+                host,
+                resources=ResourceLimits(
+                    max_connections=max_connections, idle_timeout=idle_timeout
+                ),
+                credential_policy=IdentityPolicy(
+                    root_squash=root_squash, require_privileged_port=require_privileged_port
+                ),
+            )
         except OSError as err:
             raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
         try:
@@ -244,6 +311,42 @@ def serve(
         kept = fs.unfinished_at_close
         note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
         click.echo(f"Stopped. {db.uri} is at version {version}.{note}")
+
+
+def table_entries() -> TableEntries:
+    """Where ``nfs.tableview.TableFs`` keeps the table's own files (for per-user checks)."""
+    from nfs.identity import TableEntries
+    from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, TableFs
+
+    def is_version_file(fid: FileId) -> bool:
+        version = TableFs._version_of(fid)  # /versions/<N>/data.csv: (N, True)
+        return version is not None and version[1]
+
+    return TableEntries(DATA_DIR_ID, "data.csv", DATA_CSV_ID, is_version_file)
+
+
+def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:
+    """Return ``fs`` (a TableFs of ``db``), wrapped so that mapped users' roles apply.
+
+    Raises:
+        InvalidOperation: a map on a table without users, or naming an unknown user.
+    """
+    from nfs.identity import TableAccessVfs, UserPermissions
+
+    if user_map is None:
+        return fs
+    list_users = getattr(db.authorizer, "list_users", None)
+    if list_users is None:
+        raise InvalidOperation(f"--map-uid: {db.uri} has no users (see posixlake users --help)")
+
+    def load() -> dict[str, frozenset[str]]:
+        return {u.name: frozenset(u.permissions) for u in list_users()}
+
+    permissions = UserPermissions(load)
+    unknown = sorted(user_map.names() - load().keys())
+    if unknown:
+        raise InvalidOperation(f"--map-uid: no such user in {db.uri}: {', '.join(unknown)}")
+    return TableAccessVfs(fs, table_entries(), user_map, permissions.of)
 
 
 def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, str]) -> None:

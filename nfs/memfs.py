@@ -11,24 +11,31 @@ Vfs (TableFs): ids come from an `IdAllocator` that can be shared or given its
 own range, the root id is chosen by the embedder (so the two trees can share
 directory ids), and `add_dir` / `add_file` / `pop_file` / `contains` work below
 the NFS layer. All methods are thread-safe (one lock).
+
+Files are sparse: a size set by SETATTR (or a write far past the end) costs no
+memory until bytes are written there, and a quota bounds the sum of the file
+sizes (NFS3ERR_DQUOT beyond it; FSSTAT reports the quota). `nfs.scratchfs.ScratchFs`
+is the same file system kept on disk: it overrides the storage hooks (``_load_data``,
+``_store_data``, ``_resize_data``, ``_forget_data``, ``_dirty``, ``_save``, ``_sync``).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Concatenate, Final, ParamSpec, TypeVar
 
 from nfs.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow, TimeHow
 from nfs.rpc import CallContext
 from nfs.vfs import DirEntry, DirPage, FileId, FsStat, NfsError, VfsCapabilities, posix_access
 
-__all__ = ["IdAllocator", "MemoryFs"]
+__all__ = ["DEFAULT_QUOTA_BYTES", "DEFAULT_QUOTA_FILES", "IdAllocator", "MemoryFs"]
 
 _R: Final = 4
 _W: Final = 2
@@ -42,6 +49,11 @@ _COOKIE_BASE: Final = 2
 
 ROOT_ID: Final = FileId(1)
 """The default root directory id."""
+
+DEFAULT_QUOTA_BYTES: Final = 1 << 30
+"""The sum of file sizes a MemoryFs holds at most by default (1 GiB)."""
+DEFAULT_QUOTA_FILES: Final = 1 << 20
+"""Files and directories at most, by default."""
 
 
 class IdAllocator:
@@ -58,13 +70,27 @@ class IdAllocator:
         if not 0 < start < stop:
             raise ValueError("need 0 < start < stop")
         self._counter = itertools.count(start)
+        self._next = start
         self._stop = stop
         self._lock = threading.Lock()
+
+    @property
+    def start(self) -> int:
+        """The next id this allocator would hand out."""
+        return self._next
+
+    def advance_past(self, used: int) -> None:
+        """Never hand out `used` or anything below it (ids persisted by an earlier run)."""
+        with self._lock:
+            if used >= self._next:
+                self._next = used + 1
+                self._counter = itertools.count(self._next)
 
     def __call__(self) -> FileId:
         """Return a new id."""
         with self._lock:
             value = next(self._counter)
+            self._next = value + 1
         if value >= self._stop:
             raise NfsError(Nfsstat3.NFS3ERR_NOSPC, "file ids exhausted")
         return FileId(value)
@@ -81,7 +107,10 @@ class _Node:
     mtime: int
     ctime: int
     parent: FileId
+    name: str = ""
+    size: int = 0
     data: bytearray = field(default_factory=bytearray)
+    """The file's bytes up to the last one written; zeros follow up to `size`."""
     children: dict[str, FileId] = field(default_factory=dict)
     subdirs: int = 0
     verifier: bytes | None = None
@@ -95,6 +124,25 @@ def _err(status: Nfsstat3, message: str = "") -> NfsError:
     return NfsError(status, message)
 
 
+_P = ParamSpec("_P")
+_Ret = TypeVar("_Ret")
+_Fs = TypeVar("_Fs", bound="MemoryFs")
+
+
+def _changes(method: Callable[Concatenate[_Fs, _P], _Ret]) -> Callable[Concatenate[_Fs, _P], _Ret]:
+    """Run a changing call under the lock, then `_save` what it changed (even on error)."""
+
+    @functools.wraps(method)
+    def wrapper(self: _Fs, /, *args: _P.args, **kwargs: _P.kwargs) -> _Ret:
+        with self._lock:
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._save()
+
+    return wrapper
+
+
 class MemoryFs:
     """An in-memory file system (see the module docstring).
 
@@ -105,6 +153,8 @@ class MemoryFs:
         root_mode, root_uid, root_gid: the root directory's permissions.
         fsid: fattr3.fsid.
         max_file_size: writes or truncations beyond it fail with NFS3ERR_FBIG.
+        quota_bytes: the sum of file sizes at most (NFS3ERR_DQUOT beyond it).
+        quota_files: files and directories at most (NFS3ERR_DQUOT beyond it).
         read_only: report a read-only file system (the NFS layer then refuses changes).
         generation: the 8 bytes embedded in every handle; random per instance by
             default, so handles from another instance are stale.
@@ -121,6 +171,8 @@ class MemoryFs:
         root_gid: int = 0,
         fsid: int = 1,
         max_file_size: int = 1 << 32,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
+        quota_files: int = DEFAULT_QUOTA_FILES,
         read_only: bool = False,
         generation: bytes | None = None,
     ) -> None:
@@ -131,6 +183,8 @@ class MemoryFs:
         self._root = root_id
         self._fsid = fsid
         self._max_file_size = max_file_size
+        self._quota_bytes = quota_bytes
+        self._quota_files = quota_files
         self._read_only = read_only
         self._generation = generation if generation is not None else secrets.token_bytes(8)
         if len(self._generation) != 8:
@@ -147,6 +201,41 @@ class MemoryFs:
 
     def _now(self) -> int:
         return round(self._clock() * 1_000_000_000)
+
+    # ------------------------------------------------------------ storage hooks
+    # MemoryFs keeps bytes in node.data; nfs.scratchfs.ScratchFs overrides these to
+    # keep them (and the metadata) on disk. Each runs under the lock.
+
+    def _load_data(self, node: _Node, offset: int, end: int) -> bytes:
+        """Return the bytes [offset, end) of a file, ``end <= node.size`` (holes read 0)."""
+        stored = min(end, len(node.data))
+        with memoryview(node.data) as view:
+            data = bytes(view[offset:stored]) if offset < stored else b""
+        return data + bytes(end - offset - len(data))
+
+    def _store_data(self, node: _Node, offset: int, data: bytes) -> None:
+        """Write `data` at `offset` (the size already covers it)."""
+        if offset > len(node.data):
+            node.data.extend(bytes(offset - len(node.data)))
+        node.data[offset : offset + len(data)] = data
+
+    def _resize_data(self, node: _Node, size: int) -> None:
+        """Cut or extend a file's bytes to `size` (extending adds a hole)."""
+        if size < len(node.data):
+            del node.data[size:]
+
+    def _forget_data(self, node: _Node) -> None:
+        """A file left the tree: drop its bytes."""
+        node.data = bytearray()
+
+    def _dirty(self, node: _Node, *, data_only: bool = False) -> None:
+        """`node`'s metadata changed (``data_only``: only size and times, by a WRITE)."""
+
+    def _save(self) -> None:
+        """Persist the changes of the call that just ran (end of every changing call)."""
+
+    def _sync(self, node: _Node) -> None:
+        """Make `node`'s bytes and metadata durable (FILE_SYNC writes, COMMIT)."""
 
     def _node(self, fid: FileId) -> _Node:
         node = self._nodes.get(fid)
@@ -191,6 +280,7 @@ class MemoryFs:
     def _touch_dir(self, node: _Node, now: int) -> None:
         node.mtime = now
         node.ctime = now
+        self._dirty(node)
 
     def _new_node(
         self,
@@ -202,35 +292,40 @@ class MemoryFs:
         gid: int,
         fid: FileId | None,
     ) -> _Node:
+        if fid is not None and fid in self._nodes:
+            raise ValueError(f"file id {fid} already in use")
+        if len(self._nodes) >= self._quota_files:
+            raise _err(Nfsstat3.NFS3ERR_DQUOT, "file quota exceeded")
         if fid is None:
             fid = self._ids()
-        elif fid in self._nodes:
-            raise ValueError(f"file id {fid} already in use")
         now = self._now()
-        node = _Node(fid, ftype, mode & 0o7777, uid, gid, now, now, now, parent.fid)
+        node = _Node(fid, ftype, mode & 0o7777, uid, gid, now, now, now, parent.fid, name)
         self._nodes[fid] = node
         parent.children[name] = fid
         if ftype == Ftype3.NF3DIR:
             parent.subdirs += 1
         self._touch_dir(parent, now)
+        self._dirty(node)
         return node
 
     def _set_size(self, node: _Node, size: int) -> None:
         if size > self._max_file_size:
             raise _err(Nfsstat3.NFS3ERR_FBIG)
-        old = len(node.data)
-        if size < old:
-            del node.data[size:]
-        elif size > old:
-            node.data.extend(bytes(size - old))
-        self._bytes_used += size - old
+        old = node.size
+        if size > old and self._bytes_used + size - old > self._quota_bytes:
+            raise _err(Nfsstat3.NFS3ERR_DQUOT, "scratch quota exceeded")
+        if size != old:
+            self._resize_data(node, size)
+            node.size = size
+            self._bytes_used += size - old
 
     def _drop(self, parent: _Node, name: str, node: _Node, now: int) -> None:
         del parent.children[name]
         if node.is_dir:
             parent.subdirs -= 1
-        self._bytes_used -= len(node.data)
+        self._bytes_used -= node.size
         del self._nodes[node.fid]
+        self._forget_data(node)
         self._touch_dir(parent, now)
 
     def _attrs(self, node: _Node) -> Fattr3:
@@ -238,7 +333,7 @@ class MemoryFs:
             size = _DIR_SIZE
             nlink = 2 + node.subdirs
         else:
-            size = len(node.data)
+            size = node.size
             nlink = 1
         return Fattr3(
             type=node.type,
@@ -247,7 +342,7 @@ class MemoryFs:
             uid=node.uid,
             gid=node.gid,
             size=size,
-            used=(size + 511) & ~511,
+            used=self._used(node, size),
             rdev=Specdata3(),
             fsid=self._fsid,
             fileid=node.fid,
@@ -255,6 +350,10 @@ class MemoryFs:
             mtime=Nfstime3.from_ns(node.mtime),
             ctime=Nfstime3.from_ns(node.ctime),
         )
+
+    def _used(self, node: _Node, size: int) -> int:
+        """fattr3.used: the bytes a file occupies (a hole occupies none)."""
+        return (min(size, len(node.data)) + 511) & ~511 if not node.is_dir else size
 
     # ------------------------------------------------------------ Vfs
 
@@ -277,6 +376,7 @@ class MemoryFs:
         with self._lock:
             return self._attrs(self._node(fid))
 
+    @_changes
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
         """Apply the set fields of `attrs` (see `Vfs.setattr`)."""
         with self._lock:
@@ -305,9 +405,10 @@ class MemoryFs:
 
             now = self._now()
             if attrs.size is not None:
-                if attrs.size != len(node.data):
-                    node.mtime = now
+                changed = attrs.size != node.size
                 self._set_size(node, attrs.size)
+                if changed:
+                    node.mtime = now
             if attrs.mode is not None:
                 node.mode = attrs.mode & 0o7777
             if attrs.uid is not None:
@@ -321,6 +422,7 @@ class MemoryFs:
                     setattr(node, which, st.time.to_ns())
             node.ctime = now
             node.verifier = None
+            self._dirty(node)
             return self._attrs(node)
 
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
@@ -352,14 +454,13 @@ class MemoryFs:
             if node.is_dir:
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
             self._require(node, ctx, _R, owner_override=True)
-            size = len(node.data)
+            size = node.size
             if offset >= size:
                 return b"", True
             end = min(size, offset + count)
-            with memoryview(node.data) as view:
-                data = bytes(view[offset:end])
-            return data, end >= size
+            return self._load_data(node, offset, end), end >= size
 
+    @_changes
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
@@ -372,19 +473,29 @@ class MemoryFs:
             end = offset + len(data)
             if end > self._max_file_size:
                 raise _err(Nfsstat3.NFS3ERR_FBIG)
-            if end > len(node.data):
+            old_size = node.size
+            if end > old_size:
                 self._set_size(node, end)
-            node.data[offset:end] = data
+            try:
+                self._store_data(node, offset, data)
+            except NfsError:
+                self._set_size(node, old_size)
+                raise
             now = self._now()
             node.mtime = now
             node.ctime = now
+            self._dirty(node, data_only=True)
+            if stable != StableHow.UNSTABLE:
+                self._sync(node)
             return len(data), stable
 
+    @_changes
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
-        """Do nothing: every write is already applied (checks that `fid` exists)."""
+        """Make the file's writes durable (in memory: nothing to do; checks `fid` exists)."""
         with self._lock:
-            self._node(fid)
+            self._sync(self._node(fid))
 
+    @_changes
     def create(
         self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext, *, guarded: bool
     ) -> FileId:
@@ -422,7 +533,9 @@ class MemoryFs:
         for which, st in (("atime", attrs.atime), ("mtime", attrs.mtime)):
             if st.how == TimeHow.SET_TO_CLIENT_TIME and st.time is not None:
                 setattr(node, which, st.time.to_ns())
+        self._dirty(node)
 
+    @_changes
     def create_exclusive(
         self, dir_id: FileId, name: str, verifier: bytes, ctx: CallContext
     ) -> FileId:
@@ -440,8 +553,10 @@ class MemoryFs:
             self._check_new_name(name)
             node = self._new_node(parent, name, Ftype3.NF3REG, 0o600, ctx.uid, ctx.gid, None)
             node.verifier = bytes(verifier)
+            self._dirty(node)
             return node.fid
 
+    @_changes
     def mkdir(self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext) -> FileId:
         """Create a directory (see `Vfs.mkdir`)."""
         with self._lock:
@@ -465,6 +580,7 @@ class MemoryFs:
             self._apply_times(node, attrs)
             return node.fid
 
+    @_changes
     def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove a non-directory (see `Vfs.remove`)."""
         with self._lock:
@@ -480,6 +596,7 @@ class MemoryFs:
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
             self._drop(parent, name, node, self._now())
 
+    @_changes
     def rmdir(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove an empty directory (see `Vfs.rmdir`)."""
         with self._lock:
@@ -499,6 +616,7 @@ class MemoryFs:
                 raise _err(Nfsstat3.NFS3ERR_NOTEMPTY)
             self._drop(parent, name, node, self._now())
 
+    @_changes
     def rename(
         self,
         from_dir: FileId,
@@ -548,8 +666,10 @@ class MemoryFs:
             if src.is_dir:
                 src_parent.subdirs -= 1
                 dst_parent.subdirs += 1
-                src.parent = dst_parent.fid
+            src.parent = dst_parent.fid
+            src.name = to_name
             src.ctime = now
+            self._dirty(src)
             self._touch_dir(src_parent, now)
             self._touch_dir(dst_parent, now)
 
@@ -578,14 +698,12 @@ class MemoryFs:
             return DirPage(tuple(entries[:max_entries]), eof, self._cookieverf)
 
     def fsstat(self, fid: FileId) -> FsStat:
-        """Return usage figures (bytes in files, file count) against a nominal 1 TiB."""
+        """Return usage against the quotas: total = quota, free = quota - sum of sizes."""
         with self._lock:
             self._node(fid)
-            total = 1 << 40
-            free = max(0, total - self._bytes_used)
-            files = 1 << 24
-            ffree = max(0, files - len(self._nodes))
-            return FsStat(total, free, free, files, ffree, ffree, 0)
+            free = max(0, self._quota_bytes - self._bytes_used)
+            ffree = max(0, self._quota_files - len(self._nodes))
+            return FsStat(self._quota_bytes, free, free, self._quota_files, ffree, ffree, 0)
 
     # ------------------------------------------------------------ embedding and test helpers
 
@@ -593,6 +711,7 @@ class MemoryFs:
         """Return whether `fid` belongs to this file system."""
         return fid in self._nodes
 
+    @_changes
     def add_dir(
         self,
         parent: FileId,
@@ -616,6 +735,7 @@ class MemoryFs:
             self._check_new_name(name)
             return self._new_node(p, name, Ftype3.NF3DIR, mode, uid, gid, fid).fid
 
+    @_changes
     def add_file(
         self,
         parent: FileId,
@@ -640,9 +760,11 @@ class MemoryFs:
             self._check_new_name(name)
             if len(data) > self._max_file_size:
                 raise _err(Nfsstat3.NFS3ERR_FBIG)
+            if self._bytes_used + len(data) > self._quota_bytes:
+                raise _err(Nfsstat3.NFS3ERR_DQUOT, "scratch quota exceeded")
             node = self._new_node(p, name, Ftype3.NF3REG, mode, uid, gid, fid)
-            node.data[:] = data
-            self._bytes_used += len(data)
+            self._set_size(node, len(data))
+            self._store_data(node, 0, data)
             return node.fid
 
     def resolve(self, path: str) -> FileId:
@@ -666,6 +788,7 @@ class MemoryFs:
                 fid = child
             return fid
 
+    @_changes
     def put(
         self, path: str, data: bytes, *, mode: int = 0o644, uid: int = 0, gid: int = 0
     ) -> FileId:
@@ -687,8 +810,9 @@ class MemoryFs:
                     raise _err(Nfsstat3.NFS3ERR_ISDIR)
                 self._set_size(node, 0)
                 self._set_size(node, len(data))
-                node.data[:] = data
+                self._store_data(node, 0, data)
                 node.mtime = node.ctime = self._now()
+                self._dirty(node)
                 return existing
             return self.add_file(fid, parts[-1], data, mode=mode, uid=uid, gid=gid)
 
@@ -702,7 +826,7 @@ class MemoryFs:
             node = self._node(fid)
             if node.is_dir:
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
-            return bytes(node.data)
+            return self._load_data(node, 0, node.size)
 
     def get(self, path: str) -> bytes:
         """Return the content of the file at `path`."""
@@ -722,6 +846,7 @@ class MemoryFs:
         with self._lock:
             return self._dir(fid).parent
 
+    @_changes
     def pop_file(self, dir_id: FileId, name: str) -> tuple[FileId, bytes]:
         """Remove a regular file and return its id and content (no permission checks).
 
@@ -739,6 +864,6 @@ class MemoryFs:
             node = self._nodes[fid]
             if node.is_dir:
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
-            data = bytes(node.data)
+            data = self._load_data(node, 0, node.size)
             self._drop(parent, name, node, self._now())
             return fid, data

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 __all__ = [
+    "DEFAULT_MAX_FRAGMENTS",
     "DEFAULT_MAX_RECORD_SIZE",
     "LAST_FRAGMENT",
     "MAX_FRAGMENT_SIZE",
@@ -34,6 +35,9 @@ MAX_FRAGMENT_SIZE: Final = 0x7FFFFFFF
 DEFAULT_MAX_RECORD_SIZE: Final = 4 * 1024 * 1024 + 64 * 1024
 """Enough for a 1 MiB WRITE (our wtmax) with a wide margin."""
 
+DEFAULT_MAX_FRAGMENTS: Final = 1024
+"""Fragments per record; real clients send one (Linux: one per record up to 2 GiB)."""
+
 _HEADER: Final = struct.Struct(">I")
 
 
@@ -48,24 +52,37 @@ class RecordReader:
         max_record_size: the largest record accepted, in bytes (the sum of its
             fragments). A larger one raises `RecordError` as soon as a fragment
             header announces it, before its data is buffered.
+        max_fragments: the most fragments one record may have. Real clients send
+            one; a stream of tiny fragments costs parsing time for no payload, so
+            it is refused with `RecordError` too.
+
+    Memory: a partial record is kept in one buffer (never one object per
+    fragment), so the reader holds at most about ``max_record_size`` plus one
+    fragment header and the bytes of the last `feed` that are not yet parsed.
 
     After a `RecordError` the stream is out of sync: the reader keeps raising, and
     the connection should be closed.
     """
 
-    __slots__ = ("_broken", "_buf", "_fragments", "_max", "_record_len")
+    __slots__ = ("_broken", "_buf", "_fragments", "_max", "_max_fragments", "_record")
 
-    def __init__(self, max_record_size: int = DEFAULT_MAX_RECORD_SIZE) -> None:
+    def __init__(
+        self,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        *,
+        max_fragments: int = DEFAULT_MAX_FRAGMENTS,
+    ) -> None:
         self._max = max_record_size
+        self._max_fragments = max_fragments
         self._buf = bytearray()
-        self._fragments: list[bytes] = []
-        self._record_len = 0
+        self._record = bytearray()
+        self._fragments = 0
         self._broken: RecordError | None = None
 
     @property
     def pending(self) -> int:
         """The number of bytes buffered that are not yet part of a returned record."""
-        return len(self._buf) + self._record_len
+        return len(self._buf) + len(self._record)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add bytes from the stream and return the records they complete.
@@ -79,7 +96,8 @@ class RecordReader:
             zero fragments' payload is returned as ``b""``.
 
         Raises:
-            RecordError: if a record would exceed `max_record_size`.
+            RecordError: if a record would exceed `max_record_size` or
+                `max_fragments`.
         """
         if self._broken is not None:
             raise self._broken
@@ -88,30 +106,39 @@ class RecordReader:
         records: list[bytes] = []
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
-            header: int = _HEADER.unpack_from(buf, pos)[0]
-            length = header & MAX_FRAGMENT_SIZE
-            if self._record_len + length > self._max:
-                self._broken = RecordError(
-                    f"record of at least {self._record_len + length} bytes exceeds {self._max}"
-                )
-                raise self._broken
-            if end - pos - 4 < length:
-                break
-            with memoryview(buf) as view:
-                fragment = bytes(view[pos + 4 : pos + 4 + length])
-            pos += 4 + length
-            if header & LAST_FRAGMENT:
-                if self._fragments:
-                    self._fragments.append(fragment)
-                    records.append(b"".join(self._fragments))
-                    self._fragments = []
-                else:
-                    records.append(fragment)
-                self._record_len = 0
-            else:
-                self._fragments.append(fragment)
-                self._record_len += length
+        with memoryview(buf) as view:
+            while end - pos >= 4:
+                header: int = _HEADER.unpack_from(buf, pos)[0]
+                length = header & MAX_FRAGMENT_SIZE
+                if len(self._record) + length > self._max:
+                    self._broken = RecordError(
+                        f"record of at least {len(self._record) + length} bytes exceeds {self._max}"
+                    )
+                    break
+                if end - pos - 4 < length:
+                    break
+                with view[pos + 4 : pos + 4 + length] as fragment:
+                    pos += 4 + length
+                    self._fragments += 1
+                    if header & LAST_FRAGMENT:
+                        if self._record:
+                            self._record += fragment
+                            records.append(bytes(self._record))
+                            self._record = bytearray()
+                        else:
+                            records.append(bytes(fragment))
+                        self._fragments = 0
+                    elif self._fragments >= self._max_fragments:
+                        self._broken = RecordError(
+                            f"record of more than {self._max_fragments} fragments"
+                        )
+                        break
+                    else:
+                        self._record += fragment
+        if self._broken is not None:
+            buf.clear()
+            self._record = bytearray()
+            raise self._broken
         if pos:
             del buf[:pos]
         return records

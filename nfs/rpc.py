@@ -25,6 +25,7 @@ from nfs.xdr import Buffer, Packer, Unpacker, XdrError
 __all__ = [
     "AUTH_NONE_BODY",
     "MAX_AUTH_BYTES",
+    "NOBODY",
     "RPC_VERSION",
     "VOID",
     "AcceptStat",
@@ -35,6 +36,7 @@ __all__ = [
     "CallContext",
     "CallHeader",
     "ConnectionContext",
+    "CredentialPolicy",
     "Credentials",
     "Dispatcher",
     "MsgType",
@@ -292,6 +294,19 @@ class ConnectionContext:
     peer: str | None = None
     """The client address as "host:port", if known."""
 
+    @property
+    def peer_port(self) -> int | None:
+        """The client's source port (from `peer`), or None if unknown."""
+        if not self.peer:
+            return None
+        port = self.peer.rpartition(":")[2]
+        return int(port) if port.isdigit() else None
+
+
+CredentialPolicy = Callable[[Credentials, ConnectionContext | None], Credentials]
+"""Maps a call's decoded credentials to the ones the procedures see (root squash,
+a privileged-port check: see `nfs.identity`); raises `AuthError` to refuse the call."""
+
 
 @dataclass(frozen=True)
 class CallContext:
@@ -545,9 +560,20 @@ class Dispatcher:
 
     Thread-safe once the programs are registered: `handle` keeps no state between
     calls, so a transport may run many calls at once.
+
+    Args:
+        programs: the programs to serve.
+        credential_policy: applied to every call's credentials before its
+            procedure runs (an `AuthError` it raises is answered AUTH_ERROR).
     """
 
-    def __init__(self, programs: Iterable[RpcProgram] = ()) -> None:
+    def __init__(
+        self,
+        programs: Iterable[RpcProgram] = (),
+        *,
+        credential_policy: CredentialPolicy | None = None,
+    ) -> None:
+        self._credential_policy = credential_policy
         self._programs: dict[tuple[int, int], RpcProgram] = {}
         self._versions: dict[int, list[int]] = {}
         for program in programs:
@@ -606,6 +632,8 @@ class Dispatcher:
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         try:
             credentials = Credentials.from_auth(OpaqueAuth(cred_flavor, cred_body))
+            if self._credential_policy is not None:
+                credentials = self._credential_policy(credentials, conn)
         except AuthError as err:
             return reply_auth_error(xid, err.stat).get_buffers()
 

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import errno
 import importlib
 import logging
+import resource
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self, cast
 
@@ -31,15 +36,96 @@ from nfs.mount import MountService
 from nfs.nfs3 import DEFAULT_LIMITS, HandleCodec, Nfs3Limits, Nfs3Service
 from nfs.portmap import PortmapService
 from nfs.record import DEFAULT_MAX_RECORD_SIZE, RecordError, RecordReader, encode_record_parts
-from nfs.rpc import ConnectionContext, Dispatcher
+from nfs.rpc import ConnectionContext, CredentialPolicy, Dispatcher
 from nfs.vfs import Vfs
 
-__all__ = ["NfsServer", "build_dispatcher", "make_vfs"]
+__all__ = [
+    "NfsServer",
+    "ResourceLimits",
+    "ServerStats",
+    "build_dispatcher",
+    "default_max_connections",
+    "make_vfs",
+]
 
 logger = logging.getLogger(__name__)
 
-_READ_SIZE: Final = 1 << 20
-_STREAM_LIMIT: Final = 4 << 20
+_READ_SIZE: Final = 256 * 1024
+_STREAM_LIMIT: Final = 64 * 1024
+"""asyncio pauses a socket once 2 x this much is buffered unread: small, so that a
+connection we stop reading (over its budget) keeps its bytes in the kernel."""
+_FD_RESERVE: Final = 128
+"""File descriptors kept free of connections: table files, spill files, the Delta log."""
+_RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_BACKOFF_MIN: Final = 0.05
+_ACCEPT_BACKOFF_MAX: Final = 2.0
+_ACCEPT_WARN_INTERVAL: Final = 600
+
+
+def default_max_connections() -> int:
+    """Return a connection cap that leaves file descriptors for the rest of the server.
+
+    Half of what the soft RLIMIT_NOFILE leaves after a reserve of 128, between 4 and
+    1024 (a 1,024-fd limit gives 448).
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        soft = 1 << 16
+    return max(4, min(1024, (soft - _FD_RESERVE) // 2))
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """What one client, and all of them together, may make the server hold.
+
+    Attributes:
+        max_connections: open connections at most (None: `default_max_connections`).
+            A new connection beyond it closes the connection idle the longest (no
+            call in progress); if every connection is busy, the new one is closed.
+        idle_timeout: seconds a connection may go without completing a record or
+            receiving a reply before it is closed (a half-sent record does not
+            count as activity). NFS clients reconnect transparently.
+        max_connection_bytes: bytes of unfinished and queued records per
+            connection; beyond it the connection is not read until its calls
+            finish (TCP flow control holds the client back).
+        max_buffered_bytes: the same, summed over all connections.
+        max_fragments: fragments per record (see `nfs.record.RecordReader`).
+    """
+
+    max_connections: int | None = None
+    idle_timeout: float = 300.0
+    max_connection_bytes: int = 8 << 20
+    max_buffered_bytes: int = 64 << 20
+    max_fragments: int = 1024
+
+    def connection_cap(self) -> int:
+        """The effective `max_connections`."""
+        return self.max_connections if self.max_connections else default_max_connections()
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """Counters of a running `NfsServer` (a snapshot).
+
+    Attributes:
+        connections: open connections.
+        buffered_bytes: bytes of unfinished and queued records held, all connections.
+        paused_connections: connections not being read because of a memory budget.
+        received_bytes: bytes read from clients since start.
+        refused_connections: closed at once because every connection was busy.
+        evicted_connections: idle connections closed to make room for a new one.
+        idle_closed: connections closed by the idle timeout.
+        accept_errors: accept() failures (e.g. EMFILE) since start.
+    """
+
+    connections: int = 0
+    buffered_bytes: int = 0
+    paused_connections: int = 0
+    received_bytes: int = 0
+    refused_connections: int = 0
+    evicted_connections: int = 0
+    idle_closed: int = 0
+    accept_errors: int = 0
 
 
 def make_vfs(vfs_or_db: object) -> Vfs:
@@ -61,6 +147,7 @@ def build_dispatcher(
     portmap_port: Callable[[], int] | None = None,
     write_verifier: bytes | None = None,
     limits: Nfs3Limits = DEFAULT_LIMITS,
+    credential_policy: CredentialPolicy | None = None,
 ) -> Dispatcher:
     """Wire NFSv3 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
 
@@ -69,13 +156,58 @@ def build_dispatcher(
         portmap_port: returns the port to advertise; None leaves the port mapper out.
         write_verifier: WRITE/COMMIT verifier; random per call (per boot) by default.
         limits: FSINFO sizes.
+        credential_policy: applied to every call's credentials (e.g. an
+            ``nfs.identity.IdentityPolicy``: root squash, privileged ports).
     """
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
-    dispatcher = Dispatcher([nfs.rpc_program(), MountService(vfs, handles).rpc_program()])
+    dispatcher = Dispatcher(
+        [nfs.rpc_program(), MountService(vfs, handles).rpc_program()],
+        credential_policy=credential_policy,
+    )
     if portmap_port is not None:
         dispatcher.register(PortmapService(portmap_port).rpc_program())
     return dispatcher
+
+
+class _Conn:
+    """One client connection, as the loop thread tracks it."""
+
+    __slots__ = (
+        "calls",
+        "closed",
+        "context",
+        "held",
+        "in_flight",
+        "last_active",
+        "records",
+        "slots",
+        "write_lock",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        context: ConnectionContext,
+        records: RecordReader,
+        max_in_flight: int,
+        now: float,
+    ) -> None:
+        self.writer = writer
+        self.context = context
+        self.records = records
+        self.write_lock = asyncio.Lock()
+        self.slots = asyncio.Semaphore(max_in_flight)
+        self.calls: set[asyncio.Task[None]] = set()
+        self.held = 0
+        self.in_flight = 0
+        self.last_active = now
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.writer.close()
 
 
 class NfsServer:
@@ -90,11 +222,15 @@ class NfsServer:
         workers: threads running calls concurrently.
         max_in_flight: calls per connection in progress before reading pauses.
         limits: FSINFO sizes (1 MiB reads and writes by default).
+        resources: connection and memory bounds (see `ResourceLimits`).
+        credential_policy: applied to each call's AUTH_SYS identity (see
+            ``nfs.identity.IdentityPolicy``); None trusts the credentials as sent.
         autostart: start serving in the constructor, as the original project's
             ``NfsServer(db, port)`` did; with False, call `start` (or use ``with``).
 
     Raises:
         OSError: with ``autostart``, the port cannot be bound.
+        ValueError: inconsistent `resources`.
 
     Attributes:
         ready: set once the server accepts connections; cleared by `shutdown`.
@@ -113,6 +249,8 @@ class NfsServer:
         workers: int = 16,
         max_in_flight: int = 64,
         limits: Nfs3Limits = DEFAULT_LIMITS,
+        resources: ResourceLimits = ResourceLimits(),
+        credential_policy: CredentialPolicy | None = None,
         autostart: bool = True,
     ) -> None:
         self.vfs = make_vfs(vfs_or_db)
@@ -122,8 +260,22 @@ class NfsServer:
         self._workers = workers
         self._max_in_flight = max_in_flight
         self._max_record = max(DEFAULT_MAX_RECORD_SIZE, limits.wtmax + 64 * 1024)
+        self.resources = resources
+        self._max_connections = resources.connection_cap()
+        if resources.max_connection_bytes < self._max_record + _READ_SIZE:
+            raise ValueError(
+                f"max_connection_bytes must be at least {self._max_record + _READ_SIZE} "
+                "(one largest record and one read)"
+            )
+        if resources.max_buffered_bytes < resources.max_connection_bytes:
+            raise ValueError("max_buffered_bytes must be at least max_connection_bytes")
+        if resources.idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive")
         self.dispatcher = build_dispatcher(
-            self.vfs, portmap_port=(lambda: self.port) if portmapper else None, limits=limits
+            self.vfs,
+            portmap_port=(lambda: self.port) if portmapper else None,
+            limits=limits,
+            credential_policy=credential_policy,
         )
         self.ready = threading.Event()
         self._started = threading.Event()
@@ -132,8 +284,10 @@ class NfsServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._room: asyncio.Condition | None = None
+        self._connections: dict[asyncio.Task[None], _Conn] = {}
+        self._stats = ServerStats()
+        self._stats_changed = threading.Condition()
         self._closed = False
         self._close_lock = threading.Lock()
         if autostart:  # the original project's NfsServer(db, port) serves at once
@@ -182,6 +336,24 @@ class NfsServer:
     def is_ready(self) -> bool:
         """Return whether the server accepts connections."""
         return self.ready.is_set()
+
+    def stats(self) -> ServerStats:
+        """Return the current counters (see `ServerStats`)."""
+        with self._stats_changed:
+            return self._stats
+
+    def wait_stats(
+        self, predicate: Callable[[ServerStats], bool], timeout: float
+    ) -> ServerStats | None:
+        """Wait until `predicate` holds for the counters (they change as clients act).
+
+        Returns:
+            The counters that satisfied `predicate`, or None after `timeout` seconds.
+        """
+        with self._stats_changed:
+            if self._stats_changed.wait_for(lambda: predicate(self._stats), timeout):
+                return self._stats
+            return None
 
     def start(self, timeout: float = 10.0) -> Self:
         """Start the loop thread and wait until the socket listens.
@@ -239,6 +411,53 @@ class NfsServer:
     ) -> None:
         self.shutdown()
 
+    # ------------------------------------------------------------ counters
+
+    def _count(self, **changes: int) -> None:
+        """Add to counters (loop thread) and wake `wait_stats` callers."""
+        with self._stats_changed:
+            s = self._stats
+            self._stats = dataclasses.replace(
+                s, **{name: getattr(s, name) + delta for name, delta in changes.items()}
+            )
+            self._stats_changed.notify_all()
+
+    def _hold(self, conn: _Conn) -> None:
+        """Recount the bytes `conn` holds (unfinished record + queued calls)."""
+        held = conn.records.pending + conn.in_flight
+        if held != conn.held:
+            self._count(buffered_bytes=held - conn.held)
+            conn.held = held
+
+    def _has_room(self, conn: _Conn) -> bool:
+        return (
+            conn.closed
+            or (self._stop is not None and self._stop.is_set())
+            or (
+                conn.held < self.resources.max_connection_bytes
+                and self._stats.buffered_bytes < self.resources.max_buffered_bytes
+            )
+        )
+
+    async def _wait_for_room(self, conn: _Conn) -> None:
+        """Wait until `conn` may buffer another read (its calls finish, others' do)."""
+        if self._has_room(conn):
+            return
+        room = self._room
+        assert room is not None
+        self._count(paused_connections=1)
+        try:
+            async with room:
+                await room.wait_for(lambda: self._has_room(conn))
+        finally:
+            self._count(paused_connections=-1)
+
+    async def _room_changed(self) -> None:
+        room = self._room
+        if room is not None:
+            async with room:
+                room.notify_all()
+
     # ------------------------------------------------------------ the loop thread
 
     def _run(self) -> None:
@@ -253,102 +472,215 @@ class NfsServer:
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
+    def _listen(self, port: int) -> socket.socket:
+        """Bind and listen (non-blocking) on ``host:port``."""
+        infos = socket.getaddrinfo(
+            self.host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        servers: list[asyncio.Server] = []
+        self._room = asyncio.Condition()
+        listeners: list[socket.socket] = []
         try:
-            server = await asyncio.start_server(
-                self._serve_connection, self.host, self._requested_port, limit=_STREAM_LIMIT
-            )
-            servers.append(server)
+            listeners.append(self._listen(self._requested_port))
             if self._portmap_port is not None:
-                servers.append(
-                    await asyncio.start_server(
-                        self._serve_connection, self.host, self._portmap_port, limit=_STREAM_LIMIT
-                    )
-                )
+                listeners.append(self._listen(self._portmap_port))
         except OSError as err:
-            for s in servers:
+            for s in listeners:
                 s.close()
             self._startup_error = err
             self._started.set()
             return
-        self._port = int(server.sockets[0].getsockname()[1])
+        self._port = int(listeners[0].getsockname()[1])
         logger.debug("NFS server listening on %s:%d", self.host, self._port)
+        accepting = [asyncio.create_task(self._accept_loop(s)) for s in listeners]
+        reaper = asyncio.create_task(self._reap_idle())
         self.ready.set()
         self._started.set()
         await self._stop.wait()
-        for s in servers:
+        for task in [*accepting, reaper]:
+            task.cancel()
+        await asyncio.gather(*accepting, reaper, return_exceptions=True)
+        for s in listeners:
             s.close()
-        for writer in list(self._writers):
-            writer.close()  # its reader sees EOF: the connection task ends by itself
+        for conn in list(self._connections.values()):
+            conn.close()  # its reader sees EOF: the connection task ends by itself
+        await self._room_changed()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        for s in servers:
-            await s.wait_closed()
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        if self._stop is None or self._stop.is_set():
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        """Accept connections; on EMFILE and the like, log once and back off."""
+        loop = asyncio.get_running_loop()
+        failures = 0
+        warned_at = -float("inf")
+        delay = _ACCEPT_BACKOFF_MIN
+        stop = self._stop
+        assert stop is not None
+        while not stop.is_set():
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as err:
+                self._count(accept_errors=1)
+                if err.errno not in _RESOURCE_ERRNOS:
+                    logger.debug("accept failed: %s", err)
+                    continue
+                if failures == 0 and loop.time() - warned_at >= _ACCEPT_WARN_INTERVAL:
+                    warned_at = loop.time()
+                    logger.warning(
+                        "cannot accept NFS connections: %s; closing idle connections and "
+                        "retrying with backoff (not logged again for %d s)",
+                        err.strerror or err,
+                        _ACCEPT_WARN_INTERVAL,
+                    )
+                failures += 1
+                await self._evict_idle()  # frees a descriptor if some connection is idle
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, _ACCEPT_BACKOFF_MAX)
+                continue
+            if failures:
+                logger.debug("accepting NFS connections again after %d failed accepts", failures)
+                failures = 0
+                delay = _ACCEPT_BACKOFF_MIN
+            if len(self._connections) >= self._max_connections and not await self._evict_idle():
+                self._count(refused_connections=1)
+                logger.debug("connection refused: %d connections, all busy", self._max_connections)
+                sock.close()
+                continue
+            try:
+                reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+            except OSError as err:
+                logger.debug("cannot set up a connection: %s", err)
+                sock.close()
+                continue
+            peer = writer.get_extra_info("peername")
+            conn = _Conn(
+                writer,
+                ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
+                RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
+                self._max_in_flight,
+                loop.time(),
+            )
+            task = asyncio.create_task(self._serve_connection(conn, reader))
+            self._connections[task] = conn
+            task.add_done_callback(self._connection_done)
+            self._count(connections=1)
+
+    def _connection_done(self, task: asyncio.Task[None]) -> None:
+        if self._connections.pop(task, None) is not None:
+            self._count(connections=-1)
+
+    async def _evict_idle(self) -> bool:
+        """Close the connection idle the longest (no call in progress); whether one was."""
+        idle = [
+            c
+            for c in self._connections.values()
+            if not c.closed and not c.calls and not c.in_flight
+        ]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.last_active)
+        logger.debug("closing idle connection from %s to make room", victim.context.peer)
+        victim.close()
+        self._count(evicted_connections=1)
+        await self._room_changed()
+        return True
+
+    async def _reap_idle(self) -> None:
+        """Close connections idle for `ResourceLimits.idle_timeout` (until stopped)."""
+        loop = asyncio.get_running_loop()
+        timeout = self.resources.idle_timeout
+        stop = self._stop
+        assert stop is not None
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), min(max(timeout / 4, 0.01), 30.0))
+            now = loop.time()
+            for conn in list(self._connections.values()):
+                if conn.closed or conn.calls:
+                    continue
+                if now - conn.last_active >= timeout:
+                    logger.debug("closing connection from %s: idle", conn.context.peer)
+                    conn.close()
+                    self._count(idle_closed=1)
+            await self._room_changed()
+
+    async def _serve_connection(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
+        loop = asyncio.get_running_loop()
+        writer = conn.writer
+        stop = self._stop
+        if stop is None or stop.is_set():
             writer.close()
             return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        self._writers.add(writer)
-        peer = writer.get_extra_info("peername")
-        conn = ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None)
-        records = RecordReader(self._max_record)
-        write_lock = asyncio.Lock()
-        slots = asyncio.Semaphore(self._max_in_flight)
-        calls: set[asyncio.Task[None]] = set()
         try:
-            while True:
+            while not conn.closed:
+                await self._wait_for_room(conn)
+                if conn.closed or stop.is_set():
+                    break
                 data = await reader.read(_READ_SIZE)
                 if not data:
                     break
-                for record in records.feed(data):
-                    await slots.acquire()
-                    call = asyncio.create_task(self._call(record, conn, writer, write_lock, slots))
-                    calls.add(call)
-                    call.add_done_callback(calls.discard)
+                self._count(received_bytes=len(data))
+                records = conn.records.feed(data)
+                if records:
+                    conn.last_active = loop.time()
+                self._hold(conn)
+                for record in records:
+                    await conn.slots.acquire()
+                    conn.in_flight += len(record)
+                    self._hold(conn)
+                    call = asyncio.create_task(self._call(record, conn))
+                    conn.calls.add(call)
+                    call.add_done_callback(conn.calls.discard)
         except RecordError as err:
-            logger.warning("closing connection from %s: %s", conn.peer, err)
+            logger.warning("closing connection from %s: %s", conn.context.peer, err)
         except ConnectionError:
-            logger.debug("connection from %s reset", conn.peer)
+            logger.debug("connection from %s reset", conn.context.peer)
         finally:
-            self._writers.discard(writer)
-            if calls:  # let running calls finish (their replies go out if still possible)
-                await asyncio.gather(*calls, return_exceptions=True)
+            conn.closed = True
+            if conn.calls:  # let running calls finish (their replies go out if still possible)
+                await asyncio.gather(*conn.calls, return_exceptions=True)
+            self._count(buffered_bytes=-conn.held)
+            conn.held = conn.in_flight = 0
+            await self._room_changed()
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
-            self._connections.discard(task)
 
-    async def _call(
-        self,
-        record: bytes,
-        conn: ConnectionContext,
-        writer: asyncio.StreamWriter,
-        write_lock: asyncio.Lock,
-        slots: asyncio.Semaphore,
-    ) -> None:
+    async def _call(self, record: bytes, conn: _Conn) -> None:
+        writer = conn.writer
         try:
-            parts = await asyncio.to_thread(self.dispatcher.handle_parts, record, conn)
+            parts = await asyncio.to_thread(self.dispatcher.handle_parts, record, conn.context)
             if parts is None:
                 return
             framed = _coalesce(encode_record_parts(parts))
-            async with write_lock:
+            async with conn.write_lock:
                 if writer.is_closing():
                     return
                 for buf in framed:
                     writer.write(buf)
                 await writer.drain()
+            conn.last_active = asyncio.get_running_loop().time()
         except ConnectionError:
-            logger.debug("connection from %s lost before a reply", conn.peer)
+            logger.debug("connection from %s lost before a reply", conn.context.peer)
         finally:
-            slots.release()
+            conn.in_flight -= len(record)
+            self._hold(conn)
+            conn.slots.release()
+            await self._room_changed()
 
 
 def _coalesce(

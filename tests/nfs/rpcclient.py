@@ -172,8 +172,9 @@ class _Transport(Protocol):
 
 
 class _SocketTransport:
-    def __init__(self, host: str, port: int, timeout: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float, source_port: int = 0) -> None:
+        source = (host, source_port) if source_port else None
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def sendall(self, data: bytes) -> None:
@@ -221,6 +222,7 @@ class RpcClient:
         uid, gid, gids, machinename: the AUTH_SYS credential sent with each call.
         auth: a credential to send instead (e.g. ``AUTH_NONE_BODY``).
         timeout: socket timeout in seconds.
+        source_port: connect from this local port (e.g. a privileged one, as root).
 
     Attributes:
         root: the handle from the last successful `mount`, used by path helpers.
@@ -237,10 +239,13 @@ class RpcClient:
         machinename: str = "rpcclient",
         auth: OpaqueAuth | None = None,
         timeout: float = 10.0,
+        source_port: int = 0,
         _transport: _Transport | None = None,
     ) -> None:
         self._transport: _Transport = (
-            _transport if _transport is not None else _SocketTransport(host, port, timeout)
+            _transport
+            if _transport is not None
+            else _SocketTransport(host, port, timeout, source_port)
         )
         self._reader = RecordReader(64 << 20)
         self._replies: dict[int, bytes] = {}

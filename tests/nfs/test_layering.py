@@ -22,6 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "mount": {"nfs3", "rpc", "vfs", "xdr"},
     "portmap": {"rpc", "xdr"},
     "memfs": {"nfs3", "rpc", "vfs"},
+    "identity": {"nfs3", "rpc", "vfs"},
+    "scratchfs": {"memfs", "nfs3", "vfs"},
     "server": {"mount", "nfs3", "portmap", "record", "rpc", "vfs"},
 }
 
