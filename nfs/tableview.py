@@ -69,7 +69,7 @@ from nfs._schema_sql import create_table_sql
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
 from nfs._staging import Base, BytesBase, Staging, read_all
 from nfs._writers import Bounded, Writer, WriterKey
-from nfs.memfs import IdAllocator, MemoryFs
+from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
     NFS_PROGRAM,
     Fattr3,
@@ -82,6 +82,7 @@ from nfs.nfs3 import (
     StableHow,
 )
 from nfs.rpc import CallContext
+from nfs.scratchfs import DEFAULT_SCRATCH_QUOTA_BYTES, ScratchFs
 from nfs.vfs import (
     ACCESS3_DELETE,
     ACCESS3_EXTEND,
@@ -241,6 +242,7 @@ class TableFs:
         idle_timer: run a background thread that applies idle staged writes (otherwise
             they are applied by the next call or :meth:`poll`).
         read_only: serve the share read-only even if the user may write.
+        scratch_quota: the size limit of the scratch area (``<state_dir>/scratch``).
     """
 
     def __init__(
@@ -258,6 +260,7 @@ class TableFs:
         read_only: bool = False,
         segment_cache: str | os.PathLike[str] | None = None,
         segment_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        scratch_quota: int = DEFAULT_SCRATCH_QUOTA_BYTES,
     ) -> None:
         self._db = db
         self._clock = clock
@@ -278,21 +281,22 @@ class TableFs:
         # not changed since this boot started
         self._file_gen = _h8(b"file", ident, str(self._known_version).encode())
         self._boot = secrets.token_bytes(8)
-        self._scratch = MemoryFs(
+        self._table_id = ident.decode()
+        self._state_dir = (
+            Path(state_dir) if state_dir is not None else default_state_dir(self._table_id)
+        )
+        self._scratch = ScratchFs(
+            self._state_dir / "scratch",
             wallclock,
             ids=IdAllocator(SCRATCH_BASE),
             root_id=ROOT_ID,
             root_mode=_DIR_MODE,
             fsid=self._fsid,
             max_file_size=1 << 40,
-            generation=self._boot,
+            quota_bytes=scratch_quota,
         )
         self._scratch.add_dir(ROOT_ID, "data", mode=_DIR_MODE, fid=DATA_DIR_ID)
         self._scratch_base: dict[FileId, int] = {}
-        self._table_id = ident.decode()
-        self._state_dir = (
-            Path(state_dir) if state_dir is not None else default_state_dir(self._table_id)
-        )
         self._journals = JournalDir(self._state_dir / "journal")
         self._writers: dict[WriterKey, Writer] = {}
         self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
@@ -419,14 +423,14 @@ class TableFs:
                 if v not in tried and _fits(seen, *first):
                     return v, seen
                 tried.add(v)
-            # What this client was shown is unknown (the server restarted since): look
-            # for the version it extends among the last few. A stale page-widened write
-            # covers one page, so each look reads about a page of a version.
-            if shown is None:
-                for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
-                    content = None if v in tried else self._presented_or_none(v)
-                    if content is not None and _fits(content, *first):
-                        return v, content
+            # What this client last saw is not known well enough (the server restarted,
+            # or several processes share one client): look for the version the write
+            # extends among the last few. A stale page-widened write covers a page, so
+            # each look reads about a page of that version.
+            for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
+                content = None if v in tried else self._presented_or_none(v)
+                if content is not None and _fits(content, *first):
+                    return v, content
         for v, content in candidates:
             if content is not None:
                 return v, content
@@ -672,6 +676,7 @@ class TableFs:
                     len(self._writers),
                 )
             self._writers.clear()
+            self._scratch.close()
 
     def _recover(self) -> None:
         """Take over the journals an earlier server left (see :mod:`nfs._journal`)."""
@@ -762,7 +767,7 @@ class TableFs:
                 self._check_version(ver[0])
             return self._table_gen
         if self._is_scratch(fid):
-            return self._boot
+            return self._scratch.generation(fid)
         raise _err(Nfsstat3.NFS3ERR_STALE)
 
     def _dir_attrs(self, fid: FileId, mode: int, mtime: Nfstime3, nlink: int = 2) -> Fattr3:
@@ -910,8 +915,8 @@ class TableFs:
             return self._scratch.access(fid, mask, ctx)
 
     def fsstat(self, fid: FileId) -> FsStat:
-        """Return nominal usage figures."""
-        return FsStat()
+        """Return the scratch area's usage against its quota (the table's files not counted)."""
+        return self._scratch.fsstat(ROOT_ID)
 
     # ------------------------------------------------------------ Vfs: names
 

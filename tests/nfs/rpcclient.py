@@ -652,16 +652,15 @@ class RpcClient:
         stable: StableHow = StableHow.FILE_SYNC,
         mode: int = 0o644,
     ) -> NfsFh3:
-        """Create or truncate `path`, write `data` in chunks, COMMIT if unstable."""
+        """Create or truncate `path`, write `data` in chunks, then COMMIT (as a close())."""
         fh = self.create_path(path, mode=mode)
         for offset in range(0, len(data), chunk):
             res = self.write(fh, offset, data[offset : offset + chunk], stable)
             if res.resok is None:
                 raise NfsStatusError(res.status, f"WRITE {path!r} at {offset}")
-        if stable != StableHow.FILE_SYNC:
-            cres = self.commit(fh)
-            if cres.resok is None:
-                raise NfsStatusError(cres.status, f"COMMIT {path!r}")
+        cres = self.commit(fh)
+        if cres.resok is None:
+            raise NfsStatusError(cres.status, f"COMMIT {path!r}")
         return fh
 
     def listdir(

@@ -482,3 +482,17 @@ def test_a_stale_write_widened_to_its_last_page_inserts_only_its_line(
         assert not [r for r in got if r[0] >= 390]
     finally:
         fs.close()
+
+
+def test_processes_sharing_a_client_append_from_stale_sizes_and_lose_nothing(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """Several processes of one client (one writer key): each read the size, then others
+    appended (more versions than the rendering cache keeps) before its own WRITE came."""
+    sizes = [fs.getattr(DATA_CSV_ID, A).size for _ in range(8)]
+    for i, size in enumerate(sizes):  # all from the same stale size, one after the other
+        fs.getattr(DATA_CSV_ID, A)  # what this client was shown moves on meanwhile
+        fs.write(DATA_CSV_ID, size, f"{100 + i},p{i}\n".encode(), StableHow.FILE_SYNC, A)
+    got = rows(plain)
+    assert [r for r in got if r[0] >= 100] == [(100 + i, f"p{i}") for i in range(8)]
+    assert len(got) == 5 + 8

@@ -156,7 +156,8 @@ def test_handles_across_restarts(db: DatabaseOps) -> None:
     with RpcClient("127.0.0.1", srv.port) as c:
         assert c.getattr(root).status == Nfsstat3.NFS3_OK
         assert c.read_file(csv) == render_csv(db.to_arrow())
-        assert c.getattr(tmp).status == Nfsstat3.NFS3ERR_STALE  # scratch: per boot
+        assert c.getattr(tmp).status == Nfsstat3.NFS3_OK  # scratch: durable
+        assert c.read_file(tmp) == b"x"
         verf2 = c.write(csv, 0, b"", StableHow.UNSTABLE).resok
         assert verf2 is not None and verf2.verf != verf1.verf  # a new verifier per boot
     srv.shutdown()
