@@ -345,8 +345,6 @@ NOT_OPERATIONS = {
     "get_backup_metadata",
     # the same check as restore_to_transaction / restore_with_credentials
     "restore_to_transaction_with_credentials",
-    # tags the commits the caller makes; each commit checks its own permission
-    "commit_tags",
 }
 
 
