@@ -67,7 +67,7 @@ def migrate(table: str) -> None:
                 )
             moved = [u.name for u in db.list_users()]
         if PRIMARY_KEY_PROPERTY not in DeltaLog.open(db.uri, options).configuration:
-            key = db.primary_key()
+            key = db.key_columns
             if key:
                 db.set_primary_key(key)
         version = db.version

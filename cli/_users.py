@@ -20,7 +20,7 @@ from cli._common import (
     user_option,
 )
 from posixlake import DatabaseOps
-from posixlake.security import ROLES, UserInfo
+from posixlake.security import MIN_PASSWORD_LENGTH, ROLES, UserInfo
 
 __all__ = ["COMMANDS"]
 
@@ -121,7 +121,13 @@ def add(table: str, name: str, roles: tuple[str, ...], permissions: tuple[str, .
     """
     with _admin_session(table) as db:
         password = new_password(name)
-        info = db.create_user(name, password, list(roles) or ["read"], permissions=permissions)
+        info = db.create_user(
+            name,
+            password,
+            list(roles) or ["read"],
+            permissions=permissions,
+            min_length=MIN_PASSWORD_LENGTH,  # the API accepts shorter ones, the CLI does not
+        )
     if get_options().json:
         echo_json(info.to_dict())
     else:
@@ -193,7 +199,9 @@ def passwd(table: str, name: str | None) -> None:
     target = name or me
     with _admin_session(table) as db:
         old = get_options().password if target == me else None
-        db.change_password(target, new_password(target), old_password=old)
+        db.change_password(
+            target, new_password(target), old_password=old, min_length=MIN_PASSWORD_LENGTH
+        )
     if get_options().json:
         echo_json({"user": target, "password_changed": True})
     else:

@@ -244,7 +244,7 @@ def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
     old = db.to_arrow(version=base_version)
     if not new.schema.equals(old.schema, check_metadata=False):
         new = new.cast(old.schema)
-    key = db.primary_key()
+    key = db.key_columns
     if key:
         return _diff_keyed(db, old, new, list(key))
     diff = diff_rows(old, new, key=None)

@@ -54,7 +54,7 @@ def sql_type(t: pa.DataType) -> str:
 def create_table_sql(
     schema: pa.Schema,
     *,
-    primary_key: Sequence[str] = (),
+    primary_key: str | Sequence[str] | None = (),
     partition_by: Sequence[str] = (),
     name: str = "data",
 ) -> str:
@@ -62,6 +62,8 @@ def create_table_sql(
     lines = [
         f"  {_ident(f.name)} {sql_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
     ]
+    if isinstance(primary_key, str):  # DatabaseOps.primary_key() gives a single key as str
+        primary_key = [primary_key]
     if primary_key:
         lines.append(f"  PRIMARY KEY ({', '.join(_ident(k) for k in primary_key)})")
     text = f"CREATE TABLE {_ident(name)} (\n" + ",\n".join(lines) + "\n)"

@@ -214,7 +214,8 @@ class NfsServer:
     """Serve a `Vfs` (or a posixlake database) over NFSv3 on 127.0.0.1.
 
     Args:
-        vfs_or_db: a `Vfs`, or a ``DatabaseOps`` (wrapped in ``nfs.tableview.TableFs``).
+        db: a ``DatabaseOps`` (wrapped in ``nfs.tableview.TableFs``), or any `Vfs`
+            (the original project's keyword name, ``NfsServer(db=..., port=...)``).
         port: TCP port for MOUNT and NFS (and portmap); 0 picks a free one, see `port`.
         host: the address to listen on.
         portmapper: also answer port mapper v2 (program 100000) on `port`.
@@ -240,7 +241,7 @@ class NfsServer:
 
     def __init__(
         self,
-        vfs_or_db: object,
+        db: object,
         port: int = 0,
         host: str = "127.0.0.1",
         *,
@@ -253,7 +254,7 @@ class NfsServer:
         credential_policy: CredentialPolicy | None = None,
         autostart: bool = True,
     ) -> None:
-        self.vfs = make_vfs(vfs_or_db)
+        self.vfs = make_vfs(db)
         self.host = host
         self._requested_port = port
         self._portmap_port = portmap_port if portmapper else None
@@ -320,18 +321,44 @@ class NfsServer:
             "&auto-traverse-mounts=0"
         )
 
+    def get_port(self) -> int:
+        """Return the bound TCP port (the original project's name for `port`)."""
+        return self.port
+
     def get_mount_command(self, mount_point: str, *, platform: str = sys.platform) -> list[str]:
         """Return the command (argv) that mounts this server's export at ``mount_point``.
 
-        MOUNT and NFS share one port, so no portmapper is needed; there is no lock
-        service (``nolock``) and, on Linux, no NFSACL (``noacl``).
+        Linux and macOS: MOUNT and NFS share one port, given to the client, so no
+        portmapper is needed; there is no lock service (``nolock``/``nolocks``) and, on
+        Linux, no NFSACL (``noacl``). Windows (``platform="win32"``, the "Client for NFS"
+        feature): ``mount.exe`` takes no port and asks the port mapper on port 111, so
+        start the server with ``portmapper=True, portmap_port=111``; ``mount_point`` is
+        a drive letter such as ``Z:``.
+
+        Args:
+            mount_point: a directory (Linux, macOS) or a drive letter (Windows).
+            platform: ``sys.platform`` of the client: ``linux``, ``darwin`` or ``win32``.
         """
         port = self.port
+        if platform == "win32":
+            return [
+                "mount.exe",
+                "-o",
+                "anon,nolock,mtype=hard",
+                rf"\\{self.host}\share",
+                mount_point,
+            ]
         if platform == "darwin":
             opts = f"vers=3,tcp,port={port},mountport={port},nolocks,resvport"
         else:
             opts = f"vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock,noacl"
         return ["sudo", "mount", "-t", "nfs", "-o", opts, f"{self.host}:/", mount_point]
+
+    def get_unmount_command(self, mount_point: str, *, platform: str = sys.platform) -> list[str]:
+        """Return the command (argv) that unmounts ``mount_point`` (see `get_mount_command`)."""
+        if platform == "win32":
+            return ["umount.exe", "-f", mount_point]
+        return ["sudo", "umount", mount_point]
 
     def is_ready(self) -> bool:
         """Return whether the server accepts connections."""

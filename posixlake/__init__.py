@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from posixlake._original_api import (
+    get_backup_metadata,
+    get_backup_metadata_with_credentials,
+    restore,
+    restore_to_transaction,
+    restore_to_transaction_with_credentials,
+    restore_with_credentials,
+    verify_backup,
+    verify_backup_with_credentials,
+)
 from posixlake.backup import BackupCorrupted, BackupMetadata, RestoreResult, VerifyReport
 from posixlake.database import Credentials, DatabaseOps, Optimizer
 from posixlake.errors import (
@@ -26,10 +36,13 @@ from posixlake.errors import (
     SchemaError,
     SerializationError,
     StorageError,
+    TableExists,
     TimeoutError,
+    UnknownColumns,
     VersionError,
+    VersionNotFound,
 )
-from posixlake.result import QueryResult
+from posixlake.result import QueryResult, Row
 from posixlake.security import AuditEvent, UserInfo
 from posixlake.storage import AzureConfig, S3Config
 from posixlake.types import (
@@ -79,17 +92,29 @@ __all__ = [
     "QueryError",
     "QueryResult",
     "RestoreResult",
+    "Row",
     "S3Config",
     "Schema",
     "SchemaError",
     "SerializationError",
     "StorageError",
+    "TableExists",
     "TimeoutError",
+    "UnknownColumns",
     "UserInfo",
     "VacuumResult",
     "VerifyReport",
     "VersionError",
+    "VersionNotFound",
     "__version__",
+    "get_backup_metadata",
+    "get_backup_metadata_with_credentials",
+    "restore",
+    "restore_to_transaction",
+    "restore_to_transaction_with_credentials",
+    "restore_with_credentials",
+    "verify_backup",
+    "verify_backup_with_credentials",
 ]
 
 

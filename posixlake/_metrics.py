@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -33,11 +34,29 @@ class Counters:
         )
         self.commit_ms_total = 0.0
         self.commit_ms_last = 0.0
+        self.query_ms_total = 0.0
+        self.query_ms_max = 0.0
 
     def bump(self, **deltas: int) -> None:
         with self.lock:
             for k, v in deltas.items():
                 self.counts[k] += v
+
+    def failed(self, err: BaseException) -> None:
+        """Count a failed call once, however many layers the error passes through."""
+        if getattr(err, "_posixlake_counted", False):
+            return
+        with contextlib.suppress(AttributeError):  # a type that refuses attributes
+            err._posixlake_counted = True  # type: ignore[attr-defined]
+        self.bump(errors=1)
+
+    def query(self, started: float) -> None:
+        """Count a successful query that began at ``started`` (the clock's time)."""
+        ms = (self._clock() - started) * 1000
+        with self.lock:
+            self.counts["queries"] += 1
+            self.query_ms_total += ms
+            self.query_ms_max = max(self.query_ms_max, ms)
 
     def commit(self, started: float) -> None:
         ms = (self._clock() - started) * 1000
@@ -63,4 +82,6 @@ class Counters:
                 avg_commit_latency_ms=avg,
                 last_commit_latency_ms=self.commit_ms_last,
                 uptime_seconds=self._clock() - self.started,
+                avg_query_latency_ms=self.query_ms_total / c["queries"] if c["queries"] else 0.0,
+                max_query_latency_ms=self.query_ms_max,
             )

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 from urllib.parse import unquote
 
 from posixlake import _original
-from posixlake._authz import Authorizer
+from posixlake._authz import Authorizer, Permission
 from posixlake._objstore import (
     TEMP_MARK,
     FileEntry,
@@ -103,6 +103,7 @@ __all__ = [
     "Progress",
     "RestoreResult",
     "VerifyReport",
+    "check_backup_credentials",
     "create_backup",
     "get_backup_metadata",
     "restore",
@@ -274,11 +275,18 @@ class VerifyReport:
     corrupted: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     """Problems with the manifest, the chain or the log."""
+    schema_errors: tuple[str, ...] = ()
+    """Problems with the table schema: the Delta log's schema does not parse, or a live
+    data file lacks a column or stores it as another type."""
+    schema_checked: bool = False
+    """Whether the schema could be checked (the log was readable and no file damaged)."""
 
     @property
     def ok(self) -> bool:
         """True when nothing is missing, corrupted, extra or wrong."""
-        return not (self.missing or self.extra or self.corrupted or self.errors)
+        return not (
+            self.missing or self.extra or self.corrupted or self.errors or self.schema_errors
+        )
 
     @property
     def files_verified(self) -> int:
@@ -292,8 +300,13 @@ class VerifyReport:
 
     @property
     def schema_valid(self) -> bool:
-        """Whether the manifest and the Delta log are intact (the original's field)."""
-        return not self.errors
+        """Whether the table schema checked out (the original's field).
+
+        True when the Delta log's schema parses as a Delta schema and every data file
+        of the backed-up version holds each (non-partition) column with a matching
+        Parquet type. False when that check failed or could not run.
+        """
+        return self.schema_checked and not self.schema_errors
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -309,6 +322,8 @@ class VerifyReport:
             "extra": list(self.extra),
             "corrupted": list(self.corrupted),
             "errors": list(self.errors),
+            "schema_valid": self.schema_valid,
+            "schema_errors": list(self.schema_errors),
         }
 
 
@@ -610,6 +625,9 @@ class _LogScan:
     files: dict[str, _DataFile] = field(default_factory=dict)
     timestamps: dict[int, int] = field(default_factory=dict)
     table_id: str | None = None
+    schema_string: str | None = None
+    partition_columns: tuple[str, ...] = ()
+    column_mapping: bool = False
 
 
 def _log_version(name: str) -> int | None:
@@ -657,8 +675,18 @@ def _apply_actions(scan: _LogScan, version: int, lines: Iterable[Any], where: st
             ts = action["commitInfo"].get("timestamp")
             if isinstance(ts, int):
                 scan.timestamps[version] = ts
-        elif "metaData" in action and action["metaData"].get("id"):
-            scan.table_id = str(action["metaData"]["id"])
+        elif "metaData" in action and isinstance(action["metaData"], dict):
+            meta = action["metaData"]
+            if meta.get("id"):
+                scan.table_id = str(meta["id"])
+            if isinstance(meta.get("schemaString"), str):
+                scan.schema_string = meta["schemaString"]
+            scan.partition_columns = tuple(str(c) for c in meta.get("partitionColumns") or ())
+            config = meta.get("configuration") or {}
+            if isinstance(config, list):  # a checkpoint's map column reads as pairs
+                config = dict(config)
+            mode = config.get("delta.columnMapping.mode", "none")
+            scan.column_mapping = mode not in (None, "none")
 
 
 def _parse_commit(data: bytes, where: str) -> list[Any]:
@@ -1236,28 +1264,41 @@ def verify_backup(
     extra += sorted(stray)
     meter = _Meter(sum(f.size for f in todo), progress)
 
+    tails: dict[str, bytes] = {}  # the last bytes of each data file: its Parquet footer
+
     def check(f: BackupFile) -> str | None:
         holder = chain[f.backup_id]
         where = holder.file_uri(f.path)
+        tail = b""
         try:
-            for _chunk in _hashed(
+            for chunk in _hashed(
                 holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
                 expect_sha=f.sha256,
                 expect_size=f.size,
                 where=where,
                 meter=meter,
             ):
-                pass
+                if f.kind == "data":
+                    tail = (tail + chunk)[-_FOOTER_KEEP:]
         except BackupCorrupted:
             return where
         except NotFound:
             missing.append(where)
+            return None
+        if f.kind == "data":
+            tails[f.path] = tail
         return None
 
     bad = [w for w in _parallel_map(check, todo, workers) if w]
     corrupted.extend(bad)
+    schema_errors: list[str] = []
+    schema_checked = False
     if not bad and not missing:
-        errors.extend(_check_log(m, chain, workers))
+        log_errors, scan = _check_log(m, chain, workers)
+        errors.extend(log_errors)
+        if scan is not None:
+            schema_errors = _check_schema(m, scan, tails)
+            schema_checked = True
     return VerifyReport(
         path=uri,
         backup_id=m.backup_id,
@@ -1269,11 +1310,18 @@ def verify_backup(
         extra=tuple(extra),
         corrupted=tuple(sorted(corrupted)),
         errors=tuple(errors),
+        schema_errors=tuple(schema_errors),
+        schema_checked=schema_checked,
     )
 
 
-def _check_log(m: _Manifest, chain: Mapping[str, _Backup], workers: int) -> list[str]:
-    """Cross-check the manifest against the (verified) Delta log it holds."""
+def _check_log(
+    m: _Manifest, chain: Mapping[str, _Backup], workers: int
+) -> tuple[list[str], _LogScan | None]:
+    """Cross-check the manifest against the (verified) Delta log it holds.
+
+    Returns the problems found and the replayed log (None when it is unusable).
+    """
     log_keys = {
         f.path: f.version
         for f in m.files.values()
@@ -1289,7 +1337,7 @@ def _check_log(m: _Manifest, chain: Mapping[str, _Backup], workers: int) -> list
             {k: v for k, v in log_keys.items() if v is not None}, m.table_version, read, workers
         )
     except (DeltaLakeError, InvalidOperation) as err:
-        return [f"the backed-up Delta log is unusable: {err}"]
+        return [f"the backed-up Delta log is unusable: {err}"], None
     problems = []
     for key, f in sorted(scan.files.items()):
         if f.kind != "data" or key in m.files:
@@ -1301,6 +1349,124 @@ def _check_log(m: _Manifest, chain: Mapping[str, _Backup], workers: int) -> list
             )
     if scan.table_id and m.table_id and scan.table_id != m.table_id:
         problems.append("the manifest's table id does not match the Delta log")
+    return problems, scan
+
+
+_FOOTER_KEEP: Final = 1 << 20
+"""Bytes kept from the end of each data file while hashing it: its Parquet footer."""
+
+
+def _delta_type_matches(delta_type: Any, arrow_type: Any) -> str | None:
+    """Return None if a Parquet column of ``arrow_type`` can hold the Delta type, else why."""
+    import pyarrow as pa
+
+    t = pa.types
+    if isinstance(delta_type, str):
+        checks: dict[str, Callable[[Any], bool]] = {
+            "string": lambda a: t.is_string(a) or t.is_large_string(a) or t.is_string_view(a),
+            "binary": lambda a: t.is_binary(a) or t.is_large_binary(a) or t.is_fixed_size_binary(a),
+            "boolean": t.is_boolean,
+            "byte": t.is_integer,
+            "short": t.is_integer,
+            "integer": t.is_integer,
+            "long": t.is_integer,
+            "float": t.is_floating,
+            "double": t.is_floating,
+            "date": t.is_date,
+            "timestamp": t.is_timestamp,
+            "timestamp_ntz": t.is_timestamp,
+        }
+        if delta_type.startswith("decimal"):
+            ok = t.is_decimal(arrow_type) or t.is_integer(arrow_type)
+        elif delta_type in checks:
+            ok = checks[delta_type](arrow_type)
+        else:
+            return f"unknown Delta type {delta_type!r}"
+        return None if ok else f"{delta_type} stored as {arrow_type}"
+    if not isinstance(delta_type, dict):
+        return f"malformed Delta type {delta_type!r}"
+    kind = delta_type.get("type")
+    if kind == "array":
+        if not (t.is_list(arrow_type) or t.is_large_list(arrow_type)):
+            return f"array stored as {arrow_type}"
+        return _delta_type_matches(delta_type.get("elementType"), arrow_type.value_type)
+    if kind == "map":
+        if not t.is_map(arrow_type):
+            return f"map stored as {arrow_type}"
+        return _delta_type_matches(
+            delta_type.get("keyType"), arrow_type.key_type
+        ) or _delta_type_matches(delta_type.get("valueType"), arrow_type.item_type)
+    if kind == "struct":
+        if not t.is_struct(arrow_type):
+            return f"struct stored as {arrow_type}"
+        names = {
+            arrow_type.field(i).name: arrow_type.field(i).type for i in range(arrow_type.num_fields)
+        }
+        for sub in delta_type.get("fields") or ():
+            if not isinstance(sub, dict) or "name" not in sub:
+                return "malformed struct field"
+            if sub["name"] in names:
+                why = _delta_type_matches(sub.get("type"), names[sub["name"]])
+                if why:
+                    return f"{sub['name']}: {why}"
+        return None
+    return f"unknown Delta type {delta_type!r}"
+
+
+def _check_schema(m: _Manifest, scan: _LogScan, tails: Mapping[str, bytes]) -> list[str]:
+    """Check the Delta log's schema and that each live data file matches it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if scan.schema_string is None:
+        return ["the Delta log has no table schema (metaData)"]
+    try:
+        schema = json.loads(scan.schema_string)
+    except ValueError as err:
+        return [f"the table schema is not valid JSON: {err}"]
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if (
+        not isinstance(schema, dict)
+        or schema.get("type") != "struct"
+        or not isinstance(fields, list)
+    ):
+        return ["the table schema is not a Delta struct schema"]
+    problems: list[str] = []
+    columns: dict[str, Any] = {}
+    for f in fields:
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
+            problems.append(f"malformed schema field {f!r}")
+            continue
+        why = _delta_type_matches(f["type"], pa.null()) if isinstance(f["type"], str) else None
+        if why and why.startswith("unknown"):
+            problems.append(f"column {f['name']!r}: {why}")
+        columns[f["name"]] = f["type"]
+    if problems or scan.column_mapping:  # mapped columns have physical names: not compared
+        return problems
+    stored = [c for c in columns if c not in scan.partition_columns]
+    for key, entry in sorted(scan.files.items()):
+        if entry.kind != "data" or entry.removed is not None or key not in tails:
+            continue
+        tail = tails[key]
+        if len(tail) < 12 or tail[-4:] != b"PAR1":
+            problems.append(f"{key}: not a Parquet file")
+            continue
+        footer = int.from_bytes(tail[-8:-4], "little")
+        if footer + 8 > len(tail):
+            problems.append(f"{key}: Parquet footer too large to check")
+            continue
+        try:
+            file_schema = pq.read_schema(pa.BufferReader(b"PAR1" + tail[-(footer + 8) :]))
+        except (pa.ArrowException, OSError, ValueError) as err:
+            problems.append(f"{key}: unreadable Parquet footer ({err})")
+            continue
+        for col in stored:
+            if col not in file_schema.names:
+                problems.append(f"{key}: column {col!r} is missing")
+                continue
+            why = _delta_type_matches(columns[col], file_schema.field(col).type)
+            if why:
+                problems.append(f"{key}: column {col!r}: {why}")
     return problems
 
 
@@ -1361,8 +1527,34 @@ def _as_of_ms(value: datetime | int | float | str) -> int:
     )
 
 
+def check_backup_credentials(
+    path: str | os.PathLike[str],
+    credentials: Any,
+    permission: Permission = "read",
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> str | None:
+    """Authenticate ``credentials`` against the users stored in a backup.
+
+    Returns the user name, or None for a backup of a table without users (credentials
+    are then not needed and ignored, as when opening such a table).
+
+    Raises:
+        NotFound: no backup at ``path``. AuthenticationError: missing or wrong
+            credentials. PermissionDenied: the user lacks ``permission``.
+    """
+    uri = normalize_uri(path)
+    top = _open_backup(uri, storage_options)
+    if not top.manifest.auth:
+        return None
+    return _check_restore_credentials(top, _chain(top, storage_options), credentials, permission)
+
+
 def _check_restore_credentials(
-    top: _Backup, chain: Mapping[str, _Backup], credentials: Any
+    top: _Backup,
+    chain: Mapping[str, _Backup],
+    credentials: Any,
+    permission: Permission = "restore",
 ) -> str | None:
     from posixlake import security
 
@@ -1393,8 +1585,8 @@ def _check_restore_credentials(
     )
     db = security.UserDb.parse(data, version=version)
     name = security.check_credentials(db, credentials)
-    if "restore" not in db.permissions(name):
-        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
+    if permission not in db.permissions(name):
+        raise PermissionDenied(f"{permission}: user {name!r} lacks the {permission!r} permission")
     return name
 
 

@@ -28,6 +28,7 @@ Decisions the test suite pins (tests/posixlake/):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -40,7 +41,7 @@ from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, TypeVar
+from typing import Any, Concatenate, Final, Literal, NamedTuple, ParamSpec, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,7 +70,6 @@ from posixlake.delta import DeltaLog, quote_ident
 from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths, format_of, source_paths
 from posixlake.errors import (
-    AlreadyExists,
     DuplicateKeyError,
     InvalidOperation,
     IoError,
@@ -78,21 +78,29 @@ from posixlake.errors import (
     QueryError,
     SchemaError,
     SerializationError,
+    TableExists,
+    UnknownColumns,
     VersionError,
 )
 from posixlake.result import QueryResult
 from posixlake.security import AuditEvent, TableAuthorizer, UserInfo
 from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
 from posixlake.types import (
+    DECLARED_TYPES_PROPERTY,
     CommitInfo,
     DataSkippingStats,
+    Field,
     HealthStatus,
     MergeMetrics,
     Metrics,
     OptimizeResult,
     Schema,
     VacuumResult,
+    check_declared,
+    declared_types,
     delta_schema,
+    parse_type,
+    type_string,
 )
 
 __all__ = ["Credentials", "DatabaseOps", "Optimizer"]
@@ -113,6 +121,8 @@ class Credentials(NamedTuple):
 _EPOCH_MS_FROM: Final = 10**11
 StorageArg = StorageConfig | Mapping[str, str] | None
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class Optimizer:
@@ -169,12 +179,28 @@ class Optimizer:
             raise InvalidOperation("z-order needs at least one column")
         unknown = [c for c in cols if c not in db._log.arrow_schema.names]
         if unknown:
-            raise SchemaError(f"z-order: unknown column(s) {unknown}")
+            raise UnknownColumns(f"z-order: unknown column(s) {unknown}")
         with db._write("zorder"):
             metrics, version = db._log.z_order(
                 cols, target_size=target_size, partition_filters=partition_filters
             )
         return _optimize_result(metrics, version)
+
+
+def _counted(
+    method: Callable[Concatenate[DatabaseOps, _P], _R],
+) -> Callable[Concatenate[DatabaseOps, _P], _R]:
+    """Count a call that raises a PosixLakeError in ``get_metrics().errors`` (once)."""
+
+    def wrapper(self: DatabaseOps, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except PosixLakeError as err:
+            self._counters.failed(err)
+            raise
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
 
 
 def _optimize_result(metrics: Mapping[str, Any], version: int | None) -> OptimizeResult:
@@ -314,6 +340,7 @@ class DatabaseOps:
         buffer_rows: int = DEFAULT_BUFFER_ROWS,
         name: str | None = None,
         create_bucket: bool | None = None,
+        bootstrap: bool = False,
     ) -> DatabaseOps:
         """Create an empty table.
 
@@ -332,9 +359,14 @@ class DatabaseOps:
             name: an optional table name stored in the Delta metadata.
             create_bucket: create a missing S3 bucket or Azure container (None: as the
                 storage config's ``create_bucket`` / ``create_container`` says).
+            bootstrap: with ``auth`` and neither ``credentials`` nor
+                ``$POSIXLAKE_ADMIN_PASSWORD``, create the table without users; this
+                handle then acts as the admin ``system`` until it is closed, to create
+                them (the original project's ``create_with_auth`` flow).
 
         Raises:
-            AlreadyExists: a Delta table exists at ``path``.
+            TableExists: (an AlreadyExists and a DeltaLakeError, as the original raised it)
+                a Delta table exists at ``path``.
             BucketNotFound: (a NotFound) the bucket or container is missing.
             NetworkError: the storage endpoint cannot be reached.
             SchemaError: an invalid schema or key.
@@ -350,12 +382,22 @@ class DatabaseOps:
         options = storage_options_for(uri, storage)
         _prepare_storage(uri, storage, create=True, create_bucket=create_bucket)
         if DeltaLog.exists(uri, options):
-            raise AlreadyExists(f"a Delta table already exists at {uri}")
+            raise TableExists(f"a Delta table already exists at {uri}")
         config = {PRIMARY_KEY_PROPERTY: ",".join(sch.key_columns)} if sch.key_columns else None
+        declared = declared_types(sch.to_arrow())
+        if declared:  # e.g. UInt8 stored as Int16: kept to report and enforce it
+            config = {**(config or {}), DECLARED_TYPES_PROPERTY: json.dumps(declared)}
+        bootstrap = (
+            auth
+            and bootstrap
+            and credentials is None
+            and not os.environ.get("POSIXLAKE_ADMIN_PASSWORD")
+        )
         if auth:
             from posixlake import security
 
-            credentials = security.initial_admin(credentials)  # checked before any write
+            if not bootstrap:  # checked before any write
+                credentials = security.initial_admin(credentials)
             config = {**(config or {}), security.AUTH_PROPERTY: "true"}
         eng = resolve_engine(engine, master=master, spark=spark)
         authorizer: Authorizer | None = None
@@ -370,7 +412,7 @@ class DatabaseOps:
         if auth:
             from posixlake import security
 
-            authorizer = security.enable_auth(uri, options, credentials)
+            authorizer = security.enable_auth(uri, options, credentials, bootstrap=bootstrap)
         return cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
 
     @classmethod
@@ -442,7 +484,7 @@ class DatabaseOps:
     def create_from_parquet(
         cls,
         db_path: str | os.PathLike[str],
-        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        parquet_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         primary_key: str | Sequence[str] | None = None,
         partition_by: Sequence[str] | None = None,
@@ -455,7 +497,7 @@ class DatabaseOps:
         """
         return cls._create_from_files(
             db_path,
-            expand_paths(source, suffix=".parquet"),
+            expand_paths(parquet_path, suffix=".parquet"),
             "parquet",
             primary_key,
             partition_by,
@@ -477,7 +519,7 @@ class DatabaseOps:
         )
         uri = normalize_uri(db_path)
         if DeltaLog.exists(uri, storage_options_for(uri, options.get("storage"))):
-            raise AlreadyExists(f"a Delta table already exists at {uri}")
+            raise TableExists(f"a Delta table already exists at {uri}")
         data = eng.read_files(paths, fmt=fmt, schema=None)
         if data is None:
             # the engine (Spark) writes the files itself: staged first, committed once the
@@ -575,8 +617,8 @@ class DatabaseOps:
             try:
                 self.started = self.db._clock()
                 self.before = self.db._log.refresh()
-            except BaseException:
-                self.db._counters.bump(errors=1)
+            except BaseException as err:
+                self.db._counters.failed(err)
                 self.db._log.lock.release()
                 raise
 
@@ -585,7 +627,7 @@ class DatabaseOps:
         ) -> None:
             try:
                 if e is not None:
-                    self.db._counters.bump(errors=1)
+                    self.db._counters.failed(e)
                 elif self.db._log.version != self.before:
                     self.db._counters.commit(self.started)
             finally:
@@ -601,7 +643,7 @@ class DatabaseOps:
     def _append(self, table: pa.Table, *, operation: str, upsert: bool = False) -> int:
         """Append (or upsert) a conformed table in one commit; return the new version."""
         with self._write(operation):
-            key = self.primary_key()  # after the refresh: another handle may have set it
+            key = self.key_columns  # after the refresh: another handle may have set it
             if key and upsert:
                 source = table.append_column(OP_COLUMN, pa.array(["INSERT"] * table.num_rows))
                 exists = existing_mask(table, self._keys.get(self._log, key), key)
@@ -652,6 +694,7 @@ class DatabaseOps:
 
     # -- writes ----------------------------------------------------------------------
 
+    @_counted
     def insert(self, data: Any, *, upsert: bool = False) -> int:
         """Insert rows in one commit; return how many rows were written.
 
@@ -678,7 +721,7 @@ class DatabaseOps:
         ):
             with self._write("INSERT"):
                 outcome = external(
-                    self._log, data, key=self.primary_key(), metadata=self._metadata("INSERT")
+                    self._log, data, key=self.key_columns, metadata=self._metadata("INSERT")
                 )
             self._keys.invalidate()
             self._counters.bump(inserts=1, rows_written=outcome.rows)
@@ -693,6 +736,7 @@ class DatabaseOps:
             table = to_arrow(data, self._schema)
         if table.num_rows == 0:
             return 0
+        check_declared(table, self._declared)
         self._append(table, operation="INSERT", upsert=upsert)
         return int(table.num_rows)
 
@@ -711,7 +755,7 @@ class DatabaseOps:
         """
         self._authorize("write", "insert_buffered")
         schema = self._schema
-        key = self.primary_key()
+        key = self.key_columns
         row = quick_row(data, schema)
         with self._log.lock:
             if row is not None:
@@ -758,6 +802,7 @@ class DatabaseOps:
         """Rows waiting in the insert buffer."""
         return self._buffer.rows
 
+    @_counted
     def merge(
         self, rows: Any, key: str | Sequence[str] | None = None, *, strict: bool = False
     ) -> MergeMetrics:
@@ -775,10 +820,11 @@ class DatabaseOps:
         self._authorize("write", "merge")
         if not key:
             self._log.refresh()  # the primary key another handle set counts
-        key_cols = _columns_arg(key, "merge key") if key else self.primary_key()
+        key_cols = _columns_arg(key, "merge key") if key else self.key_columns
         if not key_cols:
             raise InvalidOperation("merge needs a key: pass key= or set a primary key")
         source = prepare_merge_source(rows, self._schema, key_cols)
+        check_declared(source.table, self._declared)
         n_total = source.table.num_rows
         if source.count("DELETE"):
             self._authorize("delete", "merge")
@@ -801,7 +847,7 @@ class DatabaseOps:
             todo = source.table.filter(applies)
             if todo.num_rows == 0:
                 return MergeMetrics(0, 0, 0, skipped, None)
-            pk = self.primary_key()
+            pk = self.key_columns
             if pk and list(pk) != list(key_cols):
                 check_primary_key_after(
                     self._log.read_columns(list(dict.fromkeys([*key_cols, *pk]))),
@@ -829,6 +875,7 @@ class DatabaseOps:
             outcome.inserted, outcome.updated, outcome.deleted, n_total - applied, outcome.version
         )
 
+    @_counted
     def delete_rows_where(self, predicate: str) -> int:
         """Delete the rows matching a SQL predicate in one commit; return how many.
 
@@ -849,6 +896,7 @@ class DatabaseOps:
         self._counters.bump(deletes=1, rows_deleted=outcome.rows)
         return outcome.rows
 
+    @_counted
     def truncate(self) -> int:
         """Delete every row in one commit, whatever the engine; return how many.
 
@@ -863,6 +911,7 @@ class DatabaseOps:
         self._counters.bump(deletes=1, rows_deleted=rows)
         return rows
 
+    @_counted
     def update(
         self,
         predicate: str | None,
@@ -907,7 +956,7 @@ class DatabaseOps:
             sets[quote_ident(col)] = expr
         if not sets:
             raise InvalidOperation("update needs values or expressions")
-        key = self.primary_key()
+        key = self.key_columns
         touched = set(values or {}) | set(expressions or {})
         if key and touched & set(key):
             raise InvalidOperation(
@@ -922,6 +971,7 @@ class DatabaseOps:
 
     # -- replacing exact rows (a multiset diff; used by the NFS face's overwrites) --------
 
+    @_counted
     def replace_rows(
         self,
         *,
@@ -952,6 +1002,7 @@ class DatabaseOps:
 
         self._authorize("write", "replace_rows")
         dele, ins = to_arrow(delete, self._schema), to_arrow(insert, self._schema)
+        check_declared(ins, self._declared)
         if dele.num_rows:
             self._authorize("delete", "replace_rows")
         if dele.num_rows == 0 and ins.num_rows == 0:
@@ -960,7 +1011,7 @@ class DatabaseOps:
         for k in match:
             if k not in self._schema.names:
                 raise SchemaError(f"replace_rows: key column {k!r} is not in the table")
-        pk = self.primary_key()
+        pk = self.key_columns
         with self._write("REPLACE ROWS"):
             if pk and ins.num_rows:
                 dups = duplicate_keys(ins, pk)
@@ -986,6 +1037,7 @@ class DatabaseOps:
 
     # -- reads -----------------------------------------------------------------------
 
+    @_counted
     def query(
         self,
         sql: str,
@@ -1006,16 +1058,14 @@ class DatabaseOps:
         self._authorize("read", "query")
         if not isinstance(sql, str) or not sql.strip():
             raise QueryError("query needs SQL text")
+        started = self._clock()
         with self._log.lock:
             snap = self._snapshot(version, as_of)
-            try:
-                table = self._engine.query(snap, sql)
-            except PosixLakeError:
-                self._counters.bump(errors=1)
-                raise
-        self._counters.bump(queries=1)
+            table = self._engine.query(snap, sql)
+        self._counters.query(started)
         return QueryResult(table)
 
+    @_counted
     def to_arrow(
         self, *, version: int | None = None, as_of: datetime | int | float | str | None = None
     ) -> pa.Table:
@@ -1025,6 +1075,7 @@ class DatabaseOps:
             snap = self._snapshot(version, as_of)
             return snap.read_columns(None)
 
+    @_counted
     def history(self, limit: int | None = None) -> list[CommitInfo]:
         """Return the commits, newest first."""
         self._authorize("read", "history")
@@ -1066,30 +1117,65 @@ class DatabaseOps:
         return self._log.commit_time(version)
 
     @property
+    def _declared(self) -> dict[str, str]:
+        """Declared types of the columns Delta stores as another type (e.g. UInt8)."""
+        text = self._log.configuration.get(DECLARED_TYPES_PROPERTY)
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError:
+            logger.warning("ignoring a malformed %s property", DECLARED_TYPES_PROPERTY)
+            return {}
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+    @property
     def schema(self) -> Schema:
-        """The table schema (with its primary key)."""
-        return Schema.from_arrow(self._schema, primary_key=self.primary_key() or None)
+        """The table schema as declared: type strings such as ``Int64``, ``UInt8``,
+        ``Decimal128(10,2)``, ``List<String>`` (and the primary key)."""
+        declared = self._declared
+        fields = [
+            Field(f.name, declared.get(f.name) or _type_text(f.type), f.nullable)
+            for f in self._schema
+        ]
+        return Schema(fields, primary_key=self.primary_key())
 
     def get_schema(self) -> Schema:
         """Return the table schema."""
         self._authorize("read", "get_schema")
         return self.schema
 
-    def primary_key(self) -> list[str]:
-        """Return the primary-key columns (empty when the table has none)."""
+    @property
+    def key_columns(self) -> list[str]:
+        """The primary-key columns as a list (empty when the table has none)."""
         value = self._log.configuration.get(PRIMARY_KEY_PROPERTY)
         if value is None:  # never set here: the original posixlake's key, if any
             return list(self._original_key)
         return [c for c in value.split(",") if c]
 
-    def set_primary_key(self, columns: str | Sequence[str] | None) -> None:
+    def primary_key(self) -> str | list[str] | None:
+        """Return the primary key: its column, a list of columns if composite, or None.
+
+        The original project's shape (``'id'`` / ``None``); :attr:`key_columns` is
+        always a list.
+        """
+        cols = self.key_columns
+        if not cols:
+            return None
+        return cols[0] if len(cols) == 1 else cols
+
+    @_counted
+    def set_primary_key(self, column_name: str | Sequence[str] | None) -> None:
         """Set (or with None/empty, remove) the primary key; existing rows must be unique.
+
+        Args:
+            column_name: a column, ``"a, b"`` or a list of columns for a composite key.
 
         Raises:
             SchemaError: unknown column. InvalidOperation: existing duplicates or NULL keys.
         """
         self._authorize("admin", "set_primary_key")
-        cols = _columns_arg(columns, "primary key") if columns else []
+        cols = _columns_arg(column_name, "primary key") if column_name else []
         for c in cols:
             if c not in self._schema.names:
                 raise SchemaError(f"primary key column {c!r} is not in the table")
@@ -1107,19 +1193,31 @@ class DatabaseOps:
             self._log.set_configuration({PRIMARY_KEY_PROPERTY: ",".join(cols)})
             self._keys.invalidate()
 
+    @_counted
     def vacuum(
         self,
         retention_hours: int | None = None,
         *,
         dry_run: bool = False,
-        enforce_retention_duration: bool = True,
+        enforce_retention_duration: bool = False,
     ) -> VacuumResult:
         """Delete data files that no version within the retention needs.
 
+        An explicit ``retention_hours`` is the caller's decision, as in the original
+        project: one below the table's ``delta.deletedFileRetentionDuration`` (168 hours
+        by default) is honoured, with a warning in the log, because it can break time
+        travel and readers still using old versions.
+
         Args:
-            retention_hours: keep files needed by versions newer than this (Delta default 168).
+            retention_hours: keep files needed by versions newer than this (the table's
+                retention when None).
             dry_run: only list the files.
-            enforce_retention_duration: refuse retentions shorter than the table's minimum.
+            enforce_retention_duration: refuse retentions shorter than the table's
+                (delta-rs' guard).
+
+        Raises:
+            InvalidOperation: a negative or non-integer retention, or one below the
+                table's with ``enforce_retention_duration``.
         """
         self._authorize("admin", "vacuum")
         if retention_hours is not None and (
@@ -1128,6 +1226,19 @@ class DatabaseOps:
             or retention_hours < 0
         ):
             raise InvalidOperation("retention_hours must be a non-negative integer")
+        table_hours = self._log.retention_hours
+        if (
+            retention_hours is not None
+            and retention_hours < table_hours
+            and not enforce_retention_duration
+        ):
+            logger.warning(
+                "vacuum of %s with a retention of %d hours, below the table's %g: files "
+                "that older versions and running readers may need are deleted",
+                self._log.uri,
+                retention_hours,
+                table_hours,
+            )
         with self._write("VACUUM"):
             files = self._log.vacuum(
                 retention_hours,
@@ -1140,6 +1251,7 @@ class DatabaseOps:
         """Z-order the table by ``columns`` (same as ``db.optimize.z_order``)."""
         return self.optimize.z_order(columns, target_size=target_size)
 
+    @_counted
     def get_data_skipping_stats(self, predicate: str | None = None) -> DataSkippingStats:
         """Count active files, and those a predicate lets a scan skip by min/max statistics.
 
@@ -1171,35 +1283,51 @@ class DatabaseOps:
                 active_bytes=int(pc.sum(actions["size_bytes"]).as_py() or 0),
                 rows=int(pc.sum(rows).as_py() or 0) if rows is not None else 0,
                 location=self._log.uri,
+                uptime_seconds=self._clock() - self._counters.started,
             )
         except PosixLakeError as err:
-            return HealthStatus("unhealthy", -1, 0, 0, 0, self._log.uri, message=str(err))
+            return HealthStatus(
+                "unhealthy",
+                -1,
+                0,
+                0,
+                0,
+                self._log.uri,
+                message=str(err),
+                uptime_seconds=self._clock() - self._counters.started,
+            )
 
     # -- users and roles (posixlake.security) -----------------------------------------
 
+    @_counted
     def create_user(
         self,
-        name: str,
+        username: str,
         password: str,
         roles: str | Sequence[str] = ("read",),
         *,
         permissions: str | Sequence[str] = (),
         role: str | None = None,
+        min_length: int = 0,
     ) -> UserInfo:
         """Add a user with roles (``admin``, ``read``, ``write``) and single permissions.
 
+        A password under 8 characters is accepted with a warning (as the original
+        project accepted it); ``min_length=8`` refuses it (the CLI's policy).
+
         Raises:
             PermissionDenied: not an admin. AlreadyExists: the name is taken.
-            InvalidOperation: a bad name or role, a password under 8 characters, a table
-                without auth.
+            InvalidOperation: a bad name or role, an empty password or one under
+                ``min_length`` characters, a table without auth.
         """
         self._authorize("admin", "create_user")
         if role is not None:  # the original's create_user(name, password, role="admin")
             roles = [role]
         return self._users("create_user").create_user(
-            name, password, roles, permissions=permissions
+            username, password, roles, permissions=permissions, min_length=min_length
         )
 
+    @_counted
     def delete_user(self, name: str) -> None:
         """Remove a user (not yourself, not the last admin).
 
@@ -1209,6 +1337,7 @@ class DatabaseOps:
         self._authorize("admin", "delete_user")
         self._users("delete_user").delete_user(name)
 
+    @_counted
     def set_roles(
         self, name: str, roles: str | Sequence[str], *, permissions: str | Sequence[str] = ()
     ) -> UserInfo:
@@ -1216,10 +1345,19 @@ class DatabaseOps:
         self._authorize("admin", "set_roles")
         return self._users("set_roles").set_roles(name, roles, permissions=permissions)
 
+    @_counted
     def change_password(
-        self, name: str, new_password: str, *, old_password: str | None = None
+        self,
+        name: str,
+        new_password: str,
+        *,
+        old_password: str | None = None,
+        min_length: int = 0,
     ) -> None:
         """Set a user's password: your own with ``old_password``, anyone's as an admin.
+
+        A new password under 8 characters is accepted with a warning unless
+        ``min_length`` refuses it (see :meth:`create_user`).
 
         Raises:
             AuthenticationError: a wrong ``old_password``. PermissionDenied: another
@@ -1230,14 +1368,16 @@ class DatabaseOps:
         elif self._closed:
             raise InvalidOperation("change_password: the database is closed")
         self._users("change_password").change_password(
-            name, new_password, old_password=old_password
+            name, new_password, old_password=old_password, min_length=min_length
         )
 
+    @_counted
     def list_users(self) -> list[UserInfo]:
         """Return the users (never their password hashes), sorted by name."""
         self._authorize("admin", "list_users")
         return self._users("list_users").list_users()
 
+    @_counted
     def audit_log(self, *, limit: int | None = None) -> list[AuditEvent]:
         """Return the audit trail, newest first: logins, user changes, denials, backups,
         restores, and every commit with its user."""
@@ -1247,6 +1387,7 @@ class DatabaseOps:
         self._log.refresh()
         return security.audit_events(self._auth, self._log.history(limit), limit=limit)
 
+    @_counted
     def enable_auth(self, credentials: tuple[str, str] | None = None) -> None:
         """Turn on users for this table; ``credentials`` (or ``$POSIXLAKE_ADMIN_PASSWORD``)
         become its first admin, and this session continues as that admin.
@@ -1272,28 +1413,30 @@ class DatabaseOps:
 
     # -- backup and restore (posixlake.backup) ----------------------------------------
 
+    @_counted
     def backup(
         self,
-        dest: str | os.PathLike[str],
+        backup_path: str | os.PathLike[str],
         *,
         storage: StorageArg = None,
         overwrite: bool = False,
         progress: Progress | None = None,
         workers: int = DEFAULT_WORKERS,
     ) -> BackupMetadata:
-        """Copy the table as of its current version into ``dest``, with a SHA-256 manifest.
+        """Copy the table as of its current version into ``backup_path``, with a SHA-256 manifest.
 
         Writers are not blocked (the version is pinned once) and cannot make the copy
-        inconsistent. ``storage`` configures ``dest`` (the table's own storage options
-        when None and ``dest`` uses the same scheme).
+        inconsistent. ``storage`` configures ``backup_path`` (the table's own storage
+        options when None and it uses the same scheme).
 
         Raises:
-            PermissionDenied: no backup permission. AlreadyExists: ``dest`` is not empty.
+            PermissionDenied: no backup permission. AlreadyExists: ``backup_path`` is not
+                empty.
         """
         from posixlake import backup as backup_mod
 
         self._authorize("backup", "backup")
-        dest_uri = normalize_uri(dest)
+        dest_uri = normalize_uri(backup_path)
         return backup_mod.create_backup(
             self._log,
             dest_uri,
@@ -1305,10 +1448,11 @@ class DatabaseOps:
             workers=workers,
         )
 
+    @_counted
     def backup_incremental(
         self,
-        base_backup: str | os.PathLike[str],
-        dest: str | os.PathLike[str],
+        base_backup_path: str | os.PathLike[str],
+        incremental_path: str | os.PathLike[str],
         *,
         storage: StorageArg = None,
         base_storage: StorageArg = None,
@@ -1316,7 +1460,8 @@ class DatabaseOps:
         progress: Progress | None = None,
         workers: int = DEFAULT_WORKERS,
     ) -> BackupMetadata:
-        """Copy only the files that ``base_backup`` (and its chain) lacks, chained to it.
+        """Copy into ``incremental_path`` only the files ``base_backup_path`` (and its
+        chain) lacks, chained to it.
 
         Raises:
             PermissionDenied: no backup permission. BackupCorrupted: the base is damaged.
@@ -1325,7 +1470,7 @@ class DatabaseOps:
         from posixlake import backup as backup_mod
 
         self._authorize("backup", "backup_incremental")
-        dest_uri, base_uri = normalize_uri(dest), normalize_uri(base_backup)
+        dest_uri, base_uri = normalize_uri(incremental_path), normalize_uri(base_backup_path)
         return backup_mod.create_backup(
             self._log,
             dest_uri,
@@ -1478,21 +1623,21 @@ class DatabaseOps:
 
     # -- the original project's names (thin aliases) ---------------------------------
 
-    def insert_json(self, data: Any) -> int:
+    def insert_json(self, json_data: Any) -> int:
         """Alias of :meth:`insert` (original name)."""
-        return self.insert(data)
+        return self.insert(json_data)
 
-    def insert_buffered_json(self, data: Any) -> int:
+    def insert_buffered_json(self, json_data: Any) -> int:
         """Alias of :meth:`insert_buffered` (original name)."""
-        return self.insert_buffered(data)
+        return self.insert_buffered(json_data)
 
     def flush_write_buffer(self) -> int:
         """Alias of :meth:`flush` (original name)."""
         return self.flush()
 
-    def merge_json(self, data: Any, key_column: str | None = None) -> str:
+    def merge_json(self, json_data: Any, join_column: str | None = None) -> str:
         """Alias of :meth:`merge` returning the metrics as JSON (original name)."""
-        return json.dumps(self.merge(data, key_column).to_dict())
+        return json.dumps(self.merge(json_data, join_column).to_dict())
 
     def delete(self, predicate: str) -> int:
         """Alias of :meth:`delete_rows_where`."""
@@ -1510,13 +1655,13 @@ class DatabaseOps:
         """Alias of ``query(sql, version=...).to_json()`` (original name)."""
         return self.query(sql, version=version).to_json()
 
-    def query_timestamp(self, sql: str, timestamp: datetime | int | float | str) -> QueryResult:
+    def query_timestamp(self, sql: str, timestamp_ms: datetime | int | float | str) -> QueryResult:
         """Alias of ``query(sql, as_of=...)`` (original name)."""
-        return self.query(sql, as_of=timestamp)
+        return self.query(sql, as_of=timestamp_ms)
 
-    def query_timestamp_json(self, sql: str, timestamp: datetime | int | float | str) -> str:
+    def query_timestamp_json(self, sql: str, timestamp_ms: datetime | int | float | str) -> str:
         """Alias of ``query(sql, as_of=...).to_json()`` (original name)."""
-        return self.query(sql, as_of=timestamp).to_json()
+        return self.query(sql, as_of=timestamp_ms).to_json()
 
     def get_history(self, limit: int | None = None) -> list[CommitInfo]:
         """Alias of :meth:`history`."""
@@ -1536,20 +1681,18 @@ class DatabaseOps:
         """Alias of ``vacuum(retention_hours, dry_run=True).files`` (original name)."""
         return list(self.vacuum(retention_hours, dry_run=True).files)
 
-    def optimize_with_target_size(self, target_size: int) -> OptimizeResult:
+    def optimize_with_target_size(self, target_size_bytes: int) -> OptimizeResult:
         """Alias of ``optimize.compact(target_size=...)`` (original name)."""
-        return self.optimize.compact(target_size=target_size)
+        return self.optimize.compact(target_size=target_size_bytes)
 
-    def optimize_with_filter(
-        self, partition_filters: str | list[tuple[str, str, Any]]
-    ) -> OptimizeResult:
+    def optimize_with_filter(self, filter: str | list[tuple[str, str, Any]]) -> OptimizeResult:
         """Alias of ``optimize.compact(partition_filters=...)`` (original name).
 
         Args:
-            partition_filters: ``[("day", "=", "2024-01-01")]``, or the text form
+            filter: ``[("day", "=", "2024-01-01")]``, or the text form
                 ``"day = '2024-01-01'"`` (conditions joined with AND).
         """
-        return self.optimize.compact(partition_filters=_partition_filters(partition_filters))
+        return self.optimize.compact(partition_filters=_partition_filters(filter))
 
     @classmethod
     def create_with_s3(
@@ -1567,7 +1710,11 @@ class DatabaseOps:
     def create_with_azure(
         cls, azure_path: str, schema: Any, azure_config: StorageConfig, **options: Any
     ) -> DatabaseOps:
-        """Alias of ``create(azure_path, schema, storage=azure_config)`` (original name)."""
+        """Alias of ``create(azure_path, schema, storage=azure_config, create_bucket=True)``.
+
+        The original name; like the original, it creates a missing container.
+        """
+        options.setdefault("create_bucket", True)
         return cls.create(azure_path, schema, storage=azure_config, **options)
 
     @classmethod
@@ -1581,8 +1728,12 @@ class DatabaseOps:
     def create_with_auth(
         cls, path: str | os.PathLike[str], schema: Any, auth_enabled: bool = True, **options: Any
     ) -> DatabaseOps:
-        """Alias of ``create(path, schema, auth=auth_enabled)`` (original name)."""
-        return cls.create(path, schema, auth=auth_enabled, **options)
+        """Alias of ``create(path, schema, auth=auth_enabled, bootstrap=True)`` (original name).
+
+        Without ``credentials=``, the new handle is the bootstrap admin ``system`` until it
+        is closed: ``db.create_user("admin", "secret", ["admin"])`` is the original's flow.
+        """
+        return cls.create(path, schema, auth=auth_enabled, bootstrap=True, **options)
 
     @classmethod
     def open_with_credentials(
@@ -1652,6 +1803,16 @@ class DatabaseOps:
         return DatabaseOps.restore_to_transaction(
             backup, dest, target, credentials=(username, password), **options
         )
+
+
+def _type_text(t: pa.DataType) -> str | pa.DataType:
+    """The type string of a stored type, or the pyarrow type if no string names it."""
+    text = type_string(t)
+    try:
+        parse_type(text)
+    except SchemaError:
+        return t
+    return text
 
 
 def _columns_arg(value: object, what: str) -> list[str]:

@@ -28,8 +28,11 @@ __all__ = [
     "SchemaError",
     "SerializationError",
     "StorageError",
+    "TableExists",
     "TimeoutError",
+    "UnknownColumns",
     "VersionError",
+    "VersionNotFound",
 ]
 
 
@@ -50,6 +53,11 @@ class PosixLakeError(Exception):
     TimeoutError: ClassVar[type[_TimeoutError]]  # ours, not the builtin it shadows
     NotFound: ClassVar[type[NotFound]]
     AlreadyExists: ClassVar[type[AlreadyExists]]
+
+    @property
+    def message(self) -> str:
+        """The error text (the original project's ``e.message``)."""
+        return str(self)
 
 
 class IoError(PosixLakeError):
@@ -124,6 +132,22 @@ class NotFound(PosixLakeError):
 
 class AlreadyExists(PosixLakeError):
     """A table, user or destination already exists."""
+
+
+# Errors the original project raised as DeltaLakeError (delta-rs' own messages) stay
+# catchable as that: each is its category AND a DeltaLakeError.
+
+
+class TableExists(AlreadyExists, DeltaLakeError):
+    """A Delta table already exists where one is being created."""
+
+
+class VersionNotFound(VersionError, DeltaLakeError):
+    """A time-travel version past the table's latest (or below 0)."""
+
+
+class UnknownColumns(SchemaError, DeltaLakeError):
+    """Z-order (or another delta-rs operation) names columns the table does not have."""
 
 
 PosixLakeError.IoError = IoError

@@ -3,20 +3,44 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 import pyarrow as pa
 
 from posixlake._convert import json_value
 
-__all__ = ["QueryResult"]
+__all__ = ["QueryResult", "Row"]
+
+
+class Row(tuple[Any, ...]):
+    """One result row: a tuple in column order whose ``values`` maps column -> value.
+
+    ``row.values["cnt"]`` is how the original project's rows are read; ``a, b = row`` and
+    ``row[0]`` work as for any tuple, and a Row equals the plain tuple of its values.
+    """
+
+    _columns: tuple[str, ...]
+
+    def __new__(cls, values: Iterable[Any], columns: Sequence[str]) -> Row:
+        row = super().__new__(cls, values)
+        row._columns = tuple(columns)
+        return row
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The row as a dict of column name -> Python value (the original's ``Row.values``)."""
+        return dict(zip(self._columns, self, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Row(values={self.values!r})"
 
 
 class QueryResult:
     """The rows of a query, held as a pyarrow Table.
 
-    Iterating yields rows as tuples; ``len`` is the row count.
+    Iterating and indexing yield :class:`Row` values (tuples with ``.values``); ``len``
+    is the row count.
     """
 
     __slots__ = ("_table",)
@@ -44,15 +68,21 @@ class QueryResult:
         return rows
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        """Return all rows as tuples, in column order."""
-        columns = [col.to_pylist() for col in self._table.columns]
-        return list(zip(*columns, strict=True)) if columns else []
+        """Return all rows as tuples (:class:`Row` values), in column order."""
+        rows: list[tuple[Any, ...]] = list(self.rows())
+        return rows
 
-    def fetchone(self) -> tuple[Any, ...] | None:
-        """Return the first row as a tuple, or None when there are no rows."""
+    def rows(self) -> list[Row]:
+        """Return all rows as :class:`Row` values (tuples with ``.values``)."""
+        names = self.columns
+        columns = [col.to_pylist() for col in self._table.columns]
+        return [Row(r, names) for r in zip(*columns, strict=True)] if columns else []
+
+    def fetchone(self) -> Row | None:
+        """Return the first row as a :class:`Row`, or None when there are no rows."""
         if self._table.num_rows == 0:
             return None
-        return tuple(col[0].as_py() for col in self._table.columns)
+        return Row((col[0].as_py() for col in self._table.columns), self.columns)
 
     def scalar(self) -> Any:
         """Return the first column of the first row (None when empty)."""
@@ -84,8 +114,28 @@ class QueryResult:
     def __len__(self) -> int:
         return int(self._table.num_rows)
 
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.fetchall())
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows())
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        """Return row ``index`` (negative counts from the end), or a list for a slice.
+
+        Raises:
+            IndexError: no such row.
+        """
+        if isinstance(index, slice):
+            return self.rows()[index]
+        n = self._table.num_rows
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} out of range ({n} rows)")
+        return Row((col[i].as_py() for col in self._table.columns), self.columns)
 
     def __repr__(self) -> str:
         return f"QueryResult({self._table.num_rows} rows x {self._table.num_columns} columns)"

@@ -113,6 +113,7 @@ __all__ = [
     "ADMIN_USER_ENV",
     "AUDIT_PREFIX",
     "AUTH_PROPERTY",
+    "BOOTSTRAP_USER",
     "KEEP_USER_VERSIONS",
     "MIN_PASSWORD_LENGTH",
     "ROLES",
@@ -129,6 +130,7 @@ __all__ = [
     "audit_events",
     "auth_required",
     "check_credentials",
+    "check_password_policy",
     "enable_auth",
     "hash_password",
     "initial_admin",
@@ -148,6 +150,9 @@ ADMIN_USER_ENV: Final = "POSIXLAKE_ADMIN_USER"
 ADMIN_PASSWORD_ENV: Final = "POSIXLAKE_ADMIN_PASSWORD"
 SCRYPT_LOG2_N_ENV: Final = "POSIXLAKE_SCRYPT_LOG2_N"
 MIN_PASSWORD_LENGTH: Final = 8
+BOOTSTRAP_USER: Final = "system"
+"""The name of the session that creates an auth table without a first admin (the
+original's ``create_with_auth`` flow): it holds every permission until it is closed."""
 MAX_PASSWORD_LENGTH: Final = 1024
 KEEP_USER_VERSIONS: Final = 20
 SESSION_REFRESH_SECONDS: Final = 5.0
@@ -282,13 +287,30 @@ def _burn_equal_time(password: str) -> None:
     verify_password(password, record)
 
 
-def _check_password_policy(password: Any) -> str:
+def check_password_policy(password: Any, *, min_length: int = MIN_PASSWORD_LENGTH) -> str:
+    """Return ``password`` if it is a string of ``min_length`` to 1024 characters.
+
+    With ``min_length`` below :data:`MIN_PASSWORD_LENGTH` (the API's ``create_user`` and
+    ``change_password`` default to 0, as the original project accepted any password), a
+    shorter password is accepted with a warning in the log. The CLI keeps refusing them.
+
+    Raises:
+        InvalidOperation: not a string, empty, shorter than ``min_length`` or too long.
+    """
     if not isinstance(password, str):
         raise InvalidOperation("a password must be a string")
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise InvalidOperation(f"a password needs at least {MIN_PASSWORD_LENGTH} characters")
+    if not password:
+        raise InvalidOperation("a password must not be empty")
+    if len(password) < min_length:
+        raise InvalidOperation(f"a password needs at least {min_length} characters")
     if len(password) > MAX_PASSWORD_LENGTH:
         raise InvalidOperation(f"a password may have at most {MAX_PASSWORD_LENGTH} characters")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        logger.warning(
+            "a password of %d characters is accepted, but at least %d are recommended",
+            len(password),
+            MIN_PASSWORD_LENGTH,
+        )
     return password
 
 
@@ -643,13 +665,19 @@ class TableAuthorizer:
         *,
         refresh_seconds: float = SESSION_REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        bootstrap: bool = False,
     ) -> None:
-        """Bind a session of ``user`` (already authenticated) to the table's stores."""
+        """Bind a session of ``user`` (already authenticated) to the table's stores.
+
+        With ``bootstrap``, ``user`` is not a stored user but the session that created
+        the table: it holds every permission for its lifetime (see :data:`BOOTSTRAP_USER`).
+        """
         self._users = users
         self._audit = audit
         self._db = db
         self._user = user
-        self._record = db.users[user]
+        self._bootstrap = bootstrap
+        self._record = db.users.get(user, {}) if bootstrap else db.users[user]
         self._refresh_seconds = refresh_seconds
         self._clock = clock
         self._checked_at = clock()
@@ -666,6 +694,8 @@ class TableAuthorizer:
     @property
     def permissions(self) -> frozenset[Permission]:
         """The user's permissions."""
+        if self._bootstrap:
+            return frozenset(PERMISSIONS)
         self._maybe_refresh()
         if self._ended is not None:
             raise AuthenticationError(self._ended)
@@ -718,6 +748,9 @@ class TableAuthorizer:
     def _adopt(self, db: UserDb) -> None:
         if db.version < self._db.version:
             return
+        if self._bootstrap:
+            self._db = db
+            return
         rec = db.users.get(self._user)
         if rec is None:
             self._ended = f"user {self._user!r} no longer exists: session ended"
@@ -750,14 +783,15 @@ class TableAuthorizer:
         roles: str | Sequence[str],
         *,
         permissions: str | Sequence[str] = (),
+        min_length: int = 0,
     ) -> UserInfo:
-        """Add a user.
+        """Add a user (a password under ``min_length`` characters is refused).
 
         Raises:
             AlreadyExists: the name is taken. InvalidOperation: bad name, password, role.
         """
         _check_user_name(name)
-        _check_password_policy(password)
+        check_password_policy(password, min_length=min_length)
         role_t, grants = _check_roles(roles, permissions)
         record = {
             "roles": list(role_t),
@@ -818,15 +852,20 @@ class TableAuthorizer:
         return self._db.info(name)
 
     def change_password(
-        self, name: str, new_password: str, *, old_password: str | None = None
+        self,
+        name: str,
+        new_password: str,
+        *,
+        old_password: str | None = None,
+        min_length: int = 0,
     ) -> None:
         """Set a new password for ``name``; check ``old_password`` when given.
 
         Raises:
             NotFound: no such user. AuthenticationError: ``old_password`` is wrong.
-            InvalidOperation: the new password breaks the policy.
+            InvalidOperation: the new password breaks the policy (or ``min_length``).
         """
-        _check_password_policy(new_password)
+        check_password_policy(new_password, min_length=min_length)
         if old_password is not None:
             with self._lock:
                 self._adopt(self._users.load())
@@ -910,7 +949,7 @@ def initial_admin(credentials: Any) -> tuple[str, str]:
     ):
         raise AuthenticationError("credentials must be a (username, password) pair of strings")
     name, password = credentials
-    return _check_user_name(name), _check_password_policy(password)
+    return _check_user_name(name), check_password_policy(password)
 
 
 def _stores(uri: str, storage_options: Mapping[str, str] | None) -> tuple[UserStore, AuditLog]:
@@ -919,14 +958,32 @@ def _stores(uri: str, storage_options: Mapping[str, str] | None) -> tuple[UserSt
 
 
 def enable_auth(
-    uri: str, storage_options: Mapping[str, str] | None, credentials: tuple[str, str] | None
+    uri: str,
+    storage_options: Mapping[str, str] | None,
+    credentials: tuple[str, str] | None,
+    *,
+    bootstrap: bool = False,
 ) -> Authorizer:
     """Create the user database of a table with its first admin; return that admin's session.
+
+    With ``bootstrap`` and no ``credentials``, the database starts without users and
+    the returned session is :data:`BOOTSTRAP_USER`, holding every permission, so that it
+    can create the first admin (nobody can log in before one exists).
 
     Raises:
         AlreadyExists: the table already has users.
         AuthenticationError / InvalidOperation: see :func:`initial_admin`.
     """
+    if bootstrap and credentials is None:
+        users, audit = _stores(uri, storage_options)
+        db = users.create({})
+        audit.record(BOOTSTRAP_USER, "enable_auth", target=BOOTSTRAP_USER)
+        logger.warning(
+            "the table at %s has auth but no users yet: create an admin with this "
+            "handle (create_user) before closing it, or nobody can open the table",
+            uri,
+        )
+        return TableAuthorizer(users, audit, db, BOOTSTRAP_USER, bootstrap=True)
     name, password = initial_admin(credentials)
     users, audit = _stores(uri, storage_options)
     record = {

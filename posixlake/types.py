@@ -26,6 +26,7 @@ import pyarrow as pa
 from posixlake.errors import SchemaError
 
 __all__ = [
+    "DECLARED_TYPES_PROPERTY",
     "CommitInfo",
     "DataSkippingStats",
     "Field",
@@ -35,6 +36,8 @@ __all__ = [
     "OptimizeResult",
     "Schema",
     "VacuumResult",
+    "check_declared",
+    "declared_types",
     "delta_schema",
     "delta_type",
     "parse_type",
@@ -251,6 +254,56 @@ def delta_type(t: pa.DataType) -> pa.DataType:
     raise SchemaError(f"Delta Lake cannot store the type {t}")
 
 
+DECLARED_TYPES_PROPERTY: Final = "posixlake.declaredTypes"
+"""Table property: JSON ``{column: type string}`` of the columns declared with unsigned
+integers (``UInt8`` is stored as Int16, ``List<UInt16>`` as List<Int32>, ...)."""
+
+
+def declared_types(schema: pa.Schema) -> dict[str, str]:
+    """Return ``{column: type string}`` for the columns declared with unsigned integers.
+
+    Only those change meaning in storage (their range); other conversions (LargeUtf8 to
+    String, Date64 to Date32) keep every value and are reported as stored, as the
+    original project reported them.
+    """
+    return {f.name: type_string(f.type) for f in schema if _has_unsigned(f.type)}
+
+
+def _has_unsigned(t: pa.DataType) -> bool:
+    if pa.types.is_unsigned_integer(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_unsigned(t.value_type)
+    if pa.types.is_map(t):
+        return _has_unsigned(t.key_type) or _has_unsigned(t.item_type)
+    if pa.types.is_struct(t):
+        return any(_has_unsigned(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def check_declared(table: pa.Table, declared: Mapping[str, str]) -> None:
+    """Check that the values of ``table`` (in stored types) fit the declared types.
+
+    Only declared types holding unsigned integers narrow what Delta stores (a UInt8
+    column is an Int16 column that must hold 0..255); other declared types only widen.
+
+    Raises:
+        SchemaError: a value is outside its declared type, naming the column.
+    """
+    import pyarrow.compute as pc
+
+    for name, spec in declared.items():
+        if name not in table.column_names:
+            continue
+        target = parse_type(spec)
+        if not _has_unsigned(target):
+            continue
+        try:
+            pc.cast(table[name], target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise SchemaError(f"column {name!r} is {spec}: a value does not fit ({err})") from err
+
+
 def delta_schema(schema: pa.Schema) -> pa.Schema:
     """Return ``schema`` with every field converted by :func:`delta_type`."""
     return pa.schema([pa.field(f.name, delta_type(f.type), f.nullable) for f in schema])
@@ -461,6 +514,22 @@ class DataSkippingStats:
         """Fraction of files skipped (0.0 for an empty table)."""
         return self.files_skipped / self.total_files if self.total_files else 0.0
 
+    # the original project's names
+    @property
+    def files_read(self) -> int:
+        """Files a scan with the predicate reads (``files_to_scan``)."""
+        return self.files_to_scan
+
+    @property
+    def bytes_scanned(self) -> int:
+        """Bytes of the files a scan reads (``bytes_to_scan``)."""
+        return self.bytes_to_scan
+
+    @property
+    def bytes_skipped(self) -> int:
+        """Bytes of the files the predicate lets a scan skip."""
+        return self.total_bytes - self.bytes_to_scan
+
 
 @dataclass(frozen=True)
 class HealthStatus:
@@ -473,6 +542,24 @@ class HealthStatus:
     rows: int
     location: str
     message: str = ""
+    uptime_seconds: float = 0.0
+    """Seconds since the DatabaseOps was opened."""
+
+    # the original project's names
+    @property
+    def total_files(self) -> int:
+        """Active data files (``active_files``)."""
+        return self.active_files
+
+    @property
+    def total_rows(self) -> int:
+        """Rows of the table (``rows``)."""
+        return self.rows
+
+    @property
+    def total_size_bytes(self) -> int:
+        """Bytes of the active data files (``active_bytes``)."""
+        return self.active_bytes
 
     @property
     def healthy(self) -> bool:
@@ -500,3 +587,32 @@ class Metrics:
     avg_commit_latency_ms: float
     last_commit_latency_ms: float
     uptime_seconds: float
+    avg_query_latency_ms: float = 0.0
+    """Mean wall time of the successful queries (SQL and time travel), milliseconds."""
+    max_query_latency_ms: float = 0.0
+
+    # the original project's names
+    @property
+    def total_queries(self) -> int:
+        """Successful queries (``queries``)."""
+        return self.queries
+
+    @property
+    def total_inserts(self) -> int:
+        """Insert commits, a flush of buffered rows included (``inserts``)."""
+        return self.inserts
+
+    @property
+    def total_deletes(self) -> int:
+        """Delete and truncate calls (``deletes``)."""
+        return self.deletes
+
+    @property
+    def total_transactions(self) -> int:
+        """Delta commits made through this handle (``commits``)."""
+        return self.commits
+
+    @property
+    def total_errors(self) -> int:
+        """Failed queries, writes and admin calls (``errors``); each failed call once."""
+        return self.errors

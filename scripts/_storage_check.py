@@ -86,7 +86,7 @@ def run_checks(uri: str, storage: Any, *, engine: str, create_bucket: bool) -> t
         db = DatabaseOps.open(uri, storage=storage, engine=engine)
         got = db.query("SELECT * FROM data ORDER BY id").to_pylist()
         expect(got == ROWS, f"reopened table returned {got}")
-        expect(db.primary_key() == ["id"], f"primary key {db.primary_key()}")
+        expect(db.primary_key() == "id", f"primary key {db.primary_key()}")
         db.insert({"id": 4, "name": "dee", "score": 4.0})
         state["db"] = DatabaseOps.open(uri, storage=storage, engine=engine)
         n = state["db"].query("SELECT count(*) FROM data").scalar()

@@ -42,6 +42,7 @@ from posixlake.errors import (
     SchemaError,
     StorageError,
     VersionError,
+    VersionNotFound,
 )
 from posixlake.storage import is_local
 from posixlake.types import CommitInfo
@@ -64,6 +65,31 @@ _T = TypeVar("_T")
 def quote_ident(name: str) -> str:
     """Quote a column name for delta-rs / DataFusion SQL."""
     return '"' + name.replace('"', '""') + '"'
+
+
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+_UNIT_HOURS: Final[dict[str, float]] = {
+    "week": 168.0,
+    "day": 24.0,
+    "hour": 1.0,
+    "minute": 1 / 60,
+    "second": 1 / 3600,
+    "millisecond": 1 / 3_600_000,
+    "microsecond": 1 / 3_600_000_000,
+}
+DEFAULT_RETENTION_HOURS: Final = 168.0
+
+
+def retention_hours_of(configuration: Mapping[str, str]) -> float:
+    """Return ``delta.deletedFileRetentionDuration`` (``"interval 7 days"``) in hours.
+
+    The Delta default, one week, when the property is missing or unreadable.
+    """
+    text = configuration.get("delta.deletedFileRetentionDuration")
+    m = _INTERVAL.match(text) if text else None
+    if m is None or m.group(2).lower() not in _UNIT_HOURS:
+        return DEFAULT_RETENTION_HOURS
+    return float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
 
 
 def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
@@ -337,7 +363,7 @@ class DeltaLog:
             latest = self._dt.version()
         if isinstance(version, int) and not isinstance(version, bool):
             if version < 0 or version > latest:
-                raise VersionError(
+                raise VersionNotFound(
                     f"version {version} does not exist (the table has versions 0..{latest})"
                 )
         elif isinstance(version, datetime):
@@ -775,6 +801,11 @@ class DeltaLog:
                     enforce_retention_duration=enforce_retention_duration,
                 )
             return present
+
+    @property
+    def retention_hours(self) -> float:
+        """The table's ``delta.deletedFileRetentionDuration`` in hours (168 by default)."""
+        return retention_hours_of(self.configuration)
 
     def _relative(self, path: str) -> str:
         """Return ``path`` relative to the table root (delta-rs mixes both forms)."""

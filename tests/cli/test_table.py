@@ -27,7 +27,7 @@ def test_create_from_a_schema_spec(run: Cli, tmp_path: Path) -> None:
     ).stdout
     assert f"Created {path}: 0 rows, version 0" in out
     with DatabaseOps.open(path, engine="local") as db:
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert str(db.schema) == (
             "(id Int64 NOT NULL, name String NOT NULL, price Decimal128(10,2), PRIMARY KEY (id))"
         )
@@ -128,7 +128,7 @@ def test_create_from_parquet(run: Cli, tmp_path: Path) -> None:
     assert "Imported 2 Parquet files into" in result.stdout and "3 rows" in result.stdout
     assert rows(path) == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
     with DatabaseOps.open(path, engine="local") as db:
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
 
 
 def test_create_from_csv(run: Cli, tmp_path: Path) -> None:

@@ -331,7 +331,7 @@ def test_bad_input_raises_and_changes_nothing(
         call(db)
     assert state(db, engine) == before
     assert db.version == before[0]
-    assert db.primary_key() == ["id"]
+    assert db.primary_key() == "id"
     # the handle still works after the error
     db.insert({"id": 100, "name": "after"})
     assert db.version == before[0] + 1

@@ -130,7 +130,7 @@ class TestCsv:
         a = write(tmp_path / "a.csv", "id,v\n1,x\n2,y\n")
         b = write(tmp_path / "b.csv", "id,v\n3,z\n")
         db = DatabaseOps.create_from_csv(tmp_path / "t", [a, b], primary_key="id", engine=engine)
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert [r["id"] for r in all_rows(db, "id")] == [1, 2, 3]
         with pytest.raises(DuplicateKeyError):
             db.insert({"id": 3, "v": "again"})
@@ -232,7 +232,7 @@ class TestParquet:
             tmp_path / "t", str(tmp_path / "part*.parquet"), primary_key="id", engine=engine
         )
         assert [r["id"] for r in all_rows(db, "id")] == [1, 2, 3]
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert db.version == 1  # the create and one commit of every row
 
     def test_files_with_different_but_compatible_schemas(

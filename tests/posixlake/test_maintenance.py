@@ -140,12 +140,15 @@ class TestVacuum:
         assert db.vacuum(168).files_deleted == 0
 
     @pytest.mark.parametrize("hours", [0, 1])
-    def test_short_retention_is_refused_unless_asked(
+    def test_short_retention_is_refused_when_enforced(
         self, tmp_path: Path, engine: Engine, hours: int
     ) -> None:
         db = make(tmp_path, engine)
+        db.optimize()
         with pytest.raises(InvalidOperation, match="retention"):
-            db.vacuum(hours)
+            db.vacuum(hours, enforce_retention_duration=True)
+        # without the guard the caller decides (files removed now are not 1 hour old)
+        assert (db.vacuum(hours, dry_run=True).files_deleted > 0) == (hours == 0)
 
     @pytest.mark.parametrize("hours", [-1, 1.5, True, "1"])
     def test_bad_retention_raises(self, tmp_path: Path, engine: Engine, hours: Any) -> None:
@@ -306,19 +309,19 @@ class TestMetrics:
 class TestPrimaryKey:
     def test_kept_in_the_delta_table_configuration(self, tmp_path: Path, engine: Engine) -> None:
         db = make(tmp_path, engine, batches=1, primary_key="id")
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert db._log.configuration["posixlake.primaryKey"] == "id"
         reopened = DatabaseOps.open(db.uri, engine=engine)
-        assert reopened.primary_key() == ["id"]
+        assert reopened.primary_key() == "id"
         with pytest.raises(DuplicateKeyError):
             reopened.insert({"id": 3})
 
     def test_set_primary_key_on_unique_rows(self, tmp_path: Path, engine: Engine) -> None:
         db = make(tmp_path, engine, batches=2)
-        assert db.primary_key() == []
+        assert db.primary_key() is None
         db.set_primary_key("id")
         assert db.version == 3
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert db.get_schema().key_columns == ["id"]
         with pytest.raises(DuplicateKeyError):
             db.insert({"id": 5})
@@ -329,7 +332,7 @@ class TestPrimaryKey:
     def test_remove_the_primary_key(self, tmp_path: Path, engine: Engine) -> None:
         db = make(tmp_path, engine, batches=1, primary_key="id")
         db.set_primary_key(None)
-        assert db.primary_key() == []
+        assert db.primary_key() is None
         db.insert({"id": 1})  # duplicates are allowed again
         assert db.query("SELECT count(*) FROM data WHERE id = 1").scalar() == 2
 
@@ -342,7 +345,7 @@ class TestPrimaryKey:
             db.set_primary_key("day")
         with pytest.raises(SchemaError, match="'zz'"):
             db.set_primary_key("zz")
-        assert db.primary_key() == []
+        assert db.primary_key() is None
         assert db.version == 3
 
     def test_the_key_is_visible_to_other_handles(self, tmp_path: Path, engine: Engine) -> None:

@@ -94,3 +94,108 @@ def test_credentials_value_and_single_role(
     assert ana.insert({"id": 1}) == 1
     with pytest.raises(InvalidOperation):
         DatabaseOps.open_with_credentials(tmp_path / "auth", "ana")
+
+
+# Every function and method of the original's generated bindings (posixlake 0.4.0), with
+# its parameters in order: code calling them positionally or by keyword runs unchanged.
+ORIGINAL_METHODS = {
+    "backup": ["backup_path"],
+    "backup_incremental": ["base_backup_path", "incremental_path"],
+    "create_user": ["username", "password", "roles"],
+    "delete_rows_where": ["predicate"],
+    "flush_write_buffer": [],
+    "get_base_path": [],
+    "get_data_skipping_stats": [],
+    "get_metrics": [],
+    "get_schema": [],
+    "health_check": [],
+    "insert_buffered_json": ["json_data"],
+    "insert_json": ["json_data"],
+    "list_parquet_files": [],
+    "merge_json": ["json_data", "join_column"],
+    "optimize": [],
+    "optimize_with_filter": ["filter"],
+    "optimize_with_target_size": ["target_size_bytes"],
+    "primary_key": [],
+    "query": ["sql"],
+    "query_json": ["sql"],
+    "query_timestamp": ["sql", "timestamp_ms"],
+    "query_timestamp_json": ["sql", "timestamp_ms"],
+    "query_version": ["sql", "version"],
+    "query_version_json": ["sql", "version"],
+    "set_primary_key": ["column_name"],
+    "vacuum": ["retention_hours"],
+    "vacuum_dry_run": ["retention_hours"],
+    "zorder": ["columns"],
+}
+ORIGINAL_CONSTRUCTORS = {
+    "create": ["path", "schema"],
+    "create_from_csv": ["db_path", "csv_path"],
+    "create_from_parquet": ["db_path", "parquet_path"],
+    "create_with_auth": ["path", "schema", "auth_enabled"],
+    "create_with_azure": ["azure_path", "schema", "azure_config"],
+    "create_with_s3": ["s3_path", "schema", "s3_config"],
+    "open": ["path"],
+    "open_with_azure": ["azure_path", "azure_config"],
+    "open_with_credentials": ["path", "username", "password"],
+    "open_with_s3": ["s3_path", "s3_config"],
+}
+ORIGINAL_FUNCTIONS = {
+    "get_backup_metadata": ["backup_path"],
+    "get_backup_metadata_with_credentials": ["backup_path", "username", "password"],
+    "restore": ["backup_path", "restore_path"],
+    "restore_to_transaction": ["backup_path", "restore_path", "transaction_id"],
+    "restore_to_transaction_with_credentials": [
+        "backup_path",
+        "restore_path",
+        "transaction_id",
+        "username",
+        "password",
+    ],
+    "restore_with_credentials": ["backup_path", "restore_path", "username", "password"],
+    "verify_backup": ["backup_path"],
+    "verify_backup_with_credentials": ["backup_path", "username", "password"],
+}
+ORIGINAL_NFS = {
+    "__init__": ["db", "port"],
+    "get_mount_command": ["mount_point"],
+    "get_port": [],
+    "get_unmount_command": ["mount_point"],
+    "is_ready": [],
+    "shutdown": [],
+}
+
+
+def _leading(fn: object, skip: int) -> list[str]:
+    """The names a caller may pass positionally (after ``skip`` bound ones: self, cls)."""
+    import inspect
+
+    params = list(inspect.signature(fn).parameters.values())[skip:]  # type: ignore[arg-type]
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+@pytest.mark.parametrize(("name", "params"), sorted(ORIGINAL_METHODS.items()))
+def test_original_method_signatures(name: str, params: list[str]) -> None:
+    from posixlake import Optimizer
+
+    method = Optimizer.__call__ if name == "optimize" else getattr(DatabaseOps, name)
+    assert _leading(method, 1)[: len(params)] == params
+
+
+@pytest.mark.parametrize(("name", "params"), sorted(ORIGINAL_CONSTRUCTORS.items()))
+def test_original_constructor_signatures(name: str, params: list[str]) -> None:
+    assert _leading(getattr(DatabaseOps, name), 0)[: len(params)] == params
+
+
+@pytest.mark.parametrize(("name", "params"), sorted(ORIGINAL_FUNCTIONS.items()))
+def test_original_module_function_signatures(name: str, params: list[str]) -> None:
+    import posixlake
+
+    assert _leading(getattr(posixlake, name), 0)[: len(params)] == params
+
+
+@pytest.mark.parametrize(("name", "params"), sorted(ORIGINAL_NFS.items()))
+def test_original_nfs_server_signatures(name: str, params: list[str]) -> None:
+    from posixlake import NfsServer
+
+    assert _leading(getattr(NfsServer, name), 1)[: len(params)] == params

@@ -150,7 +150,7 @@ def test_unreadable_user_file_keeps_the_table_closed(made: Path) -> None:
 def test_primary_key_of_the_original_is_honoured(made: Path) -> None:
     table = str(made / "plain")
     with DatabaseOps.open(table, engine="local") as db:
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
         assert db.schema.key_columns == ["id"]
         with pytest.raises(DuplicateKeyError):
             db.insert({"id": 1, "name": "again"})
@@ -158,7 +158,7 @@ def test_primary_key_of_the_original_is_honoured(made: Path) -> None:
         assert _rows(db)[0] == (1, "again", None)
         db.set_primary_key(None)
     with DatabaseOps.open(table, engine="local") as db:
-        assert db.primary_key() == []  # removed here: the original's file no longer counts
+        assert db.primary_key() is None  # removed here: the original's file no longer counts
 
 
 # -- its backups ----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_restore_a_backup_with_users(made: Path, tmp_path: Path) -> None:
         DatabaseOps.open(out, engine="local")  # its users came along
     with DatabaseOps.open(out, engine="local", credentials=READER) as db:
         assert _rows(db) == ROWS
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
     with pytest.raises(AlreadyExists):
         DatabaseOps.restore(backup, out, credentials=ADMIN)
 
@@ -297,7 +297,7 @@ def test_tables_and_backups_of_the_original_on_s3(
     ) as db:
         assert _rows(db)[:3] == ROWS
     with DatabaseOps.open(f"s3://{bucket}/plain", storage=s3, engine="local") as db:
-        assert db.primary_key() == ["id"]
+        assert db.primary_key() == "id"
     assert DatabaseOps.verify_backup(f"s3://{bucket}/auth-full", storage=s3).ok
     out = str(tmp_path / "from-s3")
     DatabaseOps.restore(f"s3://{bucket}/auth-full", out, backup_storage=s3, credentials=ADMIN)

@@ -243,7 +243,8 @@ def test_create_list_and_use_users(table: DatabaseOps) -> None:
     ("args", "kwargs", "error"),
     [
         (("root", "another-pass", ["read"]), {}, AlreadyExists),
-        (("x", "short", ["read"]), {}, InvalidOperation),
+        (("x", "short", ["read"]), {"min_length": 8}, InvalidOperation),  # the CLI's policy
+        (("x", "", ["read"]), {}, InvalidOperation),
         (("x", "long-enough", ["superuser"]), {}, InvalidOperation),
         (("x", "long-enough", ["read"]), {"permissions": ["fly"]}, InvalidOperation),
         (("x", "long-enough", []), {}, InvalidOperation),
@@ -366,7 +367,7 @@ def test_change_password(table: DatabaseOps) -> None:
         other.authorizer.refresh()
     assert open_as(table, "bob", "reset-by-admin").user == "bob"
     with pytest.raises(InvalidOperation):
-        table.change_password("bob", "short")
+        table.change_password("bob", "short", min_length=8)
     with pytest.raises(NotFound):
         table.change_password("nobody", "long-enough")
 

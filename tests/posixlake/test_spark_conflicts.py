@@ -8,8 +8,6 @@ duplicating or resurrecting rows, and leave no stray files.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
 from posixlake.engines.spark import MAX_ATTEMPTS, SparkEngine
 from posixlake.errors import CommitConflict, DuplicateKeyError
+from tests.posixlake._spark_files import stray_spark_files
 
 pytestmark = pytest.mark.spark
 
@@ -57,22 +56,8 @@ def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
 
 
 def stray_files(path: Path) -> list[str]:
-    """Parquet files under spark-* folders that no commit ever added."""
-    added: set[str] = set()
-    for name in os.listdir(path / "_delta_log"):
-        if name.endswith(".json"):
-            with open(path / "_delta_log" / name) as fh:
-                for line in fh:
-                    action = json.loads(line)
-                    if "add" in action:
-                        added.add(action["add"]["path"])
-    found = [
-        os.path.relpath(os.path.join(root, f), path)
-        for root, _, files in os.walk(path)
-        for f in files
-        if f.endswith(".parquet") and os.path.relpath(root, path).startswith("spark-")
-    ]
-    return [f for f in found if f not in added]
+    """Spark-written Parquet files that no commit ever added."""
+    return stray_spark_files(path)
 
 
 def test_delete_retries_after_a_concurrent_delete_and_resurrects_nothing(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
 from posixlake.engines.spark import SparkEngine
+from tests.posixlake._spark_files import is_spark_file, stray_spark_files
 from tests.posixlake.test_spark_engine import ALL_TYPES, all_types_rows
 from tests.storage.conftest import (  # the object-store suite's servers (fixtures)
     Lake,
@@ -27,7 +27,8 @@ PySparkException = pytest.importorskip("pyspark.errors").PySparkException
 
 
 def spark_dirs(path: Path) -> list[str]:
-    return sorted(d for d in os.listdir(path) if d.startswith("spark-")) if path.exists() else []
+    """Spark-written files no commit added: a failed or finished write leaves none."""
+    return stray_spark_files(path)
 
 
 def read(spark: Any, path: Path, **options: Any) -> list[dict[str, Any]]:
@@ -87,7 +88,7 @@ def test_new_table_with_partitions_and_key(tmp_path: Path, spark_session: Any) -
     )
     db = DatabaseOps.open(tmp_path / "t", engine=LocalEngine())
     assert db.version == 1  # created (with the key property), then the rows
-    assert db.primary_key() == ["id"]
+    assert db.primary_key() == "id"
     assert sorted(db.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "p": ""},
         {"id": 2, "p": "a/b"},
@@ -164,5 +165,5 @@ def test_object_store_tables(lake: Lake, spark_session: Any) -> None:  # noqa: F
     for version in range(local.version + 1):
         paths = local._log.at(version).add_actions().column("path").to_pylist()
         ever |= {"tbl/" + urllib.parse.unquote(p) for p in paths}
-    written = [k for k in lake.object_keys("tbl/spark-") if k.endswith(".parquet")]
+    written = [k for k in lake.object_keys("tbl/") if is_spark_file(k)]
     assert written and set(written) <= ever

@@ -9,7 +9,6 @@ type, and are partitioned by a string column whose values are empty, a space, ``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
 from posixlake.engines.spark import SparkEngine
+from tests.posixlake._spark_files import stray_spark_files
 from tests.posixlake.test_spark_engine import ALL_TYPES, ODD, all_types_rows
 
 pytestmark = pytest.mark.spark
@@ -59,8 +59,7 @@ def differential(tmp_path: Path, spark_session: Any, op: Op, *, partitioned: boo
     assert spark.version == local.version
     # the Spark read path sees exactly the same rows
     assert spark.query("SELECT * FROM data ORDER BY id").to_pylist() == table_rows(local)
-    leftovers = [d for d in os.listdir(tmp_path / "spark") if d.startswith("spark-")]
-    assert all(os.listdir(tmp_path / "spark" / d) for d in leftovers)  # no empty debris
+    assert stray_spark_files(tmp_path / "spark") == []  # no debris of the Spark jobs
     return want, got
 
 

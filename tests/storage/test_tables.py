@@ -98,7 +98,7 @@ def test_primary_key_enforced(lake: Lake) -> None:
     with pytest.raises(DuplicateKeyError):
         db.insert({"id": 2, "name": "again", "score": 1.0})
     assert db.version == 1
-    assert open_(lake).primary_key() == ["id"]
+    assert open_(lake).primary_key() == "id"
     assert db.insert({"id": 2, "name": "up", "score": 1.0}, upsert=True) == 1
     assert open_(lake).query("SELECT name FROM data WHERE id = 2").scalar() == "up"
 

@@ -10,8 +10,8 @@
 
 Reads resolve the snapshot with delta-rs (exact file list, partition values from the
 log) and read the files with pyarrow through delta-rs' object store, so local, S3 and
-Azure tables work without Hadoop connector jars. Writes put Parquet files under a unique
-prefix of the table from the executors and commit them on the driver through delta-rs
+Azure tables work without Hadoop connector jars. Writes put Parquet files, tagged per write,
+at the table root from the executors and commit them on the driver through delta-rs
 in ONE transaction (``overwrite`` replaces every row); a failed job removes its files.
 Writing to a path without a table creates it (``partitionBy`` and ``primaryKey``
 options apply then). A table's primary key is enforced on append.

@@ -2,7 +2,7 @@
 
 Queries run as Spark SQL over the exact snapshot delta-rs resolves (a cached DataFrame
 per table version, registered as the temporary view ``data``). Bulk writes and
-copy-on-write DML run as Spark jobs that write Parquet files under a unique prefix of
+copy-on-write DML run as Spark jobs that write Parquet files (tagged per operation) at the root of
 the table; delta-rs commits the adds and removes as ONE transaction on the DeltaTable
 object the operation read (see :mod:`posixlake.delta._commit`). A commit conflict makes
 the operation re-plan from the new version, a bounded number of times.
@@ -794,9 +794,9 @@ class SparkEngine:
         snap = snapshot_for_files(spec.uri, spec.storage_options, schema, spec.partition_by, [])
         # the old files hold narrower types: read them with the arrow reader, which casts
         old = files_snapshot(snap, stale)
-        # a sub-prefix: write_frame's clean-up of orphans must not see the other staged files
+        # another tag: write_frame's clean-up of orphans must not see the other staged files
         target = WriteSpec(
-            spec.uri, spec.storage_options, f"{spec.prefix}/restaged", schema, spec.partition_by
+            spec.uri, spec.storage_options, f"{spec.prefix}restaged", schema, spec.partition_by
         )
         frame, _ = snapshot_frame(self.spark, old, native=False)
         written = [w for w, _ in write_frame(frame, target, what="import")]
@@ -807,7 +807,7 @@ class SparkEngine:
 def write_frame_rows(
     job: Any, spec: WriteSpec, *, what: str
 ) -> list[tuple[WrittenFile, pa.Schema]]:
-    """Collect a job that already yields file rows; remove the prefix if it fails."""
+    """Collect a job that already yields file rows; remove its files if it fails."""
     from posixlake.engines.spark._io import from_file_rows
 
     try:

@@ -6,8 +6,8 @@ Spark's partition discovery is never used); for object stores, many partitions, 
 Spark would glob, a ``mapInArrow`` job reads the files with pyarrow through delta-rs'
 object store. Either way the rows optionally carry the path of their file.
 
-Writing: a ``mapInArrow`` job writes Parquet files under a unique prefix of the table
-root and returns one row per file (see :mod:`._io`). A failed job removes its prefix.
+Writing: a ``mapInArrow`` job writes Parquet files, tagged with the operation, at the table
+root and returns one row per file (see :mod:`._io`). A failed job removes its files.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def files_snapshot(snap: Snapshot, written: Sequence[WrittenFile]) -> Snapshot:
 
 
 def write_frame(df: Any, spec: WriteSpec, *, what: str) -> list[tuple[WrittenFile, pa.Schema]]:
-    """Run a Spark job writing ``df``'s rows as Parquet files under ``spec.prefix``.
+    """Run a Spark job writing ``df``'s rows as Parquet files tagged ``spec.prefix``.
 
     On failure everything under the prefix is removed and the error is translated; on
     success files of failed task attempts (not reported) are removed too.

@@ -5,11 +5,14 @@ Everything here is plain pyarrow and runs on executors (it is pickled into
 without Hadoop connector jars: local tables use pyarrow's local file system, object
 stores delta-rs' own object store (``deltalake.fs.DeltaStorageHandler``).
 
-Writers put every file of one operation under a unique prefix directory of the table
-root (``spark-<id>/``), split rows by partition values (taken from the rows, never from
-directory names) and return, per file, what a Delta add action needs: the decoded
-relative path, the size, the serialized partition values and statistics from the file's
-Parquet footer.
+Writers put every file at the table root, as delta-rs, Spark's own Delta writer and the
+original project do (scripts list data files there), named
+``part-<n>-<operation tag>-<task>.snappy.parquet``: the tag (``spark<id>``) marks the
+files of one operation, so that a failed operation, or failed task attempts, can be
+cleaned up without touching other files. They split rows by partition values (taken
+from the rows, never from directory names; the values live in the add actions) and
+return, per file, what a Delta add action needs: the decoded relative path, the size,
+the serialized partition values and statistics from the file's Parquet footer.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PREFIX_PATTERN: Final = "spark-{}"
+PREFIX_PATTERN: Final = "spark{}"
+"""An operation's tag in its file names (no ``-``: names split on it, see `_tagged`)."""
 MAX_ROWS_PER_FILE: Final = 4_000_000
 ROW_GROUP_ROWS: Final = 1_048_576
 BATCH_ROWS: Final = 65_536
@@ -82,15 +86,20 @@ def table_filesystem(uri: str, storage_options: Mapping[str, str] | None) -> paf
     return pafs.PyFileSystem(DeltaStorageHandler(uri, dict(storage_options or {})))
 
 
+def _tagged(name: str, tag: str) -> bool:
+    """Return whether the file ``name`` was written by the operation tagged ``tag``."""
+    parts = name.split("-")
+    return len(parts) == 4 and parts[0] == "part" and parts[2] == tag and name.endswith(".parquet")
+
+
+def data_file_name(counter: int, tag: str, task: str) -> str:
+    """Return the name of a data file (at the table root) of operation ``tag``."""
+    return f"part-{counter:05d}-{tag}-{task}.snappy.parquet"
+
+
 def delete_prefix(uri: str, storage_options: Mapping[str, str] | None, prefix: str) -> None:
-    """Delete everything an operation wrote under ``prefix`` (best effort, logged)."""
-    fs = table_filesystem(uri, storage_options)
-    try:
-        info = fs.get_file_info(prefix)
-        if info.type != pafs.FileType.NotFound:
-            fs.delete_dir(prefix)
-    except OSError as err:
-        logger.warning("could not remove %s/%s: %s", uri, prefix, err)
+    """Delete every file the operation tagged ``prefix`` wrote (best effort, logged)."""
+    delete_files(uri, storage_options, list_prefix(uri, storage_options, prefix))
 
 
 def delete_files(uri: str, storage_options: Mapping[str, str] | None, paths: Iterable[str]) -> None:
@@ -106,14 +115,21 @@ def delete_files(uri: str, storage_options: Mapping[str, str] | None, paths: Ite
 
 
 def list_prefix(uri: str, storage_options: Mapping[str, str] | None, prefix: str) -> list[str]:
-    """List the files under ``prefix`` (relative paths)."""
+    """List the files the operation tagged ``prefix`` wrote (relative paths, at the root).
+
+    One listing of the table root (not recursive: ``_delta_log/`` is not visited).
+    """
     fs = table_filesystem(uri, storage_options)
     try:
-        infos = fs.get_file_info(pafs.FileSelector(prefix, allow_not_found=True, recursive=True))
+        infos = fs.get_file_info(pafs.FileSelector("", allow_not_found=True, recursive=False))
     except OSError as err:
-        logger.warning("could not list %s/%s: %s", uri, prefix, err)
+        logger.warning("could not list %s: %s", uri, err)
         return []
-    return [i.path for i in infos if i.type == pafs.FileType.File]
+    return [
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.File and _tagged(i.path.rsplit("/", 1)[-1], prefix)
+    ]
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -245,7 +261,7 @@ class WriteSpec:
 
     Attributes:
         uri / storage_options: the table.
-        prefix: the operation's directory under the table root (``spark-<id>``).
+        prefix: the operation's tag in the names of its files (``spark<id>``, no ``-``).
         schema: the table schema the rows are conformed to (partition columns included);
             None to keep each input's own (Delta-converted) schema, for imports whose
             schema is not known yet.
@@ -268,7 +284,7 @@ class WriteSpec:
         schema: pa.Schema | None,
         partition_by: Sequence[str] = (),
     ) -> WriteSpec:
-        """Return a spec with a fresh unique prefix."""
+        """Return a spec with a fresh unique tag."""
         return cls(
             uri,
             storage_options,
@@ -352,10 +368,8 @@ class _Writer:
         full_schema: pa.Schema,
     ) -> _OpenFile:
         self.counter += 1
-        path = f"{self.spec.prefix}/part-{self.counter:05d}-{self.task}.snappy.parquet"
+        path = data_file_name(self.counter, self.spec.prefix, self.task)
         try:
-            if self.counter == 1:
-                self.fs.create_dir(self.spec.prefix, recursive=True)
             stream = self.fs.open_output_stream(path)
             writer = pq.ParquetWriter(
                 stream,
