@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +30,7 @@ from deltalake.exceptions import (
     TableNotFoundError,
 )
 
+from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range, unsupported_feature
 from posixlake.errors import (
     CommitConflict,
     DeltaLakeError,
@@ -81,6 +82,9 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         return IoError(f"{what}: {text.splitlines()[0]}")
     if isinstance(err, TableNotFoundError) or "invalid table location" in low:
         return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
+    unsupported = unsupported_feature(text, what=what)
+    if unsupported is not None:  # not a conflict: retrying cannot help
+        return unsupported
     if isinstance(err, CommitFailedError):
         return CommitConflict(f"{what}: commit conflict: {text}")
     if isinstance(err, SchemaMismatchError):
@@ -527,7 +531,7 @@ class DeltaLog:
             with self._lock:
                 dt = self._dt
                 with _translated("query", query=True):
-                    reader = QueryBuilder().register("data", dt).execute(sql)
+                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
             with _translated("query", query=True):
                 table = pa.table(reader.read_all())
         except NotFound as err:
@@ -580,18 +584,122 @@ class DeltaLog:
             f"{what}: gave up after {MAX_COMMIT_RETRIES} conflicting attempts"
         ) from last
 
-    def append(self, data: pa.Table, *, metadata: Mapping[str, Any] | None = None) -> int:
-        """Append ``data`` as one commit; return the new version (retried on conflicts)."""
+    def _count_at(self, version: int) -> int:
+        """Return the number of rows of ``version`` (deletion vectors applied)."""
+        with _translated(f"count rows of version {version}"):
+            dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
+            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", dt)
+            table = pa.table(reader.execute("SELECT count(*) AS n FROM t").read_all())
+        return int(table.column(0)[0].as_py())
+
+    def active_paths(self) -> list[str]:
+        """Return the decoded paths (relative to the root) of the active files."""
+        import urllib.parse
+
+        with self._lock, _translated("list files"):
+            actions = pa.table(self._dt.get_add_actions(flatten=False))
+        return [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
+
+    def _check_rewrite_safe(self, what: str) -> None:
+        """Refuse a delta-rs rewrite of files it would read wrongly.
+
+        delta-rs' DML and OPTIMIZE read INT96 timestamps as nanoseconds: a value outside
+        1677-2262 (Spark's 9999-12-31, 0001-01-01) would be silently rewritten as another
+        date. Such files are refused (the Spark engine rewrites them correctly).
+
+        Raises:
+            UnsupportedTableFeature: naming the files.
+        """
+        from posixlake.errors import UnsupportedTableFeature
+
+        schema = self.arrow_schema
+        if not any(pa.types.is_timestamp(f.type) for f in schema):
+            return
+        bad = int96_out_of_range(self.uri, self.storage_options, schema, self.active_paths())
+        if bad:
+            raise UnsupportedTableFeature(
+                f"{what}: {len(bad)} data file(s) store INT96 timestamps outside 1677-2262 "
+                f"(e.g. {bad[0]}), which delta-rs' {what} would rewrite as wrong dates; "
+                "use engine='spark' for this write",
+                ("int96Timestamps",),
+            )
+
+    def append(
+        self,
+        data: pa.Table,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        schema_mode: Literal["merge"] | None = None,
+    ) -> int:
+        """Append ``data`` as one commit; return the new version (retried on conflicts).
+
+        Args:
+            schema_mode: ``"merge"`` adds the columns of ``data`` that the table lacks
+                (nullable) in the same commit.
+        """
         self._check_writable()
         with self._lock:
 
             def attempt() -> int:
                 write_deltalake(
-                    self._dt, data, mode="append", commit_properties=self._props(metadata)
+                    self._dt,
+                    data,
+                    mode="append",
+                    schema_mode=schema_mode,
+                    commit_properties=self._props(metadata),
                 )
                 return self._dt.version()
 
             return self._retrying("append", attempt)
+
+    def add_columns(self, fields: Sequence[pa.Field]) -> int:
+        """Add nullable columns in one commit; return the new version.
+
+        Raises:
+            SchemaError: a column exists, or a type Delta cannot store.
+        """
+        from deltalake import Field as DeltaField
+        from deltalake import Schema as DeltaSchema
+
+        self._check_writable()
+        existing = set(self.arrow_schema.names)
+        clash = [f.name for f in fields if f.name in existing]
+        if clash:
+            raise SchemaError(f"add columns: column(s) {clash} exist already")
+        with self._lock:
+            with _translated("add columns"):
+                delta = DeltaSchema.from_arrow(pa.schema([f.with_nullable(True) for f in fields]))
+                new = [DeltaField.from_json(f.to_json()) for f in delta.fields]
+
+            def attempt() -> int:
+                self._dt.alter.add_columns(new, commit_properties=self._props(None))
+                return int(self._dt.version())
+
+            return self._retrying("add columns", attempt)
+
+    def changes(self, start: int, end: int | None = None) -> pa.Table:
+        """Return the change data feed between two versions (inclusive).
+
+        Raises:
+            InvalidOperation: the table does not record changes (``delta.enableChangeDataFeed``).
+            VersionError: a version out of range.
+        """
+        config = self.configuration
+        if (config.get("delta.enableChangeDataFeed") or "false").lower() != "true":
+            raise InvalidOperation(
+                f"the table at {self.uri} does not record a change data feed: create it with "
+                "change_data_feed=True (or set delta.enableChangeDataFeed)"
+            )
+        latest = self.version
+        if start < 0 or start > latest or (end is not None and (end < start or end > latest)):
+            raise VersionError(
+                f"changes: versions {start}..{end if end is not None else latest} are not in "
+                f"0..{latest}"
+            )
+        with self._lock, _translated("read changes"):
+            reader = self._dt.load_cdf(starting_version=start, ending_version=end)
+            table = pa.table(reader.read_all())
+        return plain_types(table)
 
     def delete(
         self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None
@@ -608,10 +716,20 @@ class DeltaLog:
             def attempt() -> dict[str, Any]:
                 return self._dt.delete(predicate, commit_properties=self._props(metadata))
 
+            if predicate is not None:
+                self._check_rewrite_safe("delete")
             result = self._retrying("delete", attempt, query=True)
-            rows = int(result.get("num_deleted_rows", 0) or 0)
             after = self._dt.version()
-            return rows, (after if after != before else None)
+            if after == before:
+                return 0, None
+            reported = result.get("num_deleted_rows")
+            if reported is None or (not reported and result.get("num_removed_files")):
+                # delta-rs counts rows only from file statistics: a file without
+                # numRecords removed whole (a partition predicate) is not counted
+                rows = self._count_at(after - 1) - self._count_at(after)
+            else:
+                rows = int(reported)
+            return rows, after
 
     def update(
         self,
@@ -636,6 +754,7 @@ class DeltaLog:
                     commit_properties=self._props(metadata),
                 )
 
+            self._check_rewrite_safe("update")
             result = self._retrying("update", attempt, query=True)
             rows = int(result.get("num_updated_rows", 0) or 0)
             after = self._dt.version()
@@ -692,6 +811,7 @@ class DeltaLog:
                 )
                 return merger.execute()
 
+            self._check_rewrite_safe("merge")
             result = self._retrying("merge", attempt)
             after = self._dt.version()
             return (
@@ -719,6 +839,7 @@ class DeltaLog:
                     commit_properties=self._props(None),
                 )
 
+            self._check_rewrite_safe("optimize")
             result = self._retrying("optimize", attempt)
             after = self._dt.version()
             return result, (after if after != before else None)
@@ -743,6 +864,7 @@ class DeltaLog:
                     commit_properties=self._props(None),
                 )
 
+            self._check_rewrite_safe("z-order")
             result = self._retrying("z-order", attempt)
             after = self._dt.version()
             return result, (after if after != before else None)

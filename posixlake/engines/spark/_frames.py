@@ -133,7 +133,9 @@ def snapshot_frame(
         The DataFrame and a resolver from :data:`FILE_COL` values to files.
     """
     chosen = list(snap.files if files is None else files)
-    use_native = _native_ok(snap, chosen) if native is None else native
+    plain = snap.physical_schema is None and not any(f.deleted_rows for f in chosen)
+    # column mapping and deletion vectors: our own reader renames and drops rows
+    use_native = plain and (_native_ok(snap, chosen) if native is None else native)
     root = normalize_uri(snap.uri) if is_local(snap.uri) else snap.uri
     resolver = FileResolver(root, use_native, {f.path: f for f in chosen})
     full = spark_schema(snap.delta_schema_json)
@@ -197,6 +199,7 @@ def _arrow_frame(spark: Any, snap: Snapshot, files: list[DataFile], *, with_file
         partition_columns=snap.partition_columns,
         files=tuple(files),
         file_column=FILE_COL if with_file else None,
+        physical_schema=snap.physical_schema,
     )
     struct = spark_schema(snap.delta_schema_json)
     if with_file:
