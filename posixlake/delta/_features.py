@@ -269,3 +269,35 @@ def int96_out_of_range(
         if known:
             out.append(path)
     return out
+
+
+# -- what our own file-level commits (the Spark engine's) cannot honour -------------------
+
+
+def file_commit_blockers(
+    configuration: Mapping[str, str | None], schema_json: str, *, rewrites: bool
+) -> tuple[str, ...]:
+    """Return the table features that a commit of files we wrote ourselves would break.
+
+    Such commits (:func:`posixlake.delta.commit_files`) add plain Parquet files with
+    logical column names and no value checks, and remove files without their deletion
+    vector descriptors. delta-rs' own writers handle all of these.
+
+    Args:
+        configuration: the table properties.
+        schema_json: the Delta schema JSON (generation expressions live in its metadata).
+        rewrites: the commit removes rows (DELETE / UPDATE / MERGE): a change data feed
+            would need change files too.
+    """
+    found: list[str] = []
+    if column_mapping_mode(configuration) != "none":
+        found.append("columnMapping")
+    if rewrites and (configuration.get("delta.enableChangeDataFeed") or "").lower() == "true":
+        found.append("changeDataFeed")
+    if any(k.startswith("delta.constraints.") for k in configuration):
+        found.append("checkConstraints")
+    if "delta.generationExpression" in schema_json:
+        found.append("generatedColumns")
+    if "delta.identity." in schema_json:
+        found.append("identityColumns")
+    return tuple(found)
