@@ -62,7 +62,11 @@ def _camel(name: str) -> str:
 
 def unsupported_feature(text: str, *, what: str) -> UnsupportedTableFeature | None:
     """Return the error for a delta-rs message refusing table features, or None."""
-    if "column mapping is not supported for write operation" in text.lower():
+    low = text.lower()
+    if (
+        "column mapping is not supported for write operation" in low
+        or "schema evolution on column-mapped tables is not yet supported" in low
+    ):
         return UnsupportedTableFeature(
             f"{what}: the table uses the Delta table feature columnMapping, which delta-rs "
             f"does not support for this operation: {text.splitlines()[0]}",
