@@ -54,10 +54,14 @@ _NS_MIN: Final = datetime(1677, 9, 21, 0, 12, 44, tzinfo=UTC)
 _NS_MAX: Final = datetime(2262, 4, 11, 23, 47, 16, tzinfo=UTC)
 
 
+#: delta-rs' names of table features whose protocol names are not just lower camel case
+_PROTOCOL_NAMES: Final = {"ClusteredTable": "clustering", "V2Checkpoint": "v2Checkpoint"}
+
+
 def _camel(name: str) -> str:
     """Return a delta-rs feature name (``IdentityColumns``) in the protocol's spelling."""
     name = name.strip().strip("'\"")
-    return name[:1].lower() + name[1:]
+    return _PROTOCOL_NAMES.get(name) or name[:1].lower() + name[1:]
 
 
 def unsupported_feature(text: str, *, what: str) -> UnsupportedTableFeature | None:

@@ -14,6 +14,7 @@ The reference result of every table is delta-rs' own SQL reader (:func:`referenc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -212,6 +213,73 @@ def no_stats_partitioned(root: Path) -> str:
     return str(uri)
 
 
+def liquid_clustering(root: Path) -> str:
+    """Liquid clustering (``clustering`` + ``domainMetadata`` writer features).
+
+    Neither deltalake nor pyspark without delta-spark jars can create one, so version 0
+    is written here by hand to the Delta protocol, as Databricks' ``CLUSTER BY (city)``
+    lays it out: the protocol, the metadata, the ``delta.clustering`` domain, one file.
+    """
+    uri = root / "clustered"
+    (uri / "_delta_log").mkdir(parents=True)
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "city": ["Oslo", None, "Rome"]})
+    pq.write_table(data, uri / "part-00000.snappy.parquet")
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "city", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    stats = {
+        "numRecords": 3,
+        "minValues": {"id": 1, "city": "Oslo"},
+        "maxValues": {"id": 3, "city": "Rome"},
+        "nullCount": {"id": 0, "city": 1},
+    }
+    actions: list[dict[str, Any]] = [
+        {"commitInfo": {"timestamp": 1700000000000, "operation": "CREATE TABLE AS SELECT"}},
+        {
+            "protocol": {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["domainMetadata", "clustering"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "0a1b2c3d-0000-4000-8000-000000000001",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 1700000000000,
+            }
+        },
+        {
+            "domainMetadata": {
+                "domain": "delta.clustering",
+                "configuration": json.dumps({"clusteringColumns": [["city"]]}),
+                "removed": False,
+            }
+        },
+        {
+            "add": {
+                "path": "part-00000.snappy.parquet",
+                "partitionValues": {},
+                "size": os.path.getsize(uri / "part-00000.snappy.parquet"),
+                "modificationTime": 1700000000000,
+                "dataChange": True,
+                "stats": json.dumps(stats),
+                "clusteringProvider": "liquid",
+            }
+        },
+    ]
+    text = "\n".join(json.dumps(a) for a in actions) + "\n"
+    (uri / "_delta_log" / "00000000000000000000.json").write_text(text)
+    return str(uri)
+
+
 def dv_small(root: Path) -> str:
     """Deletion vectors written by Databricks (10 rows in the file, 2 deleted)."""
     return shared_fixture("table-with-dv-small", root)
@@ -232,6 +300,7 @@ KINDS: Final[dict[str, Callable[[Path], str]]] = {
     "dv-databricks": dv_small,
     "column-mapping-spark": cm_spark,
     "checkpoint-v2-databricks": checkpoint_v2,
+    "liquid-clustering": liquid_clustering,
     "column-mapping-name": column_mapping("name"),
     "column-mapping-id": column_mapping("id"),
     "cdf": cdf,

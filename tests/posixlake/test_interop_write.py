@@ -110,20 +110,26 @@ def test_dv_file_rewritten_copy_on_write(tmp_path: Path, engine: Engine) -> None
     assert [r["value"] for r in reference(uri)] == [1, 2, 3, 4, 6, 7, 8]
 
 
-def test_unsupported_writer_feature_is_named_at_once(tmp_path: Path, engine: Engine) -> None:
-    uri = KINDS["checkpoint-v2-databricks"](tmp_path)
+@pytest.mark.parametrize(
+    ("kind", "feature"),
+    [("checkpoint-v2-databricks", "identityColumns"), ("liquid-clustering", "clustering")],
+)
+def test_unsupported_writer_feature_is_named_at_once(
+    kind: str, feature: str, tmp_path: Path, engine: Engine
+) -> None:
+    uri = KINDS[kind](tmp_path)
     db = DatabaseOps.open(uri, engine=engine)
     before = reference(uri)
     ops: list[Callable[[], Any]] = [
-        lambda: db.insert({"id": 100, "name": "x"}),
+        lambda: db.insert({"id": 100}),
         lambda: db.delete_rows_where("id = 1"),
-        lambda: db.update("id = 2", {"name": "y"}),
+        lambda: db.update("id = 2", {"id": 20}),
     ]
     for op in ops:
         started = time.monotonic()
-        with pytest.raises(UnsupportedTableFeature, match="identityColumns") as info:
+        with pytest.raises(UnsupportedTableFeature, match=feature) as info:
             op()
-        assert "identityColumns" in info.value.features
+        assert feature in info.value.features
         assert time.monotonic() - started < 30  # no retry loop
     assert reference(uri) == before
 
