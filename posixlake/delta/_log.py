@@ -723,9 +723,15 @@ class DeltaLog:
             if after == before:
                 return 0, None
             reported = result.get("num_deleted_rows")
-            if reported is None or (not reported and result.get("num_removed_files")):
-                # delta-rs counts rows only from file statistics: a file without
-                # numRecords removed whole (a partition predicate) is not counted
+            with_dvs = "deletionVectors" in set(self._dt.protocol().reader_features or ())
+            if (
+                reported is None
+                or (not reported and result.get("num_removed_files"))
+                or (with_dvs and result.get("num_removed_files"))
+            ):
+                # delta-rs counts the rows of files a partition predicate removes whole
+                # from their statistics: a file without numRecords counts 0, and a file
+                # with a deletion vector counts its deleted rows again; count instead
                 rows = self._count_at(after - 1) - self._count_at(after)
             else:
                 rows = int(reported)

@@ -52,3 +52,20 @@ def test_changes_need_the_feed(tmp_path: Path, local_engine: Engine) -> None:
     db = DatabaseOps.create(str(tmp_path / "t"), {"id": "Int64"}, engine=local_engine)
     with pytest.raises(InvalidOperation, match="change data feed"):
         db.changes(0)
+
+
+@pytest.mark.spark
+def test_spark_bulk_insert_shows_in_the_feed(tmp_path: Path, spark_session: Any) -> None:
+    """Files a Spark job writes are plain adds: the feed shows their rows as inserts."""
+    from posixlake.engines.spark import SparkEngine
+
+    db = DatabaseOps.create(
+        str(tmp_path / "t"),
+        {"id": "Int64", "name": "String"},
+        engine=SparkEngine(spark=spark_session),
+        change_data_feed=True,
+    )
+    frame = spark_session.createDataFrame([(1, "a"), (2, "b")], "id long, name string")
+    assert db.insert(frame) == 2
+    assert db.delete_rows_where("id = 1") == 1
+    assert _changes(db, 0) == [(1, "insert", 1, "a"), (1, "insert", 2, "b"), (2, "delete", 1, "a")]
