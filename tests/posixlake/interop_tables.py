@@ -280,6 +280,28 @@ def liquid_clustering(root: Path) -> str:
     return str(uri)
 
 
+def log_compaction(root: Path) -> str:
+    """A log compaction file (``0.2.compacted.json``) over three deltalake commits.
+
+    deltalake does not write log compactions; the file is assembled here from the three
+    commits' own actions (appends only, so the reconciled state is every action but the
+    commit infos), as the protocol's "Log Compaction Files" section describes.
+    """
+    uri = root / "compacted"
+    for i in range(3):
+        write_deltalake(str(uri), _rows(3).slice(i, 1), mode="append")
+    log = uri / "_delta_log"
+    actions = []
+    for i in range(3):
+        for line in (log / f"{i:020d}.json").read_text().splitlines():
+            action = json.loads(line)
+            if "commitInfo" not in action:
+                actions.append(line)
+    (log / f"{0:020d}.{2:020d}.compacted.json").write_text("\n".join(actions) + "\n")
+    write_deltalake(str(uri), _rows(5).slice(3, 2), mode="append")
+    return str(uri)
+
+
 def dv_small(root: Path) -> str:
     """Deletion vectors written by Databricks (10 rows in the file, 2 deleted)."""
     return shared_fixture("table-with-dv-small", root)
@@ -301,6 +323,7 @@ KINDS: Final[dict[str, Callable[[Path], str]]] = {
     "column-mapping-spark": cm_spark,
     "checkpoint-v2-databricks": checkpoint_v2,
     "liquid-clustering": liquid_clustering,
+    "log-compaction": log_compaction,
     "column-mapping-name": column_mapping("name"),
     "column-mapping-id": column_mapping("id"),
     "cdf": cdf,

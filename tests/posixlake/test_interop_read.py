@@ -27,7 +27,9 @@ def test_read_equals_delta_rs(kind: str, tmp_path: Path, engine: Engine) -> None
     assert db.query("SELECT count(*) FROM data").scalar() == len(got)
 
 
-@pytest.mark.parametrize("kind", ["dv-databricks", "checkpoint-v2-databricks", "cdf"])
+@pytest.mark.parametrize(
+    "kind", ["dv-databricks", "checkpoint-v2-databricks", "cdf", "log-compaction"]
+)
 def test_time_travel_equals_delta_rs(kind: str, tmp_path: Path, engine: Engine) -> None:
     uri = KINDS[kind](tmp_path)
     db = DatabaseOps.open(uri, engine=engine)

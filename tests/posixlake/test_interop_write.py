@@ -31,6 +31,7 @@ WRITABLE: dict[str, tuple[str, Any]] = {
     "cdf": ("id", 3),
     "ntz-partitions-checkpoint": ("id", 4),
     "no-stats": ("id", 4),
+    "log-compaction": ("id", 1),
 }
 
 
