@@ -251,6 +251,35 @@ def _rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
     return pc.subtract(offsets, start).cast(pa.int32()), start, stop
 
 
+def _has_timestamps(schema: pa.Schema) -> bool:
+    """Return whether any column (nested ones included) is a timestamp."""
+
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return True
+        if pa.types.is_struct(t):
+            return any(walk(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return walk(t.value_type)
+        if pa.types.is_map(t):
+            return walk(t.key_type) or walk(t.item_type)
+        return False
+
+    return any(walk(f.type) for f in schema)
+
+
+def _in_ns_range(value: Any) -> bool:
+    """Return whether a statistics timestamp lies where nanoseconds since 1970 fit."""
+    if not isinstance(value, datetime):
+        return False
+    when = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return _NS_LOW < when < _NS_HIGH
+
+
+_NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
+_NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
+
+
 class DeltaLog:
     """One Delta table, kept loaded. Thread-safe: operations hold an internal lock.
 
@@ -600,6 +629,47 @@ class DeltaLog:
             actions = pa.table(self._dt.get_add_actions(flatten=False))
         return [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
 
+    def _unproven_files(self) -> list[str]:
+        """Return the active files whose statistics do not show every top-level timestamp
+        within the nanosecond range (those files' footers must be looked at)."""
+        import urllib.parse
+
+        schema = self.arrow_schema
+        columns = [f.name for f in schema if pa.types.is_timestamp(f.type)]
+        nested = any(_has_timestamps(pa.schema([f])) for f in schema if f.name not in columns)
+        with self._lock, _translated("list files"):
+            actions = pa.table(self._dt.get_add_actions(flatten=True))
+        paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
+        if nested:
+            return paths
+        names = set(actions.column_names)
+        proven = [True] * len(paths)
+        rows = actions.column("num_records").to_pylist() if "num_records" in names else None
+        for c in columns:
+            if c in self.partition_columns:
+                continue  # partition values live in the log, not in the files
+            lo = actions.column(f"min.{c}").to_pylist() if f"min.{c}" in names else None
+            hi = actions.column(f"max.{c}").to_pylist() if f"max.{c}" in names else None
+            nulls = (
+                actions.column(f"null_count.{c}").to_pylist()
+                if f"null_count.{c}" in names
+                else None
+            )
+            for i in range(len(paths)):
+                all_null = (
+                    nulls is not None
+                    and rows is not None
+                    and nulls[i] is not None
+                    and nulls[i] == rows[i]
+                )
+                if all_null:
+                    continue
+                low = lo[i] if lo is not None else None
+                high = hi[i] if hi is not None else None
+                if low is None or high is None or not (_in_ns_range(low) and _in_ns_range(high)):
+                    proven[i] = False
+        return [p for p, ok in zip(paths, proven, strict=True) if not ok]
+
     def _check_rewrite_safe(self, what: str) -> None:
         """Refuse a delta-rs rewrite of files it would read wrongly.
 
@@ -613,9 +683,9 @@ class DeltaLog:
         from posixlake.errors import UnsupportedTableFeature
 
         schema = self.arrow_schema
-        if not any(pa.types.is_timestamp(f.type) for f in schema):
+        if not _has_timestamps(schema):
             return
-        bad = int96_out_of_range(self.uri, self.storage_options, schema, self.active_paths())
+        bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
         if bad:
             raise UnsupportedTableFeature(
                 f"{what}: {len(bad)} data file(s) store INT96 timestamps outside 1677-2262 "
