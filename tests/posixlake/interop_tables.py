@@ -122,6 +122,9 @@ def cdf(root: Path) -> str:
     return uri
 
 
+PARTS: Final = ["s", "d", "dec", "i", "ts", "flag"]
+
+
 def ntz_and_partitions(root: Path) -> str:
     """timestamp_ntz and partition values of every type (NULL, odd characters), by deltalake."""
     uri = str(root / "parts")
@@ -150,12 +153,13 @@ def ntz_and_partitions(root: Path) -> str:
             "dec": pa.array([Decimal("1.50"), Decimal("2.25"), None] * 2, pa.decimal128(10, 2)),
             "i": pa.array([1, None, 3, 1, None, 3], pa.int32()),
             "v": pa.array([1.5, 2.5, None, 4.0, 5.0, 6.0], pa.float64()),
+            "flag": pa.array([True, False, None, True, False, None], pa.bool_()),
         }
     )
-    write_deltalake(uri, data, partition_by=["s", "d", "dec", "i"])
-    write_deltalake(uri, data.slice(0, 2), mode="append", partition_by=["s", "d", "dec", "i"])
+    write_deltalake(uri, data, partition_by=PARTS)
+    write_deltalake(uri, data.slice(0, 2), mode="append", partition_by=PARTS)
     DeltaTable(uri).create_checkpoint()  # a v1 checkpoint
-    write_deltalake(uri, data.slice(2, 1), mode="append", partition_by=["s", "d", "dec", "i"])
+    write_deltalake(uri, data.slice(2, 1), mode="append", partition_by=PARTS)
     return uri
 
 
