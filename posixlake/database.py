@@ -724,6 +724,13 @@ class DatabaseOps:
             raise InvalidOperation(f"schema_mode must be 'merge' or None, not {schema_mode!r}")
         if upsert:
             raise InvalidOperation("insert: schema_mode='merge' and upsert=True do not combine")
+        if source_paths(data) is not None or getattr(self._engine, "accepts", lambda d: False)(
+            data
+        ):
+            raise InvalidOperation(
+                "insert: schema_mode='merge' takes rows in memory (dicts, JSON, Arrow, pandas, "
+                "polars); for files or a Spark DataFrame, add_columns first, then insert"
+            )
         fresh = new_fields(data, self._schema)
         table = to_arrow(data, evolved_schema(self._schema, fresh))
         if table.num_rows == 0:

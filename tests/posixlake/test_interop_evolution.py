@@ -9,7 +9,7 @@ import pytest
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import Engine
-from posixlake.errors import SchemaError, UnsupportedTableFeature
+from posixlake.errors import InvalidOperation, SchemaError, UnsupportedTableFeature
 from tests.posixlake.interop_tables import KINDS, reference, sort_rows
 
 
@@ -70,3 +70,14 @@ def test_evolution_of_column_mapped_table_is_refused_by_name(
     assert reference(uri) == before
     db.insert({"id": 7}, schema_mode="merge")  # no new column: a plain insert
     assert sort_rows(db.query("SELECT * FROM data").to_pylist()) == reference(uri)
+
+
+def test_schema_merge_of_files_is_refused_clearly(tmp_path: Path, engine: Engine) -> None:
+    db = _table(tmp_path, engine)
+    path = tmp_path / "more.csv"
+    path.write_text("id,name,city\n5,e,Oslo\n")
+    with pytest.raises(InvalidOperation, match="add_columns first"):
+        db.insert(str(path), schema_mode="merge")
+    db.add_columns({"city": "String"})
+    assert db.insert(str(path)) == 1
+    assert db.query("SELECT city FROM data WHERE id = 5").scalar() == "Oslo"
