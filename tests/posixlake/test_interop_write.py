@@ -169,3 +169,35 @@ def test_spark_files_into_column_mapping_are_refused(tmp_path: Path, spark_sessi
         db.insert(frame)
     db.insert([{"id": 9, "Super Name": "n", "part": "p"}])  # rows in memory: delta-rs writes them
     assert len(reference(uri)) == 4
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("kind", "feature"),
+    [
+        ("dv-databricks", None),
+        ("log-compaction", None),
+        ("liquid-clustering", "clustering"),
+        ("checkpoint-v2-databricks", "identityColumns"),
+    ],
+)
+def test_spark_job_inserts(
+    kind: str, feature: str | None, tmp_path: Path, spark_session: Any
+) -> None:
+    """Files a Spark job writes are committed as plain adds, or refused by feature name."""
+    from posixlake.engines.spark import SparkEngine
+    from posixlake.engines.spark._types import arrow_schema_to_spark
+
+    uri = KINDS[kind](tmp_path)
+    db = DatabaseOps.open(uri, engine=SparkEngine(spark=spark_session))
+    before = reference(uri)
+    first = db.query("SELECT * FROM data LIMIT 1").arrow()
+    row = first.to_pylist()[0]
+    frame = spark_session.createDataFrame(first, schema=arrow_schema_to_spark(first.schema))
+    if feature is None:
+        assert db.insert(frame) == 1
+        assert reference(uri) == sort_rows([*before, row])
+        return
+    with pytest.raises(UnsupportedTableFeature, match=feature):
+        db.insert(frame)
+    assert reference(uri) == before
