@@ -621,14 +621,6 @@ class DeltaLog:
             table = pa.table(reader.execute("SELECT count(*) AS n FROM t").read_all())
         return int(table.column(0)[0].as_py())
 
-    def active_paths(self) -> list[str]:
-        """Return the decoded paths (relative to the root) of the active files."""
-        import urllib.parse
-
-        with self._lock, _translated("list files"):
-            actions = pa.table(self._dt.get_add_actions(flatten=False))
-        return [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
-
     def _unproven_files(self) -> list[str]:
         """Return the active files whose statistics do not show every top-level timestamp
         within the nanosecond range (those files' footers must be looked at)."""

@@ -37,7 +37,10 @@ __all__ = [
 ]
 
 #: reader features our own Parquet reading (the Spark engine) honours; delta-rs resolves
-#: the log-level ones (v2 checkpoints, sidecars, log compaction) before we see the files
+#: the log-level ones (v2 checkpoints, sidecars, log compaction) before we see the files.
+#: variantType is listed because delta-rs declares it on tables without variant columns;
+#: a table with a variant column is refused (see :func:`check_readable`). Not handled:
+#: typeWidening (files of narrower types than the table's).
 HANDLED_READER_FEATURES: Final = frozenset(
     {
         "columnMapping",
@@ -45,8 +48,6 @@ HANDLED_READER_FEATURES: Final = frozenset(
         "timestampNtz",
         "v2Checkpoint",
         "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
         "variantType",
         "variantType-preview",
     }
@@ -103,11 +104,6 @@ class Snapshot:
     partition_columns: tuple[str, ...]
     files: tuple[DataFile, ...]
     physical_schema: pa.Schema | None = None
-
-    @property
-    def plain_parquet(self) -> bool:
-        """Whether the files read as plain Parquet: no column mapping, no deletion vectors."""
-        return self.physical_schema is None and not any(f.deleted_rows for f in self.files)
 
     @property
     def data_schema(self) -> pa.Schema:
