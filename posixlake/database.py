@@ -341,6 +341,7 @@ class DatabaseOps:
         name: str | None = None,
         create_bucket: bool | None = None,
         bootstrap: bool = False,
+        change_data_feed: bool = False,
     ) -> DatabaseOps:
         """Create an empty table.
 
@@ -363,6 +364,8 @@ class DatabaseOps:
                 ``$POSIXLAKE_ADMIN_PASSWORD``, create the table without users; this
                 handle then acts as the admin ``system`` until it is closed, to create
                 them (the original project's ``create_with_auth`` flow).
+            change_data_feed: record the change data feed (``delta.enableChangeDataFeed``),
+                read with :meth:`changes`.
 
         Raises:
             TableExists: (an AlreadyExists and a DeltaLakeError, as the original raised it)
@@ -399,6 +402,8 @@ class DatabaseOps:
             if not bootstrap:  # checked before any write
                 credentials = security.initial_admin(credentials)
             config = {**(config or {}), security.AUTH_PROPERTY: "true"}
+        if change_data_feed:
+            config = {**(config or {}), "delta.enableChangeDataFeed": "true"}
         eng = resolve_engine(engine, master=master, spark=spark)
         authorizer: Authorizer | None = None
         log = DeltaLog.create(
@@ -640,7 +645,14 @@ class DatabaseOps:
     def _schema(self) -> pa.Schema:
         return self._log.arrow_schema
 
-    def _append(self, table: pa.Table, *, operation: str, upsert: bool = False) -> int:
+    def _append(
+        self,
+        table: pa.Table,
+        *,
+        operation: str,
+        upsert: bool = False,
+        schema_mode: Literal["merge"] | None = None,
+    ) -> int:
         """Append (or upsert) a conformed table in one commit; return the new version."""
         with self._write(operation):
             key = self.key_columns  # after the refresh: another handle may have set it
@@ -662,7 +674,9 @@ class DatabaseOps:
             before = self._log.version
             if key:
                 self._keys.check_new(self._log, table, key)
-            version = self._log.append(table, metadata=self._metadata(operation))
+            version = self._log.append(
+                table, metadata=self._metadata(operation), schema_mode=schema_mode
+            )
             if key:
                 self._keys.appended(before, version, table, key)
         self._counters.bump(inserts=1, rows_written=table.num_rows)
@@ -695,7 +709,9 @@ class DatabaseOps:
     # -- writes ----------------------------------------------------------------------
 
     @_counted
-    def insert(self, data: Any, *, upsert: bool = False) -> int:
+    def insert(
+        self, data: Any, *, upsert: bool = False, schema_mode: Literal["merge"] | None = None
+    ) -> int:
         """Insert rows in one commit; return how many rows were written.
 
         Args:
@@ -705,12 +721,16 @@ class DatabaseOps:
                 the path of a CSV or Parquet file (a directory, or a list of them); with the
                 Spark engine also a Spark DataFrame, and files are read by a Spark job.
             upsert: with a primary key, update rows whose key exists instead of failing.
+            schema_mode: ``"merge"`` adds the columns of ``data`` the table lacks (nullable,
+                typed from the data) in the same commit; older rows read NULL there.
 
         Raises:
             SerializationError: malformed JSON or CSV. SchemaError: unknown column, missing
                 NOT NULL column, wrong type. DuplicateKeyError: a key exists (or repeats).
         """
         self._authorize("write", "insert")
+        if schema_mode is not None:
+            return self._insert_evolving(data, schema_mode=schema_mode, upsert=upsert)
         external = getattr(self._engine, "insert_external", None)
         # the engine tells what it takes (a Spark DataFrame has __arrow_c_stream__ too);
         # an upsert is a merge, and its rows go through Arrow
@@ -739,6 +759,63 @@ class DatabaseOps:
         check_declared(table, self._declared)
         self._append(table, operation="INSERT", upsert=upsert)
         return int(table.num_rows)
+
+    def _insert_evolving(self, data: Any, *, schema_mode: str, upsert: bool) -> int:
+        """Insert rows that may bring new columns (see :mod:`posixlake._evolve`)."""
+        from posixlake._evolve import evolved_schema, new_fields
+
+        if schema_mode != "merge":
+            raise InvalidOperation(f"schema_mode must be 'merge' or None, not {schema_mode!r}")
+        if upsert:
+            raise InvalidOperation("insert: schema_mode='merge' and upsert=True do not combine")
+        if source_paths(data) is not None or getattr(self._engine, "accepts", lambda d: False)(
+            data
+        ):
+            raise InvalidOperation(
+                "insert: schema_mode='merge' takes rows in memory (dicts, JSON, Arrow, pandas, "
+                "polars); for files or a Spark DataFrame, add_columns first, then insert"
+            )
+        fresh = new_fields(data, self._schema)
+        table = to_arrow(data, evolved_schema(self._schema, fresh))
+        if table.num_rows == 0:
+            return 0
+        self._append(table, operation="INSERT", schema_mode="merge" if fresh else None)
+        return int(table.num_rows)
+
+    def add_columns(self, columns: Any) -> int:
+        """Add nullable columns in one commit; existing rows read NULL there.
+
+        Args:
+            columns: ``{"name": "Type"}`` (our type strings), a list of :class:`Field`
+                or pyarrow fields, or a pyarrow schema.
+
+        Returns:
+            The new table version.
+
+        Raises:
+            SchemaError: a column exists already, or an unknown type.
+        """
+        from posixlake._evolve import declared_fields
+
+        self._authorize("admin", "add_columns")
+        fields = declared_fields(columns)
+        with self._write("ADD COLUMNS"):
+            return self._log.add_columns(fields)
+
+    def changes(self, start_version: int, end_version: int | None = None) -> QueryResult:
+        """Return the change data feed from ``start_version`` to ``end_version`` (inclusive).
+
+        Rows carry the table columns plus ``_change_type`` (``insert``, ``delete``,
+        ``update_preimage``, ``update_postimage``), ``_commit_version`` and
+        ``_commit_timestamp``.
+
+        Raises:
+            InvalidOperation: the table does not record changes.
+            VersionError: a version out of range.
+        """
+        self._authorize("read", "changes")
+        self._log.refresh()
+        return QueryResult(self._log.changes(start_version, end_version))
 
     def insert_buffered(self, data: Any) -> int:
         """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.

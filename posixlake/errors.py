@@ -31,6 +31,7 @@ __all__ = [
     "TableExists",
     "TimeoutError",
     "UnknownColumns",
+    "UnsupportedTableFeature",
     "VersionError",
     "VersionNotFound",
 ]
@@ -89,6 +90,18 @@ class InvalidOperation(PosixLakeError):
 
 class DuplicateKeyError(InvalidOperation):
     """An insert carries a primary key that the table (or the batch) already holds."""
+
+
+class UnsupportedTableFeature(InvalidOperation):
+    """The table uses a Delta table feature that this operation cannot honour.
+
+    Attributes:
+        features: the Delta feature names (``identityColumns``, ``clustering``...).
+    """
+
+    def __init__(self, message: str, features: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.features = features
 
 
 class QueryError(PosixLakeError):

@@ -34,9 +34,10 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties
 from deltalake.transaction import AddAction, RemoveAction
 
+from posixlake.delta._features import file_commit_blockers
 from posixlake.delta._log import COMMIT_OPERATION_KEY, MAX_COMMIT_RETRIES, DeltaLog, _translated
 from posixlake.delta._snapshot import DataFile, Snapshot
-from posixlake.errors import InvalidOperation, PosixLakeError
+from posixlake.errors import InvalidOperation, PosixLakeError, UnsupportedTableFeature
 
 __all__ = [
     "TXN_KEY",
@@ -270,6 +271,9 @@ def commit_files(
             was committed and the caller may delete the files it wrote.
         InvalidOperation: a removed file is not active in the planned snapshot, or the
             log moved since the snapshot.
+        UnsupportedTableFeature: the table uses a feature such a commit would break
+            (column mapping, deletion vectors on a removed file, a change data feed for a
+            rewrite, CHECK constraints, generated or identity columns).
     """
     log._check_writable()
     if not adds and not removes and mode == "append":
@@ -277,6 +281,20 @@ def commit_files(
     with log.lock:
         dt = log.table
         read_version = dt.version()
+        with _translated("read schema"):
+            schema_json = dt.schema().to_json()
+        blockers = file_commit_blockers(
+            log.configuration, schema_json, rewrites=bool(removes) or mode == "overwrite"
+        )
+        if any(f.deleted_rows for f in removes):
+            blockers = (*blockers, "deletionVectors")
+        if blockers:
+            raise UnsupportedTableFeature(
+                f"the table at {log.uri} uses the Delta table feature(s) "
+                f"{', '.join(blockers)}: files written by Spark cannot be committed to it "
+                "(insert Arrow/pandas rows, or use engine='local')",
+                blockers,
+            )
         if snapshot is not None and snapshot.version != read_version:
             raise InvalidOperation(
                 f"internal: planned on version {snapshot.version}, but the log is at {read_version}"

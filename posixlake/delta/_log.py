@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +30,7 @@ from deltalake.exceptions import (
     TableNotFoundError,
 )
 
+from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range, unsupported_feature
 from posixlake.errors import (
     CommitConflict,
     DeltaLakeError,
@@ -107,6 +108,9 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         return IoError(f"{what}: {text.splitlines()[0]}")
     if isinstance(err, TableNotFoundError) or "invalid table location" in low:
         return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
+    unsupported = unsupported_feature(text, what=what)
+    if unsupported is not None:  # not a conflict: retrying cannot help
+        return unsupported
     if isinstance(err, CommitFailedError):
         return CommitConflict(f"{what}: commit conflict: {text}")
     if isinstance(err, SchemaMismatchError):
@@ -271,6 +275,35 @@ def _rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
     start = int(offsets[0].as_py()) if len(offsets) else 0
     stop = int(offsets[-1].as_py()) if len(offsets) else 0
     return pc.subtract(offsets, start).cast(pa.int32()), start, stop
+
+
+def _has_timestamps(schema: pa.Schema) -> bool:
+    """Return whether any column (nested ones included) is a timestamp."""
+
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return True
+        if pa.types.is_struct(t):
+            return any(walk(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return walk(t.value_type)
+        if pa.types.is_map(t):
+            return walk(t.key_type) or walk(t.item_type)
+        return False
+
+    return any(walk(f.type) for f in schema)
+
+
+def _in_ns_range(value: Any) -> bool:
+    """Return whether a statistics timestamp lies where nanoseconds since 1970 fit."""
+    if not isinstance(value, datetime):
+        return False
+    when = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return _NS_LOW < when < _NS_HIGH
+
+
+_NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
+_NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
 
 
 class DeltaLog:
@@ -553,7 +586,7 @@ class DeltaLog:
             with self._lock:
                 dt = self._dt
                 with _translated("query", query=True):
-                    reader = QueryBuilder().register("data", dt).execute(sql)
+                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
             with _translated("query", query=True):
                 table = pa.table(reader.read_all())
         except NotFound as err:
@@ -606,18 +639,155 @@ class DeltaLog:
             f"{what}: gave up after {MAX_COMMIT_RETRIES} conflicting attempts"
         ) from last
 
-    def append(self, data: pa.Table, *, metadata: Mapping[str, Any] | None = None) -> int:
-        """Append ``data`` as one commit; return the new version (retried on conflicts)."""
+    def _count_at(self, version: int) -> int:
+        """Return the number of rows of ``version`` (deletion vectors applied)."""
+        with _translated(f"count rows of version {version}"):
+            dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
+            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", dt)
+            table = pa.table(reader.execute("SELECT count(*) AS n FROM t").read_all())
+        return int(table.column(0)[0].as_py())
+
+    def _unproven_files(self) -> list[str]:
+        """Return the active files whose statistics do not show every top-level timestamp
+        within the nanosecond range (those files' footers must be looked at)."""
+        import urllib.parse
+
+        schema = self.arrow_schema
+        columns = [f.name for f in schema if pa.types.is_timestamp(f.type)]
+        nested = any(_has_timestamps(pa.schema([f])) for f in schema if f.name not in columns)
+        with self._lock, _translated("list files"):
+            actions = pa.table(self._dt.get_add_actions(flatten=True))
+        paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
+        if nested:
+            return paths
+        names = set(actions.column_names)
+        proven = [True] * len(paths)
+        rows = actions.column("num_records").to_pylist() if "num_records" in names else None
+        for c in columns:
+            if c in self.partition_columns:
+                continue  # partition values live in the log, not in the files
+            lo = actions.column(f"min.{c}").to_pylist() if f"min.{c}" in names else None
+            hi = actions.column(f"max.{c}").to_pylist() if f"max.{c}" in names else None
+            nulls = (
+                actions.column(f"null_count.{c}").to_pylist()
+                if f"null_count.{c}" in names
+                else None
+            )
+            for i in range(len(paths)):
+                all_null = (
+                    nulls is not None
+                    and rows is not None
+                    and nulls[i] is not None
+                    and nulls[i] == rows[i]
+                )
+                if all_null:
+                    continue
+                low = lo[i] if lo is not None else None
+                high = hi[i] if hi is not None else None
+                if low is None or high is None or not (_in_ns_range(low) and _in_ns_range(high)):
+                    proven[i] = False
+        return [p for p, ok in zip(paths, proven, strict=True) if not ok]
+
+    def _check_rewrite_safe(self, what: str) -> None:
+        """Refuse a delta-rs rewrite of files it would read wrongly.
+
+        delta-rs' DML and OPTIMIZE read INT96 timestamps as nanoseconds: a value outside
+        1677-2262 (Spark's 9999-12-31, 0001-01-01) would be silently rewritten as another
+        date. Such files are refused (the Spark engine rewrites them correctly).
+
+        Raises:
+            UnsupportedTableFeature: naming the files.
+        """
+        from posixlake.errors import UnsupportedTableFeature
+
+        schema = self.arrow_schema
+        if not _has_timestamps(schema):
+            return
+        bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
+        if bad:
+            raise UnsupportedTableFeature(
+                f"{what}: {len(bad)} data file(s) store INT96 timestamps outside 1677-2262 "
+                f"(e.g. {bad[0]}), which delta-rs' {what} would rewrite as wrong dates; "
+                "use engine='spark' for this write",
+                ("int96Timestamps",),
+            )
+
+    def append(
+        self,
+        data: pa.Table,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        schema_mode: Literal["merge"] | None = None,
+    ) -> int:
+        """Append ``data`` as one commit; return the new version (retried on conflicts).
+
+        Args:
+            schema_mode: ``"merge"`` adds the columns of ``data`` that the table lacks
+                (nullable) in the same commit.
+        """
         self._check_writable()
         with self._lock:
 
             def attempt() -> int:
                 write_deltalake(
-                    self._dt, data, mode="append", commit_properties=self._props(metadata)
+                    self._dt,
+                    data,
+                    mode="append",
+                    schema_mode=schema_mode,
+                    commit_properties=self._props(metadata),
                 )
                 return self._dt.version()
 
             return self._retrying("append", attempt)
+
+    def add_columns(self, fields: Sequence[pa.Field]) -> int:
+        """Add nullable columns in one commit; return the new version.
+
+        Raises:
+            SchemaError: a column exists, or a type Delta cannot store.
+        """
+        from deltalake import Field as DeltaField
+        from deltalake import Schema as DeltaSchema
+
+        self._check_writable()
+        existing = set(self.arrow_schema.names)
+        clash = [f.name for f in fields if f.name in existing]
+        if clash:
+            raise SchemaError(f"add columns: column(s) {clash} exist already")
+        with self._lock:
+            with _translated("add columns"):
+                delta = DeltaSchema.from_arrow(pa.schema([f.with_nullable(True) for f in fields]))
+                new = [DeltaField.from_json(f.to_json()) for f in delta.fields]
+
+            def attempt() -> int:
+                self._dt.alter.add_columns(new, commit_properties=self._props(None))
+                return int(self._dt.version())
+
+            return self._retrying("add columns", attempt)
+
+    def changes(self, start: int, end: int | None = None) -> pa.Table:
+        """Return the change data feed between two versions (inclusive).
+
+        Raises:
+            InvalidOperation: the table does not record changes (``delta.enableChangeDataFeed``).
+            VersionError: a version out of range.
+        """
+        config = self.configuration
+        if (config.get("delta.enableChangeDataFeed") or "false").lower() != "true":
+            raise InvalidOperation(
+                f"the table at {self.uri} does not record a change data feed: create it with "
+                "change_data_feed=True (or set delta.enableChangeDataFeed)"
+            )
+        latest = self.version
+        if start < 0 or start > latest or (end is not None and (end < start or end > latest)):
+            raise VersionError(
+                f"changes: versions {start}..{end if end is not None else latest} are not in "
+                f"0..{latest}"
+            )
+        with self._lock, _translated("read changes"):
+            reader = self._dt.load_cdf(starting_version=start, ending_version=end)
+            table = pa.table(reader.read_all())
+        return plain_types(table)
 
     def delete(
         self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None
@@ -634,10 +804,26 @@ class DeltaLog:
             def attempt() -> dict[str, Any]:
                 return self._dt.delete(predicate, commit_properties=self._props(metadata))
 
+            if predicate is not None:
+                self._check_rewrite_safe("delete")
             result = self._retrying("delete", attempt, query=True)
-            rows = int(result.get("num_deleted_rows", 0) or 0)
             after = self._dt.version()
-            return rows, (after if after != before else None)
+            if after == before:
+                return 0, None
+            reported = result.get("num_deleted_rows")
+            with_dvs = "deletionVectors" in set(self._dt.protocol().reader_features or ())
+            if (
+                reported is None
+                or (not reported and result.get("num_removed_files"))
+                or (with_dvs and result.get("num_removed_files"))
+            ):
+                # delta-rs counts the rows of files a partition predicate removes whole
+                # from their statistics: a file without numRecords counts 0, and a file
+                # with a deletion vector counts its deleted rows again; count instead
+                rows = self._count_at(after - 1) - self._count_at(after)
+            else:
+                rows = int(reported)
+            return rows, after
 
     def update(
         self,
@@ -662,6 +848,7 @@ class DeltaLog:
                     commit_properties=self._props(metadata),
                 )
 
+            self._check_rewrite_safe("update")
             result = self._retrying("update", attempt, query=True)
             rows = int(result.get("num_updated_rows", 0) or 0)
             after = self._dt.version()
@@ -718,6 +905,7 @@ class DeltaLog:
                 )
                 return merger.execute()
 
+            self._check_rewrite_safe("merge")
             result = self._retrying("merge", attempt)
             after = self._dt.version()
             return (
@@ -745,6 +933,7 @@ class DeltaLog:
                     commit_properties=self._props(None),
                 )
 
+            self._check_rewrite_safe("optimize")
             result = self._retrying("optimize", attempt)
             after = self._dt.version()
             return result, (after if after != before else None)
@@ -769,6 +958,7 @@ class DeltaLog:
                     commit_properties=self._props(None),
                 )
 
+            self._check_rewrite_safe("z-order")
             result = self._retrying("z-order", attempt)
             after = self._dt.version()
             return result, (after if after != before else None)

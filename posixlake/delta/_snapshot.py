@@ -22,8 +22,9 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
 from posixlake.delta._log import DeltaLog, _translated, plain_types, quote_ident
-from posixlake.errors import InvalidOperation
+from posixlake.errors import InvalidOperation, UnsupportedTableFeature
 
 __all__ = [
     "DataFile",
@@ -35,7 +36,22 @@ __all__ = [
     "snapshot_of",
 ]
 
-UNSUPPORTED_READER_FEATURES: Final = ("deletionVectors", "columnMapping")
+#: reader features our own Parquet reading (the Spark engine) honours; delta-rs resolves
+#: the log-level ones (v2 checkpoints, sidecars, log compaction) before we see the files.
+#: variantType is listed because delta-rs declares it on tables without variant columns;
+#: a table with a variant column is refused (see :func:`check_readable`). Not handled:
+#: typeWidening (files of narrower types than the table's).
+HANDLED_READER_FEATURES: Final = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -47,12 +63,14 @@ class DataFile:
         size: bytes.
         num_records: rows, when the add action has statistics.
         partition_values: typed Python values per partition column (None for NULL).
+        deleted_rows: indexes of the rows its deletion vector deletes (empty: none).
     """
 
     path: str
     size: int
     num_records: int | None
     partition_values: Mapping[str, Any] = field(default_factory=dict)
+    deleted_rows: tuple[int, ...] = ()
 
     def serialized_partition_values(self, schema: pa.Schema) -> dict[str, str | None]:
         """Return the partition values as the Delta log stores them."""
@@ -74,6 +92,8 @@ class Snapshot:
         delta_schema_json: the Delta schema (Spark's StructType JSON format).
         partition_columns: partition columns, in order.
         files: the active data files.
+        physical_schema: with column mapping, ``schema`` with the physical names the data
+            files use (None: files use the logical names).
     """
 
     uri: str
@@ -83,6 +103,7 @@ class Snapshot:
     delta_schema_json: str
     partition_columns: tuple[str, ...]
     files: tuple[DataFile, ...]
+    physical_schema: pa.Schema | None = None
 
     @property
     def data_schema(self) -> pa.Schema:
@@ -103,9 +124,16 @@ class Snapshot:
                 "delta_schema": self.delta_schema_json,
                 "partition_columns": list(self.partition_columns),
                 "files": [
-                    [f.path, f.size, f.num_records, f.serialized_partition_values(self.schema)]
+                    [
+                        f.path,
+                        f.size,
+                        f.num_records,
+                        f.serialized_partition_values(self.schema),
+                        list(f.deleted_rows),
+                    ]
                     for f in self.files
                 ],
+                "column_mapping": self.physical_schema is not None,
             }
         )
 
@@ -122,8 +150,12 @@ class Snapshot:
                 size,
                 rows,
                 {k: parse_partition_value(v, schema.field(k).type) for k, v in parts.items()},
+                tuple(deleted),
             )
-            for path, size, rows, parts in raw["files"]
+            for path, size, rows, parts, deleted in raw["files"]
+        )
+        physical = (
+            physical_schema(raw["delta_schema"], schema) if raw.get("column_mapping") else None
         )
         return cls(
             uri=raw["uri"],
@@ -133,6 +165,7 @@ class Snapshot:
             delta_schema_json=raw["delta_schema"],
             partition_columns=tuple(raw["partition_columns"]),
             files=files,
+            physical_schema=physical,
         )
 
 
@@ -171,23 +204,24 @@ def _arrow_schema(delta_schema: Any) -> pa.Schema:
 
 
 def check_readable(log: DeltaLog) -> None:
-    """Refuse tables whose files cannot be read as plain Parquet.
+    """Refuse tables whose data files need a reader feature we do not apply ourselves.
 
     Raises:
-        InvalidOperation: the table uses deletion vectors or column mapping.
+        UnsupportedTableFeature: naming the feature (delta-rs' own reader, the local
+            engine, may still read the table).
     """
     with log.lock:
         protocol = log.table.protocol()
-        config = log.table.metadata().configuration
+        schema_json = log.table.schema().to_json()
     features = set(protocol.reader_features or ())
-    used = [f for f in UNSUPPORTED_READER_FEATURES if f in features]
-    mode = (config.get("delta.columnMapping.mode") or "none").lower()
-    if mode != "none" and "columnMapping" not in used:
-        used.append("columnMapping")
-    if used:
-        raise InvalidOperation(
-            f"the table at {log.uri} uses {' and '.join(used)}: the Spark engine reads data "
-            "files as plain Parquet and cannot apply them; use engine='local'"
+    unknown = sorted(features - HANDLED_READER_FEATURES)
+    if '"variant"' in schema_json:
+        unknown.append("variantType")
+    if unknown:
+        raise UnsupportedTableFeature(
+            f"the table at {log.uri} uses the Delta reader feature(s) {', '.join(unknown)}, "
+            "which the Spark engine does not apply when it reads data files; use engine='local'",
+            tuple(unknown),
         )
 
 
@@ -202,10 +236,22 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         dt = log.table
         version = dt.version()
         delta_schema = dt.schema()
-        parts = list(dt.metadata().partition_columns)
+        metadata = dt.metadata()
+        parts = list(metadata.partition_columns)
         actions = pa.table(dt.get_add_actions(flatten=False))
         schema = _arrow_schema(delta_schema)
         empty_strings = _empty_string_files(log, schema, parts, actions)
+        dvs = (
+            deleted_rows(dt, dt.table_uri)
+            if "deletionVectors" in set(dt.protocol().reader_features or ())
+            else {}
+        )
+        schema_json = delta_schema.to_json()
+        physical = (
+            physical_schema(schema_json, schema)
+            if column_mapping_mode(metadata.configuration) != "none"
+            else None
+        )
     paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
     sizes = actions.column("size_bytes").to_pylist()
     rows = (
@@ -222,7 +268,7 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
             for i, v in enumerate(column):
                 values[i][col] = "" if v is None and paths[i] in blanks else v
     files = tuple(
-        DataFile(p, int(s), None if r is None else int(r), v)
+        DataFile(p, int(s), None if r is None else int(r), v, dvs.get(p, ()))
         for p, s, r, v in zip(paths, sizes, rows, values, strict=True)
     )
     return Snapshot(
@@ -230,9 +276,10 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         storage_options=log.storage_options,
         version=version,
         schema=schema,
-        delta_schema_json=delta_schema.to_json(),
+        delta_schema_json=schema_json,
         partition_columns=tuple(parts),
         files=files,
+        physical_schema=physical,
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ from posixlake.engines.spark import (
     _frames,
     check_java,
 )
-from posixlake.errors import InvalidOperation, QueryError, VersionError
+from posixlake.errors import QueryError, VersionError
 
 pytestmark = pytest.mark.spark
 
@@ -239,32 +238,3 @@ def test_warm_query_reuses_the_cached_plan(tmp_path: Path, spark_engine: SparkEn
     assert spark_engine.frame(log)[0] is first
     local.insert([{"id": 10}])
     assert spark.query("SELECT count(*) FROM data").scalar() == 11  # a new version, a new plan
-
-
-@pytest.fixture
-def dv_table(tmp_path: Path) -> Iterator[str]:
-    from deltalake import DeltaTable
-
-    uri = str(tmp_path / "dv")
-    DeltaTable.create(
-        uri, pa.schema([("id", pa.int64())]), configuration={"delta.enableDeletionVectors": "true"}
-    )
-    yield uri
-
-
-def test_deletion_vectors_are_refused(dv_table: str, spark_engine: SparkEngine) -> None:
-    db = DatabaseOps.open(dv_table, engine=spark_engine)
-    with pytest.raises(InvalidOperation, match="deletionVectors"):
-        db.query("SELECT * FROM data")
-
-
-def test_column_mapping_is_refused(tmp_path: Path, spark_engine: SparkEngine) -> None:
-    from deltalake import DeltaTable
-
-    uri = str(tmp_path / "cm")
-    DeltaTable.create(
-        uri, pa.schema([("id", pa.int64())]), configuration={"delta.columnMapping.mode": "name"}
-    )
-    db = DatabaseOps.open(uri, engine=spark_engine)
-    with pytest.raises(InvalidOperation, match="columnMapping"):
-        db.delete_rows_where("id = 1")

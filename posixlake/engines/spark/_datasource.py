@@ -123,6 +123,7 @@ class _Reader(DataSourceReader):
             schema=snap.schema,
             partition_columns=snap.partition_columns,
             files=snap.files,
+            physical_schema=snap.physical_schema,
         )
         self.files_per_partition = max(1, files_per_partition)
         self.keep: list[int] = list(range(len(snap.files)))

@@ -22,9 +22,10 @@ import pyarrow as pa
 
 from posixlake.delta import DeltaLog, plain_types
 from posixlake.delta._commit import WrittenFile, commit_files
+from posixlake.delta._features import file_commit_blockers
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.engines.base import FileFormat, MergeOutcome, WriteOutcome
-from posixlake.engines.local import format_of, source_paths
+from posixlake.engines.local import LocalEngine, format_of, source_paths
 from posixlake.engines.spark._frames import (
     FILE_COL,
     FileResolver,
@@ -56,6 +57,7 @@ from posixlake.errors import (
     QueryError,
     SchemaError,
     SerializationError,
+    UnsupportedTableFeature,
     VersionError,
 )
 
@@ -395,12 +397,31 @@ class SparkEngine:
         written = write_frame(out, spec, what=what)
         return spec, [w for w, _ in written]
 
+    def _delta_rs_only(self, log: DeltaLog, *, rewrites: bool) -> tuple[str, ...]:
+        """Return the table features that only delta-rs' own writers honour (see
+        :func:`posixlake.delta._features.file_commit_blockers`); deletion vectors count
+        for rewrites (our removes cannot carry a deletion vector descriptor)."""
+        with log.lock:
+            schema_json = log.table.schema().to_json()
+        found = file_commit_blockers(log.configuration, schema_json, rewrites=rewrites)
+        if rewrites and any(f.deleted_rows for f in self.snapshot(log).files):
+            found = (*found, "deletionVectors")
+        return found
+
     def delete(
         self, log: DeltaLog, predicate: str | None, *, metadata: Mapping[str, Any]
     ) -> WriteOutcome:
-        """Delete matching rows (copy-on-write of the touched files) in one commit."""
+        """Delete matching rows (copy-on-write of the touched files) in one commit.
+
+        On tables whose features only delta-rs writes correctly (deletion vectors, column
+        mapping, a change data feed...), delta-rs runs the DELETE (same result, one commit).
+        """
         from pyspark.sql import functions as F
 
+        features = self._delta_rs_only(log, rewrites=True)
+        if features:
+            logger.info("delete: delta-rs writes tables with %s", ", ".join(features))
+            return LocalEngine().delete(log, predicate, metadata=metadata)
         pred = predicate if predicate is not None and predicate.strip() else "true"
 
         def attempt(n: int) -> WriteOutcome:
@@ -425,8 +446,16 @@ class SparkEngine:
         *,
         metadata: Mapping[str, Any],
     ) -> WriteOutcome:
-        """Set columns to SQL expressions on matching rows (copy-on-write) in one commit."""
+        """Set columns to SQL expressions on matching rows (copy-on-write) in one commit.
+
+        On tables whose features only delta-rs writes correctly, delta-rs runs the UPDATE.
+        """
         from pyspark.sql import functions as F
+
+        features = self._delta_rs_only(log, rewrites=True)
+        if features:
+            logger.info("update: delta-rs writes tables with %s", ", ".join(features))
+            return LocalEngine().update(log, predicate, updates, metadata=metadata)
 
         pred = predicate if predicate is not None and predicate.strip() else "true"
         sets = {_unquote(k): v for k, v in updates.items()}
@@ -511,6 +540,10 @@ class SparkEngine:
 
         if source.num_rows == 0:
             return MergeOutcome(0, 0, 0, None)
+        features = self._delta_rs_only(log, rewrites=True)
+        if features:
+            logger.info("merge: delta-rs writes tables with %s", ", ".join(features))
+            return LocalEngine().merge(log, source, key, metadata=metadata)
         schema = log.arrow_schema
         data_cols = [
             c for c in source.column_names if c != OP_COLUMN and not c.startswith(SET_PREFIX)
@@ -664,6 +697,14 @@ class SparkEngine:
         key: Sequence[str],
         metadata: Mapping[str, Any],
     ) -> WriteOutcome:
+        features = self._delta_rs_only(log, rewrites=False)
+        if features:
+            raise UnsupportedTableFeature(
+                f"insert: the table at {log.uri} uses the Delta table feature(s) "
+                f"{', '.join(features)}, which files written by Spark would break; insert "
+                "the rows as Arrow / pandas / dicts (delta-rs writes them) or use engine='local'",
+                features,
+            )
         schema = log.arrow_schema
         parts = tuple(log.partition_columns)
         spec = WriteSpec.new(log.uri, log.storage_options, schema, parts)

@@ -39,7 +39,7 @@ from posixlake.engines.spark._io import (
     writer_task,
 )
 from posixlake.engines.spark._session import quiet, spark_errors, translate_spark_error
-from posixlake.engines.spark._types import quote, spark_schema
+from posixlake.engines.spark._types import physical_spark_schema, quote, spark_schema
 from posixlake.errors import PosixLakeError
 from posixlake.storage import is_local, normalize_uri
 
@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 FILE_COL: Final = "__posixlake_file"
 #: beyond this many distinct partition tuples, read through pyarrow instead of a union
 MAX_NATIVE_GROUPS: Final = 64
+#: a deletion vector with more deleted rows than this is applied by the pyarrow reader
+#: (Spark's own reader filters ``_metadata.row_index`` with an IN list)
+MAX_NATIVE_DELETED: Final = 10_000
 _GLOB: Final = frozenset("{}[]*?\\:")
 
 
@@ -108,8 +111,16 @@ def _native_ok(snap: Snapshot, files: Sequence[DataFile]) -> bool:
     root = normalize_uri(snap.uri)
     if any(ch in _GLOB for ch in root):
         return False
-    groups = {tuple(f.partition_values.get(c) for c in snap.partition_columns) for f in files}
-    return len(groups) <= MAX_NATIVE_GROUPS
+    if any(len(f.deleted_rows) > MAX_NATIVE_DELETED for f in files):
+        return False
+    return len({_group(snap, f) for f in files}) <= MAX_NATIVE_GROUPS
+
+
+def _group(snap: Snapshot, f: DataFile) -> tuple[Any, ...]:
+    """Files read by one Spark Parquet scan: same partition values, and no deletion vector
+    (a file with one is scanned alone, its deleted row indexes filtered out)."""
+    key = tuple(f.partition_values.get(c) for c in snap.partition_columns)
+    return (*key, f.path) if f.deleted_rows else key
 
 
 def snapshot_frame(
@@ -153,20 +164,30 @@ def _native_frame(spark: Any, snap: Snapshot, files: list[DataFile], *, with_fil
     from pyspark.sql import functions as F
 
     root = normalize_uri(snap.uri)
-    data_struct = spark_schema(snap.delta_schema_json, exclude=snap.partition_columns)
+    logical = spark_schema(snap.delta_schema_json)
+    if snap.physical_schema is None:
+        data_struct = spark_schema(snap.delta_schema_json, exclude=snap.partition_columns)
+        stored = {n: n for n in snap.schema.names}
+    else:  # column mapping: the files hold physical names, nested ones included
+        data_struct = physical_spark_schema(snap.delta_schema_json, exclude=snap.partition_columns)
+        stored = dict(zip(snap.schema.names, snap.physical_schema.names, strict=True))
     groups: dict[tuple[Any, ...], list[DataFile]] = {}
     for f in files:
-        key = tuple(f.partition_values.get(c) for c in snap.partition_columns)
-        groups.setdefault(key, []).append(f)
+        groups.setdefault(_group(snap, f), []).append(f)
     frames = []
-    for key, members in groups.items():
+    for members in groups.values():
         paths = [os.path.join(root, f.path) for f in members]
         df = spark.read.schema(data_struct).parquet(*paths)
-        values = dict(zip(snap.partition_columns, key, strict=True))
+        if members[0].deleted_rows:  # one file per group (see _group)
+            deleted = list(members[0].deleted_rows)
+            df = df.where(~F.col("_metadata.row_index").isin(deleted))
+        values = members[0].partition_values
         cols = [
-            spark_literal(values[f.name], f.type).alias(f.name)
-            if f.name in values
-            else column(f.name)
+            spark_literal(values.get(f.name), f.type).alias(f.name)
+            if f.name in snap.partition_columns
+            else column(stored[f.name]).alias(f.name)
+            if stored[f.name] == f.name
+            else column(stored[f.name]).cast(logical[f.name].dataType).alias(f.name)
             for f in snap.schema
         ]
         if with_file:
@@ -197,6 +218,7 @@ def _arrow_frame(spark: Any, snap: Snapshot, files: list[DataFile], *, with_file
         partition_columns=snap.partition_columns,
         files=tuple(files),
         file_column=FILE_COL if with_file else None,
+        physical_schema=snap.physical_schema,
     )
     struct = spark_schema(snap.delta_schema_json)
     if with_file:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -145,6 +146,7 @@ class ReadSpec:
         partition_columns: columns whose values come from ``files``' partition values.
         files: the files, by index.
         file_column: when set, an extra string column with each row's file path.
+        physical_schema: with column mapping, ``schema`` with the names the files use.
     """
 
     uri: str
@@ -153,6 +155,13 @@ class ReadSpec:
     partition_columns: tuple[str, ...]
     files: tuple[DataFile, ...]
     file_column: str | None = None
+    physical_schema: pa.Schema | None = None
+
+    def stored_names(self) -> dict[str, str]:
+        """Return the name each column has in the data files, by logical name."""
+        if self.physical_schema is None:
+            return {n: n for n in self.schema.names}
+        return dict(zip(self.schema.names, self.physical_schema.names, strict=True))
 
     def output_schema(self) -> pa.Schema:
         """The schema of the batches :func:`read_data_file` yields."""
@@ -167,9 +176,12 @@ def read_data_file(
     """Yield the rows of one table file with exactly ``spec.output_schema()``.
 
     Columns missing from an older file are NULL; partition columns come from the file's
-    partition values.
+    partition values. Column mapping: columns are read by their physical names and
+    renamed. Deletion vectors: the rows at ``data_file.deleted_rows`` (positions in the
+    file) are dropped. INT96 timestamps are read as microseconds (never wrapped).
     """
     out_schema = spec.output_schema()
+    stored = spec.stored_names()
     try:
         handle = fs.open_input_file(data_file.path)
     except FileNotFoundError as err:
@@ -177,22 +189,35 @@ def read_data_file(
     except OSError as err:
         raise IoError(f"cannot open {data_file.path} of {spec.uri}: {err}") from err
     with handle:
-        pf = pq.ParquetFile(handle)
+        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
         wanted = [
-            f.name
+            stored[f.name]
             for f in spec.schema
-            if f.name not in spec.partition_columns and f.name in present
+            if f.name not in spec.partition_columns and stored[f.name] in present
         ]
         if pf.metadata.num_rows == 0:
             return
+        deleted = pa.array(sorted(data_file.deleted_rows), pa.int64())
+        offset = 0
         for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
-            yield _assemble(batch, spec, data_file, out_schema)
+            n = batch.num_rows
+            if len(deleted):
+                positions = pa.array(range(offset, offset + n), pa.int64())
+                batch = batch.filter(pc.invert(pc.is_in(positions, value_set=deleted)))
+            offset += n
+            yield _assemble(batch, spec, data_file, out_schema, stored)
 
 
 def _assemble(
-    batch: pa.RecordBatch, spec: ReadSpec, data_file: DataFile, out_schema: pa.Schema
+    batch: pa.RecordBatch,
+    spec: ReadSpec,
+    data_file: DataFile,
+    out_schema: pa.Schema,
+    stored: Mapping[str, str],
 ) -> pa.RecordBatch:
+    from posixlake.delta._features import to_logical
+
     n = batch.num_rows
     names = batch.schema.names
     arrays: list[pa.Array] = []
@@ -202,9 +227,9 @@ def _assemble(
             arrays.append(
                 pa.array([value] * n, f.type) if value is not None else pa.nulls(n, f.type)
             )
-        elif f.name in names:
-            col = batch.column(names.index(f.name))
-            arrays.append(col if col.type == f.type else col.cast(f.type))
+        elif stored[f.name] in names:
+            col = batch.column(names.index(stored[f.name]))
+            arrays.append(col if col.type == f.type else to_logical(col, f.type))
         else:
             arrays.append(pa.nulls(n, f.type))
     if spec.file_column is not None:

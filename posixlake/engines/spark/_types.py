@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from posixlake.errors import SchemaError
 
-__all__ = ["arrow_to_spark", "quote", "spark_schema", "spark_to_arrow"]
+__all__ = ["arrow_to_spark", "physical_spark_schema", "quote", "spark_schema", "spark_to_arrow"]
 
 
 def quote(name: str) -> str:
@@ -30,6 +30,38 @@ def spark_schema(delta_schema_json: str, *, exclude: Sequence[str] = ()) -> Any:
     raw = json.loads(delta_schema_json)
     raw["fields"] = [_strip_metadata(f) for f in raw["fields"] if f["name"] not in exclude]
     return StructType.fromJson(raw)
+
+
+def physical_spark_schema(delta_schema_json: str, *, exclude: Sequence[str] = ()) -> Any:
+    """Return the Spark StructType of a column-mapped Delta schema with its *physical*
+    names (nested fields included), as the data files store them; ``exclude`` names
+    logical columns to leave out."""
+    from pyspark.sql.types import StructType
+
+    raw = json.loads(delta_schema_json)
+    raw["fields"] = [_physical(f) for f in raw["fields"] if f["name"] not in exclude]
+    return StructType.fromJson(raw)
+
+
+def _physical(f: dict[str, Any]) -> dict[str, Any]:
+    name = (f.get("metadata") or {}).get("delta.columnMapping.physicalName") or f["name"]
+    return {**f, "name": name, "type": _physical_type(f["type"]), "metadata": {}}
+
+
+def _physical_type(t: Any) -> Any:
+    if not isinstance(t, dict):
+        return t
+    if t.get("type") == "struct":
+        return {**t, "fields": [_physical(f) for f in t["fields"]]}
+    if t.get("type") == "array":
+        return {**t, "elementType": _physical_type(t["elementType"])}
+    if t.get("type") == "map":
+        return {
+            **t,
+            "keyType": _physical_type(t["keyType"]),
+            "valueType": _physical_type(t["valueType"]),
+        }
+    return t
 
 
 def _strip_metadata(f: dict[str, Any]) -> dict[str, Any]:
