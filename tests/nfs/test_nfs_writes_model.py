@@ -1,8 +1,9 @@
 """Three NFS writers, API writers, pauses and crashes against a model of a keyed table.
 
 Each NFS writer edits data.csv the way a client does — reads it (its base), stages a
-rewrite in chunks, and later closes it (COMMIT), or appends a line with one FILE_SYNC
-WRITE, possibly from a stale page — while the others and the API write in between. The
+rewrite in chunks, and later closes it (COMMIT), or runs ``sed -i`` (a temporary file
+renamed onto data.csv), or appends a line with one FILE_SYNC WRITE, possibly from a
+stale page — while the others and the API write in between. The
 view may crash (dropped without close) and restart on the same state directory at any
 step; writers then resend their uncommitted chunks, as a client does when the verifier
 changes. The model applies each finished edit as a 3-way change (last commit wins per
@@ -25,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from nfs.nfs3 import Sattr3, StableHow
 from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, PathOps, TableFs
+from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 
@@ -109,6 +110,27 @@ class NfsWriters(RuleBasedStateMachine):
             return
         ctx = WRITERS[w]
         shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+        edit = self._edit(shown, data)
+        self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+        for off, chunk in edit.chunks:
+            self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
+        self.pending[w] = edit
+
+    @rule(w=st.integers(0, 2), data=st.data())
+    def sed_i(self, w: int, data: st.DataObject) -> None:
+        """sed -i: a temporary file, read data.csv, write, RENAME onto data.csv."""
+        if w in self.pending:
+            return
+        ctx = WRITERS[w]
+        name = f"sed{w}tmp"
+        tmp = self.fs.create_exclusive(DATA_DIR_ID, name, b"12345678", ctx)
+        shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+        edit = self._edit(shown, data)
+        self.fs.write(tmp, 0, edit.content, StableHow.FILE_SYNC, ctx)
+        self.fs.rename(DATA_DIR_ID, name, DATA_DIR_ID, "data.csv", ctx)
+        self._apply(edit)
+
+    def _edit(self, shown: bytes, data: st.DataObject) -> Pending:
         base: dict[int, Row] = {
             r["id"]: (r["id"], r["name"]) for r in parse_csv(shown, SCHEMA).to_pylist()
         }
@@ -122,11 +144,7 @@ class NfsWriters(RuleBasedStateMachine):
         for _ in range(data.draw(st.integers(0, 2))):
             k = self._fresh()
             new[k] = (k, data.draw(_names))
-        edit = Pending(base, new, _render(new))
-        self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
-        for off, chunk in edit.chunks:
-            self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
-        self.pending[w] = edit
+        return Pending(base, new, _render(new))
 
     @precondition(lambda self: bool(self.pending))
     @rule(data=st.data())
