@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import click
 
@@ -20,8 +20,9 @@ from cli._common import (
     to_jsonable,
     user_option,
 )
+from posixlake import DatabaseOps
 from posixlake.errors import PosixLakeError
-from posixlake.types import HealthStatus, OptimizeResult
+from posixlake.types import HealthStatus, Metrics, OptimizeResult
 
 __all__ = ["COMMANDS"]
 
@@ -175,22 +176,46 @@ def _health_dict(status: HealthStatus) -> dict[str, object]:
     metavar="PREDICATE",
     help="Also count the files a query with this predicate would skip.",
 )
+@click.option(
+    "--probe",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Time this many point queries and health checks (0: none); read-only.",
+)
 @storage_options
 @user_option
 @json_option
-def metrics(table: str, where: str | None) -> None:
-    """Show file and row counts, and data-skipping figures.
+def metrics(table: str, where: str | None, probe: int) -> None:
+    """Show files, rows, data skipping and operation metrics (SLOs).
+
+    The operation metrics (errors, commit conflicts and retries, latency percentiles)
+    are this process's: the probe times point queries and health checks against the
+    SLOs (point query p50 < 10 ms, health p50 < 5 ms). Insert latency is measured by
+    writers (``DatabaseOps.get_metrics()``, ``benchmarks/bench_slo.py``), not here.
 
     \b
     Examples:
       posixlake metrics /data/events
       posixlake metrics /data/events --where 'user_id = 42' --json
+      posixlake metrics /data/events --probe 100 --json | jq .slo
     """
     with open_table(table) as db:
         stats = db.get_data_skipping_stats(where)
         version = db.version
+        run_probe(db, probe)
+        ops = db.get_metrics()
+    slo = slo_report(ops)
     if get_options().json:
-        echo_json({"version": version, **to_jsonable(stats), "skip_ratio": stats.skip_ratio})
+        echo_json(
+            {
+                "version": version,
+                **to_jsonable(stats),
+                "skip_ratio": stats.skip_ratio,
+                "operations": to_jsonable(ops),
+                "slo": slo,
+            }
+        )
         return
     click.echo(f"Version:      {version}")
     click.echo(f"Files:        {stats.total_files:,} ({human_bytes(stats.total_bytes)})")
@@ -203,6 +228,76 @@ def metrics(table: str, where: str | None) -> None:
             f"Files to scan: {stats.files_to_scan:,} ({human_bytes(stats.bytes_to_scan)}), "
             f"skipped {stats.files_skipped:,} ({stats.skip_ratio:.0%})"
         )
+    click.echo(
+        f"Errors:       {ops.errors:,}; commit conflicts {ops.commit_conflicts:,}, "
+        f"retries {ops.commit_retries:,}, given up {ops.commits_given_up:,}"
+    )
+    for op, p in ops.latency_ms.items():
+        click.echo(
+            f"Latency {op + ':':<8} p50 {p.p50:.2f} ms, p90 {p.p90:.2f} ms, "
+            f"p99 {p.p99:.2f} ms, max {p.max:.2f} ms ({p.count:,} calls)"
+        )
+    for name, check in slo.items():
+        state = "n/a" if check["ok"] is None else ("ok" if check["ok"] else "MISSED")
+        click.echo(f"SLO {name}: {state} ({check['detail']})")
+
+
+#: the SLOs of the original project that these metrics check: operation -> p50 bound, ms
+SLO_P50_MS: Final[dict[str, tuple[str, float]]] = {
+    "point_query_p50": ("query", 10.0),
+    "insert_p50": ("insert", 50.0),
+    "health_p50": ("health", 5.0),
+}
+
+
+def run_probe(db: DatabaseOps, count: int) -> None:
+    """Time ``count`` point queries and health checks on ``db`` (read-only)."""
+    if count <= 0:
+        return
+    point = _point_query(db)
+    for _ in range(count):
+        db.query(point)
+        db.health_check()
+
+
+def _point_query(db: DatabaseOps) -> str:
+    """Return a query for one row by primary key (the first key value), or LIMIT 1."""
+    key = db.key_columns
+    if len(key) == 1:
+        name = '"' + key[0].replace('"', '""') + '"'
+        first = db.query(f"SELECT {name} FROM data LIMIT 1").fetchone()
+        if first is not None and isinstance(first[0], int) and not isinstance(first[0], bool):
+            return f"SELECT * FROM data WHERE {name} = {first[0]}"
+        if first is not None and isinstance(first[0], str):
+            literal = "'" + first[0].replace("'", "''") + "'"
+            return f"SELECT * FROM data WHERE {name} = {literal}"
+    return "SELECT * FROM data LIMIT 1"
+
+
+def slo_report(ops: Metrics) -> dict[str, dict[str, Any]]:
+    """Check the metrics against the SLOs; ``ok`` is None where nothing was measured."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, (op, bound) in SLO_P50_MS.items():
+        p = ops.latency_ms.get(op)
+        if p is None or not p.count:
+            out[name] = {"ok": None, "bound_ms": bound, "detail": f"no {op} measured"}
+        else:
+            out[name] = {
+                "ok": p.p50 < bound,
+                "bound_ms": bound,
+                "p50_ms": p.p50,
+                "detail": f"p50 {p.p50:.2f} ms < {bound:g} ms over {p.count} calls",
+            }
+    lost = ops.commits_given_up
+    out["zero_committed_data_loss"] = {
+        "ok": None if not ops.commits else ops.errors == 0,
+        "detail": (
+            f"{ops.errors} failed operation(s), {lost} write(s) gave up on conflicts, "
+            f"{ops.buffered_rows} row(s) buffered; an acknowledged write is committed "
+            "(see docs/operations.md)"
+        ),
+    }
+    return out
 
 
 COMMANDS: Final[list[click.Command]] = [optimize, zorder, vacuum, health, metrics]

@@ -5,7 +5,7 @@ It makes the duplicate-key check of an insert cost a set lookup instead of a sca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -38,13 +38,21 @@ class KeyIndex:
 
     def __init__(self) -> None:
         self.version = -1
+        # the log's generation the keys belong to (a replaced table starts a new one)
+        self.generation = 0
         self.keys: pa.Table | None = None
         self._set: set[Any] | None = None
 
     def get(self, log: DeltaLog, key: Sequence[str]) -> pa.Table:
-        if self.keys is None or self.version != log.version or self.keys.column_names != list(key):
+        if (
+            self.keys is None
+            or self.version != log.version
+            or self.generation != log.generation
+            or self.keys.column_names != list(key)
+        ):
             self.keys = log.read_columns(key)
             self.version = log.version
+            self.generation = log.generation
             self._set = None
         return self.keys
 
@@ -128,6 +136,46 @@ class KeyIndex:
         if self._set is not None:
             self._set.difference_update(key_values(removed, key))
             self._set.update(key_values(added, key))
+
+    def conflict_check(
+        self, log: DeltaLog, key: Sequence[str], values: Sequence[Any]
+    ) -> Callable[[list[str] | None], None]:
+        """Return the ``check`` of :meth:`DeltaLog.append_checked` for a keyed insert.
+
+        When another writer committed first, only the data files it added are read (their
+        key columns), and the insert is abandoned with DuplicateKeyError if one of them
+        holds a key of ``values``; the index moves forward with those keys. When files
+        were also removed (or the table is partitioned), the whole key set is re-read.
+        """
+        wanted = set(values)
+
+        def check(added: list[str] | None) -> None:
+            if added is None:
+                self.invalidate()
+                seen = key_values(self.get(log, key), key)
+            else:
+                new = log.read_file_columns(added, key)
+                seen = key_values(new, key)
+                if self.keys is not None and new.num_rows:
+                    self.keys = pa.concat_tables([self.keys, new.cast(self.keys.schema)])
+                    if self._set is not None:
+                        self._set.update(seen)
+                self.version = log.version if self.keys is not None else -1
+            clash = [v for v in seen if v in wanted]
+            if clash:
+                raise DuplicateKeyError(
+                    f"primary key already exists: {clash[:5]} (another writer committed "
+                    "it first; use merge, or insert(..., upsert=True), to update rows)"
+                )
+
+        return check
+
+    def split_taken(
+        self, log: DeltaLog, batch: pa.Table, key: Sequence[str]
+    ) -> tuple[pa.Table, pa.Table]:
+        """Split ``batch`` into rows whose keys are free and rows whose keys the table holds."""
+        taken = existing_mask(batch, self.get(log, key), key)
+        return batch.filter(pc.invert(taken)), batch.filter(taken)
 
     def invalidate(self) -> None:
         self.keys = None

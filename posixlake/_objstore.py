@@ -212,6 +212,11 @@ def _os_error(err: OSError, what: str) -> Exception:
     return IoError(f"{what}: {err.strerror or err}")
 
 
+#: files in folders of this name (users, audit events, keys) are created 0600 and the
+#: folders 0700 on local storage
+PRIVATE_DIR: Final = "_posixlake"
+
+
 class LocalStore:
     """Files under a local directory."""
 
@@ -294,13 +299,36 @@ class LocalStore:
         """Stream ``chunks`` into ``key`` (temporary file, then rename)."""
         return self._write(self.path(key), chunks, if_absent=False)
 
+    def _private(self, path: str) -> bool:
+        """Return whether ``path`` lies in a ``_posixlake/`` folder (users, audit, keys)."""
+        rel = os.path.relpath(path, self._root)
+        return PRIVATE_DIR in rel.split(os.sep)[:-1]
+
+    def _makedirs(self, directory: str, *, private: bool) -> None:
+        if not private:
+            os.makedirs(directory, exist_ok=True)
+            return
+        # the folders from _posixlake down are 0700 (made one by one: makedirs' mode
+        # applies to the last one only, and the umask may widen nothing but narrows)
+        parts = os.path.relpath(directory, self._root).split(os.sep)
+        at = parts.index(PRIVATE_DIR)
+        os.makedirs(os.path.join(self._root, *parts[:at]) if at else self._root, exist_ok=True)
+        current = os.path.join(self._root, *parts[:at])
+        for part in parts[at:]:
+            current = os.path.join(current, part)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current, 0o700)
+
     def _write(self, path: str, chunks: Iterable[bytes], *, if_absent: bool) -> int:
         directory = os.path.dirname(path)
         tmp = self._temp_for(path)
         written = 0
+        private = self._private(path)
         try:
-            os.makedirs(directory, exist_ok=True)
-            with open(tmp, "wb") as f:
+            self._makedirs(directory, private=private)
+            mode = 0o600 if private else 0o666
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with open(fd, "wb") as f:
                 for chunk in chunks:
                     f.write(chunk)
                     written += len(chunk)

@@ -97,6 +97,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FILES_DIR",
     "MANIFEST_NAME",
+    "RESTORE_MARKER",
     "BackupCorrupted",
     "BackupFile",
     "BackupMetadata",
@@ -104,9 +105,11 @@ __all__ = [
     "RestoreResult",
     "VerifyReport",
     "check_backup_credentials",
+    "clean_restore_leftovers",
     "create_backup",
     "get_backup_metadata",
     "restore",
+    "restore_in_progress",
     "verify_backup",
 ]
 
@@ -1623,6 +1626,140 @@ def _original_backup(uri: str, options: Mapping[str, str] | None) -> ObjectStore
     return store
 
 
+#: written first and deleted last by a restore into an object store (no atomic rename)
+RESTORE_MARKER: Final = "_posixlake/restore-in-progress"
+
+
+def restore_in_progress(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    """Return whether ``uri`` holds a restore that has not finished (or was killed).
+
+    Local restores build beside the destination and never leave one; object-store
+    restores mark the destination until the last file is in place.
+    """
+    if is_local(uri):
+        return False
+    return open_store(uri, storage_options).exists(RESTORE_MARKER)
+
+
+_STAGING_NAME: Final = re.compile(r"\.(restore|old)-([0-9a-f]{12})$")
+
+
+def _lock_is_free(lock_path: str) -> bool:
+    """Return True when no live process holds the lock file (or it is gone)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path, os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+    return True
+
+
+def clean_restore_leftovers(dest: str) -> list[str]:
+    """Remove what killed local restores into ``dest`` left beside it; return the paths.
+
+    A build (``<dest>.restore-<id>``) whose lock no live process holds is deleted. A
+    moved-away old table (``<dest>.old-<id>``, a restore killed between its two renames)
+    is moved back when ``dest`` is missing, else deleted.
+    """
+    parent, base = os.path.split(os.path.abspath(dest))
+    try:
+        names = os.listdir(parent)
+    except FileNotFoundError:
+        return []
+    removed: list[str] = []
+    for name in sorted(names):
+        if not name.startswith(base + "."):
+            continue
+        m = _STAGING_NAME.search(name)
+        if m is None or name[: m.start()] != base:
+            continue
+        path = os.path.join(parent, name)
+        lock = os.path.join(parent, f"{base}.restore-{m.group(2)}.lock")
+        if not _lock_is_free(lock):
+            continue  # a restore that is running
+        if m.group(1) == "old" and not os.path.exists(dest):
+            os.rename(path, dest)
+            logger.warning("restore: put back %s, left aside by a killed restore", dest)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            logger.warning("restore: removed %s, left by a killed restore", path)
+        removed.append(path)
+    for name in sorted(names):  # locks without a build
+        m = re.fullmatch(re.escape(base) + r"\.restore-([0-9a-f]{12})\.lock", name)
+        if m and not os.path.exists(os.path.join(parent, f"{base}.restore-{m.group(1)}")):
+            lock = os.path.join(parent, name)
+            if _lock_is_free(lock):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+    return removed
+
+
+@dataclass
+class _Staging:
+    """A local restore built beside its destination, locked while this process runs."""
+
+    dest: str
+    build: str
+    lock_path: str
+    lock_fd: int
+
+    @classmethod
+    def begin(cls, dest: str) -> _Staging:
+        import fcntl
+
+        dest = os.path.abspath(dest)
+        token = uuid.uuid4().hex[:12]
+        parent = os.path.dirname(dest)
+        os.makedirs(parent, exist_ok=True)
+        lock_path = f"{dest}.restore-{token}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        build = f"{dest}.restore-{token}"
+        os.mkdir(build, 0o755)
+        return cls(dest, build, lock_path, fd)
+
+    def publish(self) -> None:
+        """Move the finished build into place (replacing what ``dest`` held), durably."""
+        parent = os.path.dirname(self.dest)
+        token = self.build.rsplit("-", 1)[1]
+        trash: str | None = None
+        if os.path.lexists(self.dest):
+            if os.path.isdir(self.dest) and not os.listdir(self.dest):
+                os.rmdir(self.dest)
+            else:
+                trash = f"{self.dest}.old-{token}"
+                os.rename(self.dest, trash)
+        os.rename(self.build, self.dest)
+        _fsync_dir(parent)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+        self._unlock()
+
+    def abandon(self) -> None:
+        shutil.rmtree(self.build, ignore_errors=True)
+        self._unlock()
+
+    def _unlock(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.lock_path)
+        os.close(self.lock_fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def restore(
     backup: str | os.PathLike[str],
     dest: str | os.PathLike[str],
@@ -1710,24 +1847,36 @@ def restore(
         and os.path.commonpath([dest_uri, backup_uri]) in (dest_uri, backup_uri)
     ):
         raise InvalidOperation("restore: the destination and the backup overlap")
+    local = is_local(dest_uri)
+    if local:
+        clean_restore_leftovers(dest_uri)
     probe = open_store(dest_uri, storage_options)
-    staging: str | None = None
-    if probe.has_any():
-        if not overwrite:
-            raise AlreadyExists(
-                f"restore refused: {dest_uri} is not empty (pass overwrite=True to replace it)"
-            )
-        if is_local(dest_uri):
-            staging = f"{dest_uri}.restore-{uuid.uuid4().hex[:8]}"
-        else:
-            report = verify_backup(backup_uri, storage_options=b_opts, workers=workers)
-            if report.corrupted or report.missing:
-                bad = (report.corrupted or report.missing)[0]
-                raise BackupCorrupted(f"restore refused: {bad} is missing or corrupted")
-            probe.delete_prefix()
-    build_uri = staging or dest_uri
+    staging: _Staging | None = None
+    partial = not local and probe.exists(RESTORE_MARKER)
+    if partial:
+        logger.warning("restore: %s holds a partial restore; deleting it", dest_uri)
+        probe.delete_prefix()
+    elif probe.has_any() and not overwrite:
+        raise AlreadyExists(
+            f"restore refused: {dest_uri} is not empty (pass overwrite=True to replace it)"
+        )
+    if local:
+        # built beside the destination and renamed into place: a killed restore leaves
+        # no partial table at dest, only a locked build that the next run removes
+        staging = _Staging.begin(dest_uri)
+    elif probe.has_any():
+        report = verify_backup(backup_uri, storage_options=b_opts, workers=workers)
+        if report.corrupted or report.missing:
+            bad = (report.corrupted or report.missing)[0]
+            raise BackupCorrupted(f"restore refused: {bad} is missing or corrupted")
+        probe.delete_prefix()
+    build_uri = staging.build if staging is not None else dest_uri
     out = open_store(build_uri, storage_options)
-    created_dir = is_local(build_uri) and not os.path.exists(build_uri)
+    if staging is None:
+        # object stores cannot rename a prefix: the marker says "partial" until the end
+        # (health reports it, and the next restore deletes the partial table)
+        out.write_bytes(RESTORE_MARKER, json.dumps({"backup": _public_uri(backup_uri)}).encode())
+    created_dir = False
     meter = _Meter(sum(f.size for f in selected), progress)
 
     def copy_one(f: BackupFile) -> None:
@@ -1767,15 +1916,17 @@ def restore(
             )
     except BaseException:
         with contextlib.suppress(PosixLakeError, OSError):
-            out.delete_prefix()
-            if created_dir or staging:
-                shutil.rmtree(build_uri, ignore_errors=True)
+            if staging is not None:
+                staging.abandon()
+            else:
+                out.delete_prefix()
+                if created_dir:
+                    shutil.rmtree(build_uri, ignore_errors=True)
         raise
     if staging is not None:
-        trash = f"{dest_uri}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(dest_uri, trash)
-        os.rename(staging, dest_uri)
-        shutil.rmtree(trash, ignore_errors=True)
+        staging.publish()
+    else:
+        out.delete(RESTORE_MARKER)
     if m.auth:
         security.AuditLog(open_store(dest_uri, storage_options)).record(
             user,

@@ -8,21 +8,54 @@ Decisions the tests pin:
   time (one conversion for the batch instead of one per row).
 - With a primary key, the keys waiting in the buffer count as taken: buffering the same key
   twice raises ``DuplicateKeyError`` at the second call, not at the flush.
-- A flush whose commit fails puts the rows back (nothing is lost) and raises.
+- A flush whose commit fails puts the rows back (nothing is lost) and raises. A flush
+  that finds buffered keys taken by another writer raises :class:`BufferedKeysTaken`
+  with those rows (``err.rejected``) and keeps the others buffered: one taken key does
+  not wedge the buffer.
+- Rows still buffered when the interpreter exits (normal end, ``sys.exit``, an uncaught
+  exception, SIGTERM while rows are buffered and no other handler is installed) or when
+  the handle is garbage
+  collected are flushed then; rows that cannot be flushed are reported loudly (an ERROR
+  log record and a ResourceWarning), never dropped silently. Only ``durable=True``
+  buffering survives a crash (kill -9, power loss): see :mod:`posixlake._wal`.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
+import logging
+import os
+import signal
 import threading
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, TypeAlias
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from posixlake.errors import InvalidOperation
+from posixlake._convert import quick_row
+from posixlake.errors import DuplicateKeyError, InvalidOperation
 
-__all__ = ["DEFAULT_BUFFER_ROWS", "WriteBuffer"]
+if TYPE_CHECKING:
+    from posixlake._wal import WriteAheadFile
+    from posixlake.database import DatabaseOps
+
+__all__ = [
+    "DEFAULT_BUFFER_ROWS",
+    "BufferedKeysTaken",
+    "WriteBuffer",
+    "arm_sigterm",
+    "disarm_sigterm_if_idle",
+    "parse_row",
+    "report_unflushed",
+    "track",
+]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BUFFER_ROWS = 1000
 
@@ -56,6 +89,8 @@ class WriteBuffer:
         self._since: float | None = None
         self._keys: set[Any] = set()
         self._lock = threading.Lock()
+        #: the write-ahead file of durable buffering (None: the buffer is memory only)
+        self.wal: WriteAheadFile | None = None
 
     def _start(self) -> None:
         if self._since is None:
@@ -109,6 +144,15 @@ class WriteBuffer:
             raise
         return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]), keys
 
+    def peek(self, convert: Callable[[list[dict[str, Any]]], pa.Table]) -> pa.Table | None:
+        """Return everything buffered as one table, leaving it buffered (None: empty)."""
+        with self._lock:
+            chunks = list(self._chunks)
+        if not chunks:
+            return None
+        tables = [convert(c) if isinstance(c, list) else c for c in chunks]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
     def put_back(self, table: pa.Table, keys: Iterable[Any] = ()) -> None:
         """Return a taken table to the front of the buffer (its commit failed)."""
         with self._lock:
@@ -131,3 +175,111 @@ class WriteBuffer:
         """Seconds since the oldest buffered row arrived (0.0 when empty)."""
         since = self._since
         return 0.0 if since is None else self._clock() - since
+
+
+class BufferedKeysTaken(DuplicateKeyError):
+    """A flush found buffered keys that another writer committed first.
+
+    The other buffered rows stay buffered (the next flush commits them).
+
+    Attributes:
+        rejected: the buffered rows whose keys were taken; they are no longer buffered.
+    """
+
+    def __init__(self, message: str, rejected: pa.Table) -> None:
+        super().__init__(message)
+        self.rejected = rejected
+
+
+def parse_row(data: object, schema: pa.Schema) -> dict[str, Any] | None:
+    """Return ``data`` as one dict row that certainly converts to ``schema``, else None.
+
+    Also takes the text of ONE JSON object, or of an array holding one object
+    (``insert_buffered_json(json.dumps([row]))``): it is parsed here and the row joins the other dict rows, converted to Arrow in one pass at
+    flush. Anything else returns None (the caller converts it with ``to_arrow``).
+    """
+    if type(data) is str and data[:1] in "[{" and data[-1:] in "]}":
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return None  # to_arrow raises the precise SerializationError
+        if type(value) is list and len(value) == 1:
+            value = value[0]  # a one-row JSON array, as the original's callers send
+        return quick_row(value, schema)
+    return quick_row(data, schema)
+
+
+# -- rows buffered at exit ---------------------------------------------------------------
+
+_live: weakref.WeakSet[DatabaseOps] = weakref.WeakSet()
+_hooks_lock = threading.Lock()
+_hooks_installed = False
+
+
+def track(db: DatabaseOps) -> None:
+    """Flush ``db``'s buffer at interpreter exit (see :func:`arm_sigterm` for SIGTERM)."""
+    global _hooks_installed
+    _live.add(db)
+    if _hooks_installed:
+        return
+    with _hooks_lock:
+        if not _hooks_installed:
+            atexit.register(_flush_all_at_exit)
+            _hooks_installed = True
+
+
+_sigterm_installed = False
+
+
+def arm_sigterm() -> None:
+    """Make SIGTERM a normal exit (so buffered rows are flushed) while rows are buffered.
+
+    Called when rows are buffered. Installed only from the main thread, only while
+    SIGTERM has its default action (an application's own handler is left alone), and not
+    when ``$POSIXLAKE_NO_SIGTERM_HANDLER`` is set: it raises ``SystemExit(143)`` so that
+    ``finally`` blocks and exit handlers run. :func:`disarm_sigterm_if_idle` puts the
+    default action back once no open handle holds buffered rows.
+    """
+    global _sigterm_installed
+    if _sigterm_installed or os.environ.get("POSIXLAKE_NO_SIGTERM_HANDLER"):
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        _sigterm_installed = True
+
+
+def disarm_sigterm_if_idle() -> None:
+    """Restore SIGTERM's default action when no open handle holds buffered rows."""
+    global _sigterm_installed
+    if not _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    if any(db.buffered_rows and not db._closed for db in list(_live)):
+        return
+    if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _sigterm_installed = False
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise SystemExit(128 + signum)
+
+
+def _flush_all_at_exit() -> None:
+    for db in list(_live):
+        db._flush_at_exit("interpreter exit")
+
+
+def report_unflushed(
+    uri: str, rows: int, why: str, err: BaseException | None, *, kept: str
+) -> None:
+    """Say loudly that ``rows`` buffered rows of ``uri`` could not be committed."""
+    message = (
+        f"posixlake: {rows} buffered row(s) of {uri} were NOT committed at {why}"
+        + (f": {err}" if err is not None else "")
+        + f"; {kept}"
+    )
+    logger.error(message)
+    warnings.warn(message, ResourceWarning, stacklevel=2)

@@ -12,8 +12,9 @@ Decisions the test suite pins (tests/posixlake/):
   SchemaError, DuplicateKeyError, QueryError, NotFound, ...) and leaves the version and
   rows unchanged; the handle stays usable.
 - ``insert`` of a primary key the table (or the batch) holds raises DuplicateKeyError;
-  ``insert(..., upsert=True)`` and ``merge`` are the update paths. The key check is exact
-  within a process; across processes it sees the version each writer read.
+  ``insert(..., upsert=True)`` and ``merge`` are the update paths. The key check is exact,
+  across processes too: a keyed insert commits only on the version it checked, and after
+  losing a race re-checks the files the winner added (``DeltaLog.append_checked``).
 - ``merge``: UPDATE/DELETE of a missing key and INSERT of an existing key are counted in
   ``MergeMetrics.rows_skipped``; ``strict=True`` raises InvalidOperation instead and
   commits nothing. A merge on another key than the primary key must keep it unique.
@@ -35,6 +36,7 @@ import math
 import os
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,9 +48,10 @@ from typing import Any, Concatenate, Final, Literal, NamedTuple, ParamSpec, Type
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from posixlake import buffer as buffer_mod
 from posixlake._authz import AllowAll, Authorizer, Permission
-from posixlake._convert import conform, python_column, quick_row, to_arrow
-from posixlake._keys import KeyIndex
+from posixlake._convert import conform, python_column, to_arrow
+from posixlake._keys import KeyIndex, key_values
 from posixlake._merge import (
     OP_COLUMN,
     check_primary_key_after,
@@ -56,7 +59,7 @@ from posixlake._merge import (
     existing_mask,
     prepare_merge_source,
 )
-from posixlake._metrics import Counters
+from posixlake._metrics import Counters, timed
 from posixlake.backup import (
     DEFAULT_WORKERS,
     EPOCH_MS_THRESHOLD,
@@ -65,11 +68,12 @@ from posixlake.backup import (
     RestoreResult,
     VerifyReport,
 )
-from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
+from posixlake.buffer import DEFAULT_BUFFER_ROWS, BufferedKeysTaken, WriteBuffer, parse_row
 from posixlake.delta import DeltaLog, quote_ident
 from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths, format_of, source_paths
 from posixlake.errors import (
+    DeltaLakeError,
     DuplicateKeyError,
     InvalidOperation,
     IoError,
@@ -108,6 +112,8 @@ __all__ = ["Credentials", "DatabaseOps", "Optimizer"]
 logger = logging.getLogger(__name__)
 
 PRIMARY_KEY_PROPERTY = "posixlake.primaryKey"
+#: commit info key naming one flush (to tell whether an interrupted flush committed)
+FLUSH_ID_KEY: Final = "posixlake.flushId"
 
 
 class Credentials(NamedTuple):
@@ -316,10 +322,17 @@ class DatabaseOps:
         self._counters = Counters(clock)
         self._keys = KeyIndex()
         self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
+        self._snapshots_generation = log.generation
         self._closed = False
         self._tags = threading.local()
         self._original_key: list[str] = []
-        self.optimize = Optimizer(self)
+        self._unflushed_reported = False
+        buffer_mod.track(self)
+
+    @property
+    def optimize(self) -> Optimizer:
+        """OPTIMIZE: ``db.optimize()``, ``db.optimize.compact()``, ``db.optimize.z_order(cols)``."""
+        return Optimizer(self)  # made per use: a stored one would keep ``self`` in a cycle
 
     # -- construction ----------------------------------------------------------------
 
@@ -455,6 +468,7 @@ class DatabaseOps:
             db._original_key = _original.primary_key(
                 open_store(uri, options), log.arrow_schema.names
             )
+        db._replay_write_ahead()  # after the key is known: replayed rows are checked
         return db
 
     @classmethod
@@ -652,6 +666,8 @@ class DatabaseOps:
         operation: str,
         upsert: bool = False,
         schema_mode: Literal["merge"] | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        extra_metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Append (or upsert) a conformed table in one commit; return the new version."""
         with self._write(operation):
@@ -666,19 +682,31 @@ class DatabaseOps:
                 if dups:
                     raise InvalidOperation(f"upsert names key(s) {dups[:5]} more than once")
                 outcome = self._engine.merge(
-                    self._log, source, key, metadata=self._metadata(operation)
+                    self._log,
+                    source,
+                    key,
+                    metadata={**self._metadata(operation), **(extra_metadata or {})},
                 )
                 self._keys.invalidate()
                 self._counters.bump(inserts=1, rows_written=table.num_rows)
                 return outcome.version if outcome.version is not None else self._log.version
-            before = self._log.version
             if key:
-                self._keys.check_new(self._log, table, key)
-            version = self._log.append(
-                table, metadata=self._metadata(operation), schema_mode=schema_mode
-            )
-            if key:
-                self._keys.appended(before, version, table, key)
+                values = self._keys.check_new(self._log, table, key)
+                version = self._log.append_checked(
+                    table,
+                    check=self._keys.conflict_check(self._log, key, values),
+                    metadata={**self._metadata(operation), **(extra_metadata or {})},
+                    schema_mode=schema_mode,
+                    app_transaction=app_transaction,
+                )
+                self._keys.appended(version - 1, version, table, key)
+            else:
+                version = self._log.append(
+                    table,
+                    metadata={**self._metadata(operation), **(extra_metadata or {})},
+                    schema_mode=schema_mode,
+                    app_transaction=app_transaction,
+                )
         self._counters.bump(inserts=1, rows_written=table.num_rows)
         return version
 
@@ -691,6 +719,9 @@ class DatabaseOps:
             self._log.refresh()
             return self._log
         self._log.refresh()
+        if self._snapshots_generation != self._log.generation:  # the table was replaced
+            self._snapshots.clear()
+            self._snapshots_generation = self._log.generation
         if version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
                 raise VersionError(f"version must be an int, not {type(version).__name__}")
@@ -709,6 +740,7 @@ class DatabaseOps:
     # -- writes ----------------------------------------------------------------------
 
     @_counted
+    @timed("insert")
     def insert(
         self, data: Any, *, upsert: bool = False, schema_mode: Literal["merge"] | None = None
     ) -> int:
@@ -817,11 +849,20 @@ class DatabaseOps:
         self._log.refresh()
         return QueryResult(self._log.changes(start_version, end_version))
 
-    def insert_buffered(self, data: Any) -> int:
+    def insert_buffered(self, data: Any, *, durable: bool = False) -> int:
         """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.
 
         Buffered rows are not visible to queries until they are flushed (by :meth:`flush`,
-        by reaching ``buffer_rows``, by :meth:`close` or by leaving a ``with`` block).
+        by reaching ``buffer_rows``, by :meth:`close`, by leaving a ``with`` block, at
+        interpreter exit or when the handle is garbage collected).
+
+        Args:
+            data: as :meth:`insert`; one dict row or the JSON text of one object is the
+                fast path (parsed now, converted with the other rows at flush).
+            durable: also append the rows to a local write-ahead file, fsynced before
+                this returns, so that they survive a crash: the next :meth:`open` of the
+                table commits them (exactly once). From the first durable call until
+                the next flush, the whole buffer is written ahead.
 
         Returns:
             How many rows were accepted. Bad rows raise here and are not buffered.
@@ -829,17 +870,24 @@ class DatabaseOps:
         Raises:
             SerializationError / SchemaError: as :meth:`insert`.
             DuplicateKeyError: a key the table holds, or one already in the buffer.
+            IoError: ``durable`` and the write-ahead file cannot be written.
         """
         self._authorize("write", "insert_buffered")
+        buffer_mod.arm_sigterm()
         schema = self._schema
         key = self.key_columns
-        row = quick_row(data, schema)
+        row = parse_row(data, schema)
         with self._log.lock:
+            if durable and self._buffer.wal is None:
+                self._start_write_ahead()
+            wal = self._buffer.wal
             if row is not None:
                 key_value = None
                 if key:
                     key_value = row[key[0]] if len(key) == 1 else tuple(row[k] for k in key)
                     self._keys.check_values(self._log, [key_value], key, self._buffer.keys)
+                if wal is not None:
+                    wal.append(to_arrow([row], schema))
                 full = self._buffer.add_row(row, key=key_value)
                 accepted = 1
             else:
@@ -847,18 +895,23 @@ class DatabaseOps:
                 values: list[Any] = []
                 if key and table.num_rows:
                     values = self._keys.check_new(self._log, table, key, self._buffer.keys)
+                if wal is not None and table.num_rows:
+                    wal.append(table)
                 full = self._buffer.add(table, keys=values)
                 accepted = table.num_rows
         if full:
             self.flush()
         return accepted
 
+    @timed("flush")
     def flush(self) -> int:
         """Commit buffered rows (one commit); return how many rows were written.
 
         Raises:
-            DuplicateKeyError: another writer committed a buffered key meanwhile; the rows
-                stay buffered. Any commit error likewise leaves them buffered.
+            BufferedKeysTaken: (a DuplicateKeyError) another writer committed buffered
+                keys meanwhile: those rows leave the buffer (``err.rejected``), the
+                others stay buffered for the next flush.
+            PosixLakeError: any other commit error leaves every row buffered.
         """
         if self._buffer.rows:
             self._authorize("write", "flush")
@@ -867,12 +920,129 @@ class DatabaseOps:
             if taken is None:
                 return 0
             table, keys = taken
+            wal = self._buffer.wal
+            before, flush_id = self._log.version, uuid.uuid4().hex
             try:
-                self._append(table, operation="INSERT BUFFERED")
+                self._append(
+                    table,
+                    operation="INSERT BUFFERED",
+                    app_transaction=(wal.app_id, wal.version) if wal is not None else None,
+                    extra_metadata={FLUSH_ID_KEY: flush_id},
+                )
+            except DuplicateKeyError as err:
+                self._reject_taken(table, keys, err)
             except PosixLakeError:
                 self._buffer.put_back(table, keys)
                 raise
+            except BaseException:
+                # interrupted (SIGTERM's SystemExit, KeyboardInterrupt): the rows stay
+                # buffered, for the exit flush, unless the commit happened
+                if not self._flush_landed(before, flush_id):
+                    self._buffer.put_back(table, keys)
+                raise
+            if wal is not None:
+                wal.discard()
+                self._buffer.wal = None
+        if not self._buffer.rows:
+            buffer_mod.disarm_sigterm_if_idle()
         return int(table.num_rows)
+
+    def _reject_taken(self, table: pa.Table, keys: set[Any], err: DuplicateKeyError) -> None:
+        """Split a flush that hit taken keys: keep the free rows buffered, raise for the rest."""
+        key = self.key_columns
+        ok, rejected = (
+            (table, table.slice(0, 0)) if not key else self._keys.split_taken(self._log, table, key)
+        )
+        if not rejected.num_rows:
+            self._buffer.put_back(table, keys)
+            raise err
+        if ok.num_rows:
+            self._buffer.put_back(ok, key_values(ok, key))
+        if self._buffer.wal is not None:
+            self._buffer.wal.rewrite(ok)
+        taken = key_values(rejected, key)
+        raise BufferedKeysTaken(
+            f"{rejected.num_rows} buffered row(s) have keys another writer committed first "
+            f"({taken[:5]}): they left the buffer (see err.rejected); the other "
+            f"{ok.num_rows} stay buffered",
+            rejected,
+        ) from err
+
+    def _flush_landed(self, before: int, flush_id: str) -> bool:
+        """Return whether the flush tagged ``flush_id`` committed after version ``before``."""
+        try:
+            self._log.refresh()
+            return self._log.committed_with(FLUSH_ID_KEY, flush_id, after=before)
+        except PosixLakeError as err:
+            logger.error("cannot tell whether an interrupted flush committed: %s", err)
+            return False  # keep the rows: a keyed table refuses them a second time
+
+    def _start_write_ahead(self) -> None:
+        """Take a write-ahead slot and write the rows already buffered to it."""
+        from posixlake._wal import WriteAheadFile, wal_dir
+
+        self._log.refresh()
+        wal = WriteAheadFile(
+            wal_dir(self._log.uri, self._log.storage_options),
+            table_id=self._log.table_id,
+            next_version=lambda app_id: (self._log.transaction_version(app_id) or 0) + 1,
+        )
+        pending = self._buffer.peek(lambda rows: to_arrow(rows, self._schema))
+        if pending is not None and pending.num_rows:
+            wal.append(pending)
+        self._buffer.wal = wal
+
+    def _replay_write_ahead(self) -> None:
+        """Commit rows that a process which died left in write-ahead files (exactly once)."""
+        from posixlake._wal import recover, wal_dir
+
+        for rec in recover(wal_dir(self._log.uri, self._log.storage_options)):
+            done = False
+            try:
+                if rec.rows is None or rec.app_id is None:
+                    done = True  # nothing was acknowledged
+                elif (self._log.transaction_version(rec.app_id) or 0) >= rec.version:
+                    done = True  # committed before the crash
+                elif rec.table_id not in (None, self._log.table_id):
+                    logger.error(
+                        "write-ahead file %s belongs to another table (id %s, this is %s): "
+                        "kept, not replayed",
+                        rec.path,
+                        rec.table_id,
+                        self._log.table_id,
+                    )
+                else:
+                    self._auth.check("write", "replay buffered rows")
+                    self._replay_rows(rec.rows, (rec.app_id, rec.version), rec.keep_rejected)
+                    done = True
+                    logger.warning(
+                        "committed %d buffered row(s) that a crashed process left in %s",
+                        rec.rows.num_rows,
+                        rec.path,
+                    )
+            except PosixLakeError as err:
+                logger.error("cannot replay write-ahead file %s (kept): %s", rec.path, err)
+            finally:
+                rec.release(done=done)
+
+    def _replay_rows(
+        self, rows: pa.Table, txn: tuple[str, int], keep: Callable[[pa.Table], str]
+    ) -> None:
+        key = self.key_columns
+        try:
+            self._append(rows, operation="INSERT BUFFERED", app_transaction=txn)
+        except DuplicateKeyError:
+            if not key:
+                raise
+            ok, rejected = self._keys.split_taken(self._log, rows, key)
+            if ok.num_rows:
+                self._append(ok, operation="INSERT BUFFERED", app_transaction=txn)
+            where = keep(rejected)
+            logger.error(
+                "%d replayed buffered row(s) have keys committed meanwhile; saved in %s",
+                rejected.num_rows,
+                where,
+            )
 
     @property
     def buffered_rows(self) -> int:
@@ -880,6 +1050,7 @@ class DatabaseOps:
         return self._buffer.rows
 
     @_counted
+    @timed("merge")
     def merge(
         self, rows: Any, key: str | Sequence[str] | None = None, *, strict: bool = False
     ) -> MergeMetrics:
@@ -953,6 +1124,7 @@ class DatabaseOps:
         )
 
     @_counted
+    @timed("delete")
     def delete_rows_where(self, predicate: str) -> int:
         """Delete the rows matching a SQL predicate in one commit; return how many.
 
@@ -989,6 +1161,7 @@ class DatabaseOps:
         return rows
 
     @_counted
+    @timed("update")
     def update(
         self,
         predicate: str | None,
@@ -1115,6 +1288,7 @@ class DatabaseOps:
     # -- reads -----------------------------------------------------------------------
 
     @_counted
+    @timed("query")
     def query(
         self,
         sql: str,
@@ -1163,6 +1337,35 @@ class DatabaseOps:
     def version(self) -> int:
         """The latest version (catching up with other writers)."""
         return self._log.refresh()
+
+    @property
+    def commit_timeout(self) -> float:
+        """Seconds a write keeps re-planning and retrying on commit conflicts.
+
+        Defaults to ``$POSIXLAKE_COMMIT_TIMEOUT`` or 120; past it the write raises
+        CommitConflict (counted as ``commits_given_up`` in :meth:`get_metrics`).
+        """
+        return self._log.commit_timeout
+
+    @commit_timeout.setter
+    def commit_timeout(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise InvalidOperation(f"commit_timeout must be a positive number, not {seconds!r}")
+        self._log.commit_timeout = float(seconds)
+
+    @property
+    def table_id(self) -> str:
+        """The Delta ``metaData`` id of the table this handle has loaded.
+
+        A restore onto the table's path makes a new table with a new id; the handle
+        notices at its next operation, reloads, and :attr:`generation` grows.
+        """
+        return self._log.table_id
+
+    @property
+    def generation(self) -> int:
+        """How many times this handle found its table replaced and reloaded it (from 0)."""
+        return self._log.generation
 
     @property
     def uri(self) -> str:
@@ -1344,13 +1547,22 @@ class DatabaseOps:
     def get_metrics(self) -> Metrics:
         """Return operation counters since this object was opened."""
         self._authorize("read", "get_metrics")
-        return self._counters.snapshot()
+        return self._counters.snapshot(
+            self._log.contention,
+            buffered_rows=self._buffer.rows,
+            table_reloads=self._log.generation,
+        )
 
+    @timed("health")
     def health_check(self) -> HealthStatus:
         """Check that the table can be read; count only ACTIVE files and their bytes."""
         self._authorize("read", "health_check")
         try:
             version = self._log.refresh()
+            from posixlake.backup import restore_in_progress
+
+            if restore_in_progress(self._log.uri, self._log.storage_options):
+                raise DeltaLakeError("a restore into this location has not finished")
             actions = self._log.add_actions()
             rows = actions["num_records"] if "num_records" in actions.column_names else None
             return HealthStatus(
@@ -1676,13 +1888,60 @@ class DatabaseOps:
     # -- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush buffered rows and release the engine. Further calls raise."""
+        """Flush buffered rows and release the engine. Further calls raise.
+
+        Raises:
+            BufferedKeysTaken: buffered rows whose keys another writer took (the other
+                rows are committed first).
+            PosixLakeError: the flush failed; the rows are reported again, loudly, at
+                exit (durably buffered rows stay in their write-ahead file).
+        """
         if self._closed:
             return
         try:
-            self.flush()
+            try:
+                self.flush()
+            except BufferedKeysTaken:
+                if self._buffer.rows:
+                    self.flush()
+                raise
+        except PosixLakeError:
+            self._unflushed_reported = True  # the caller got the error: no second report
+            raise
         finally:
             self._closed = True
+            buffer_mod.disarm_sigterm_if_idle()
+
+    def _flush_at_exit(self, why: str) -> None:
+        """Flush what is still buffered at exit or finalization; report what cannot be."""
+        rows = self._buffer.rows
+        if not rows:
+            return
+        wal = self._buffer.wal
+        kept = (
+            f"they are kept in the write-ahead file {wal.path} and the next open of the "
+            "table commits them"
+            if wal is not None
+            else "they are lost (use insert_buffered(..., durable=True) to keep them)"
+        )
+        if self._closed:
+            if not self._unflushed_reported:
+                buffer_mod.report_unflushed(self._log.uri, rows, why, None, kept=kept)
+            return
+        try:
+            self.flush()
+        except BufferedKeysTaken as err:
+            buffer_mod.report_unflushed(
+                self._log.uri, err.rejected.num_rows, why, err, kept="their keys were taken"
+            )
+            self._flush_at_exit(why)
+        except PosixLakeError as err:
+            buffer_mod.report_unflushed(self._log.uri, rows, why, err, kept=kept)
+
+    def __del__(self) -> None:
+        buffer = getattr(self, "_buffer", None)
+        if buffer is not None and buffer.rows:
+            self._flush_at_exit("garbage collection of its DatabaseOps")
 
     def __enter__(self) -> DatabaseOps:
         return self

@@ -111,6 +111,7 @@ from posixlake.types import CommitInfo
 __all__ = [
     "ADMIN_PASSWORD_ENV",
     "ADMIN_USER_ENV",
+    "AUDIT_KEY",
     "AUDIT_PREFIX",
     "AUTH_PROPERTY",
     "BOOTSTRAP_USER",
@@ -119,6 +120,7 @@ __all__ = [
     "ROLES",
     "SCRYPT_LOG2_N_ENV",
     "SESSION_REFRESH_SECONDS",
+    "UNKNOWN_USER_PREFIX",
     "USERS_PREFIX",
     "AuditEvent",
     "AuditLog",
@@ -137,6 +139,8 @@ __all__ = [
     "login",
     "manager",
     "record_event",
+    "unknown_user_matches",
+    "unknown_user_tag",
     "verify_password",
 ]
 
@@ -1053,7 +1057,7 @@ def login(
     try:
         name = check_credentials(db, credentials)
     except AuthenticationError:
-        audit.record(attempted, "login_failed", ok=False)
+        _record_failed_login(audit, store, db, attempted)
         raise
     audit.record(name, "login")
     db = _upgrade_hash(users, db, name, credentials)
@@ -1159,7 +1163,7 @@ def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> A
     try:
         name = check_credentials(db, credentials)
     except AuthenticationError:
-        audit.record(attempted, "login_failed", ok=False)
+        _record_failed_login(audit, store, db, attempted)
         raise
     audit.record(name, "login")
     if "admin" not in found[name].permissions:
@@ -1180,6 +1184,69 @@ def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> A
         logger.info("moved %d users of the original posixlake into %s", len(db.users), USERS_PREFIX)
     migrated = _upgrade_hash(users, migrated, name, credentials)
     return TableAuthorizer(users, audit, migrated, name)
+
+
+def _record_failed_login(
+    audit: AuditLog, store: ObjectStore, db: UserDb, attempted: str | None
+) -> None:
+    """Record a failed login; a name that is no user is kept only as a keyed hash.
+
+    Such a name may be a password typed into the wrong field: it must not land verbatim
+    in the audit files (or in ``users audit``).
+    """
+    if attempted is None or attempted in db.users:
+        audit.record(attempted, "login_failed", ok=False)
+        return
+    audit.record(
+        unknown_user_tag(store, attempted),
+        "login_failed",
+        ok=False,
+        detail={"unknown_user": True},
+    )
+
+
+AUDIT_KEY: Final = "_posixlake/audit.key"
+UNKNOWN_USER_PREFIX: Final = "unknown#"
+
+
+def unknown_user_tag(store: ObjectStore, attempted: str | None) -> str | None:
+    """Return how an unknown user name is recorded: ``unknown#`` + 16 hex of HMAC-SHA256.
+
+    The key is a random per-table secret (``_posixlake/audit.key``, created on first
+    use), so the tag cannot be reversed by guessing common passwords offline without
+    the key; an admin with the key can still match repeated attempts of one name
+    (:func:`unknown_user_matches`).
+    """
+    if attempted is None:
+        return None
+    key = _audit_key(store)
+    if key is None:
+        return UNKNOWN_USER_PREFIX + "?"
+    digest = hmac.new(key, attempted.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return UNKNOWN_USER_PREFIX + digest.hexdigest()[:16]
+
+
+def unknown_user_matches(store: ObjectStore, tag: str, name: str) -> bool:
+    """Return whether ``tag`` (from the audit log) records the user name ``name``."""
+    return hmac.compare_digest(unknown_user_tag(store, name) or "", tag)
+
+
+def _audit_key(store: ObjectStore) -> bytes | None:
+    for _ in range(2):
+        try:
+            return store.read_bytes(AUDIT_KEY)
+        except NotFound:
+            try:
+                store.write_bytes(AUDIT_KEY, secrets.token_bytes(32), if_absent=True)
+            except AlreadyExists:
+                continue
+            except PosixLakeError as err:
+                logger.error("cannot create the audit key: %s", err)
+                return None
+        except PosixLakeError as err:
+            logger.error("cannot read the audit key: %s", err)
+            return None
+    return None
 
 
 def manager(authorizer: Authorizer, operation: str) -> TableAuthorizer:

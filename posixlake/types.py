@@ -34,6 +34,7 @@ __all__ = [
     "MergeMetrics",
     "Metrics",
     "OptimizeResult",
+    "Percentiles",
     "Schema",
     "VacuumResult",
     "check_declared",
@@ -591,6 +592,20 @@ class Metrics:
     """Mean wall time of the successful queries (SQL and time travel), milliseconds."""
     max_query_latency_ms: float = 0.0
 
+    #: commit attempts that lost to a concurrent writer (each was re-planned and retried)
+    commit_conflicts: int = 0
+    #: attempts made again after a conflict
+    commit_retries: int = 0
+    #: writes that failed with CommitConflict because the commit deadline passed
+    commits_given_up: int = 0
+    #: rows waiting in the insert buffer now
+    buffered_rows: int = 0
+    #: times the table was found replaced under this handle and reloaded
+    table_reloads: int = 0
+    #: latency percentiles per operation (``query``, ``insert``, ``commit``, ``health``,
+    #: ``merge``, ``delete``, ``update``, ``flush``) over the most recent calls
+    latency_ms: Mapping[str, Percentiles] = field(default_factory=dict)
+
     # the original project's names
     @property
     def total_queries(self) -> int:
@@ -616,3 +631,19 @@ class Metrics:
     def total_errors(self) -> int:
         """Failed queries, writes and admin calls (``errors``); each failed call once."""
         return self.errors
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Latency figures of one operation, in milliseconds, over its most recent calls.
+
+    Attributes:
+        count: calls measured since the handle was opened (the percentiles cover at
+            most the last :data:`posixlake._metrics.WINDOW` of them).
+    """
+
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    max: float

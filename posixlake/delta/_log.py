@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,7 +23,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
+from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake.exceptions import (
     CommitFailedError,
     DeltaError,
@@ -48,11 +50,24 @@ from posixlake.errors import (
 from posixlake.storage import is_local
 from posixlake.types import CommitInfo
 
-__all__ = ["DeltaLog", "plain_types", "quote_ident", "translate"]
+__all__ = [
+    "Contention",
+    "DeltaLog",
+    "commit_timeout_from_env",
+    "plain_types",
+    "quote_ident",
+    "translate",
+]
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMIT_RETRIES: Final = 25
+#: how long a write keeps re-planning and retrying on commit conflicts, in seconds
+#: (``$POSIXLAKE_COMMIT_TIMEOUT`` overrides it; ``DeltaLog.commit_timeout`` per handle)
+DEFAULT_COMMIT_TIMEOUT: Final = 120.0
+#: first and largest pause between two conflicting attempts, in seconds (with jitter)
+BACKOFF_FIRST: Final = 0.002
+BACKOFF_MAX: Final = 0.5
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 #: commit info key naming the operation of a commit made with ``create_write_transaction``
 COMMIT_OPERATION_KEY: Final = "posixlake.commitOperation"
@@ -306,6 +321,67 @@ _NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
 _NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
 
 
+def commit_timeout_from_env() -> float:
+    """Return ``$POSIXLAKE_COMMIT_TIMEOUT`` (seconds) or :data:`DEFAULT_COMMIT_TIMEOUT`.
+
+    Raises:
+        InvalidOperation: the variable is set but not a positive number.
+    """
+    raw = os.environ.get("POSIXLAKE_COMMIT_TIMEOUT")
+    if raw is None or raw == "":
+        return DEFAULT_COMMIT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or not value < float("inf"):
+        raise InvalidOperation(
+            f"POSIXLAKE_COMMIT_TIMEOUT must be a positive number of seconds, not {raw!r}"
+        )
+    return value
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Return the pause before retry ``attempt`` (0-based): exponential, capped, jittered.
+
+    Full jitter in [0.5, 1.5) of ``min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt)``, so that
+    writers that collided once do not collide again in lockstep.
+    """
+    base: float = min(BACKOFF_MAX, BACKOFF_FIRST * float(2 ** min(attempt, 20)))
+    return base * (0.5 + rng.random())
+
+
+class Contention:
+    """Commit-conflict figures of one table handle (thread-safe).
+
+    Attributes:
+        conflicts: commit attempts that lost to a concurrent commit.
+        retries: attempts made again after a conflict (re-planned on the new version).
+        gave_up: writes that failed because the commit deadline passed.
+        waited_s: total seconds spent in back-off pauses.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.conflicts = 0
+        self.retries = 0
+        self.gave_up = 0
+        self.waited_s = 0.0
+
+    def conflict(self) -> None:
+        with self._lock:
+            self.conflicts += 1
+
+    def retry(self, waited: float) -> None:
+        with self._lock:
+            self.retries += 1
+            self.waited_s += waited
+
+    def give_up(self) -> None:
+        with self._lock:
+            self.gave_up += 1
+
+
 class DeltaLog:
     """One Delta table, kept loaded. Thread-safe: operations hold an internal lock.
 
@@ -330,6 +406,17 @@ class DeltaLog:
         self._commit_times: dict[int, datetime] = {}
         # (version, arrow schema, configuration, partition columns) of the loaded version
         self._meta: tuple[int, pa.Schema, dict[str, str], list[str]] | None = None
+        #: seconds a write keeps retrying on commit conflicts before CommitConflict
+        self.commit_timeout = commit_timeout_from_env()
+        self.contention = Contention()
+        self._rng = random.Random()
+        self._sleep: Callable[[float], None] = time.sleep
+        self._clock: Callable[[], float] = time.monotonic
+        # table identity: the metaData id of the loaded table, and how many times this
+        # handle found the table replaced under it (restore onto the live path)
+        self._table_id = self._read_table_id()
+        self._generation = 0
+        self._log_stat = self._stat_log_dir()
 
     # -- opening ---------------------------------------------------------------------
 
@@ -453,16 +540,92 @@ class DeltaLog:
     def refresh(self) -> int:
         """Catch up with commits made by others (lists only new log entries); return the version.
 
+        A table replaced under this handle (a restore onto its path: another ``metaData``
+        id, or a log that went backwards) is loaded afresh and :attr:`generation` grows.
+
         Raises:
             NotFound: the table's log has disappeared (a local table directory removed).
         """
         if self.read_only:
             return self.version
         with self._lock, _translated("refresh table"):
+            if self._log_dir_changed():
+                self._reload("its _delta_log directory was replaced")
+                return int(self._dt.version())
             if self._no_new_commit():
                 return int(self._dt.version())
-            self._dt.update_incremental()
+            try:
+                self._dt.update_incremental()
+            except DeltaError as err:
+                # an object-store table replaced by one with a shorter log
+                if "invalid table version" not in str(err).lower():
+                    raise
+                self._reload("its log is shorter than the loaded version")
+                return int(self._dt.version())
+            if self._read_table_id() != self._table_id:
+                self._reload("its metaData id changed")
             return int(self._dt.version())
+
+    # -- table identity --------------------------------------------------------------
+
+    @property
+    def table_id(self) -> str:
+        """The Delta ``metaData`` id of the loaded table (a restore makes a new one)."""
+        with self._lock:
+            return self._table_id
+
+    @property
+    def generation(self) -> int:
+        """How many times this handle found its table replaced and reloaded it (from 0).
+
+        Anything cached per version (rendered CSV, key indexes, snapshots) must be dropped
+        when this changes: version numbers of the new table mean other content.
+        """
+        with self._lock:
+            return self._generation
+
+    def _read_table_id(self) -> str:
+        try:
+            return str(self._dt.metadata().id)
+        except (DeltaError, OSError) as err:
+            raise translate(err, what="read table metadata") from err
+
+    def _stat_log_dir(self) -> tuple[int, int] | None:
+        if not is_local(self.uri):
+            return None
+        try:
+            st = os.stat(os.path.join(self.uri, "_delta_log"))
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _log_dir_changed(self) -> bool:
+        """Return True when a local table's ``_delta_log`` is another directory than at load."""
+        if self._log_stat is None:
+            return False
+        now = self._stat_log_dir()
+        return now is not None and now != self._log_stat
+
+    def _reload(self, why: str) -> None:
+        """Load the table at ``uri`` afresh; count a new generation if it is another table."""
+        old_id, old_version = self._table_id, int(self._dt.version())
+        self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
+        self._meta = None
+        self._log_stat = self._stat_log_dir()
+        self._table_id = self._read_table_id()
+        version = int(self._dt.version())
+        if self._table_id != old_id or version < old_version:
+            self._generation += 1
+            self._commit_times.clear()
+            logger.warning(
+                "table %s was replaced (%s): reloaded at version %d (was %d, id %s -> %s)",
+                self.uri,
+                why,
+                version,
+                old_version,
+                old_id,
+                self._table_id,
+            )
 
     def _no_new_commit(self) -> bool:
         """Return True when a local table certainly has no commit after the loaded version.
@@ -612,32 +775,59 @@ class DeltaLog:
         if self.read_only:
             raise InvalidOperation("this is a time-travel snapshot: it cannot be written")
 
-    def _props(self, metadata: Mapping[str, Any] | None) -> CommitProperties:
+    def _props(
+        self,
+        metadata: Mapping[str, Any] | None,
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        retries: int = MAX_COMMIT_RETRIES,
+    ) -> CommitProperties:
         return CommitProperties(
             custom_metadata=dict(metadata) if metadata else None,
-            max_commit_retries=MAX_COMMIT_RETRIES,
+            max_commit_retries=retries,
+            app_transactions=[Transaction(*app_transaction)] if app_transaction else None,
         )
 
+    def committed_with(self, key: str, value: str, *, after: int) -> bool:
+        """Return whether a commit after version ``after`` carries commit info ``key: value``."""
+        with self._lock, _translated("read history"):
+            latest = int(self._dt.version())
+            if latest <= after:
+                return False
+            entries = self._dt.history(latest - after)
+        return any(e.get(key) == value for e in entries)
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """Return the latest version of application transaction ``app_id`` committed, or None."""
+        with self._lock, _translated("read application transaction"):
+            version = self._dt.transaction_version(app_id)
+            return None if version is None else int(version)
+
     def _retrying(self, what: str, fn: Callable[[], _T], *, query: bool = False) -> _T:
-        """Run ``fn`` (one commit attempt), retrying on commit conflicts after a refresh.
+        """Run ``fn`` (one commit attempt), re-planning on commit conflicts until the deadline.
+
+        After a conflict the log is refreshed and ``fn`` runs again on the new version
+        (delete, update, merge and optimize plan inside ``fn``), after a jittered,
+        exponentially growing pause, until :attr:`commit_timeout` seconds have passed.
+        Conflicts, retries and give-ups are counted in :attr:`contention`.
 
         ``query``: ``fn`` evaluates user SQL (a predicate or expressions), so DataFusion
         errors are :class:`QueryError` (see :func:`translate`).
+
+        Raises:
+            CommitConflict: still conflicting when the deadline passed.
         """
-        last: Exception | None = None
-        for _attempt in range(MAX_COMMIT_RETRIES):
+        deadline = self._clock() + self.commit_timeout
+        attempt = 0
+        while True:
             try:
                 with _translated(what, query=query):
                     return fn()
             except CommitConflict as err:
-                last = err
-                logger.debug("%s: commit conflict, retrying", what)
+                self._wait_after_conflict(what, attempt, deadline, err)
+                attempt += 1
                 with _translated("refresh table"):
                     self._dt.update_incremental()
-        assert last is not None
-        raise CommitConflict(
-            f"{what}: gave up after {MAX_COMMIT_RETRIES} conflicting attempts"
-        ) from last
 
     def _count_at(self, version: int) -> int:
         """Return the number of rows of ``version`` (deletion vectors applied)."""
@@ -712,20 +902,41 @@ class DeltaLog:
                 ("int96Timestamps",),
             )
 
+    def _wait_after_conflict(
+        self, what: str, attempt: int, deadline: float, err: CommitConflict
+    ) -> None:
+        """Count a conflict and pause before the next attempt, or raise past the deadline."""
+        self.contention.conflict()
+        pause = backoff(attempt, self._rng)
+        if self._clock() + pause > deadline:
+            self.contention.give_up()
+            raise CommitConflict(
+                f"{what}: still conflicting with concurrent writers after {attempt + 1} "
+                f"attempts in {self.commit_timeout:g} s (raise POSIXLAKE_COMMIT_TIMEOUT "
+                "or DatabaseOps.commit_timeout to wait longer)"
+            ) from err
+        logger.debug("%s: commit conflict, retrying in %.3f s", what, pause)
+        self._sleep(pause)
+        self.contention.retry(pause)
+
     def append(
         self,
         data: pa.Table,
         *,
         metadata: Mapping[str, Any] | None = None,
         schema_mode: Literal["merge"] | None = None,
+        app_transaction: tuple[str, int] | None = None,
     ) -> int:
         """Append ``data`` as one commit; return the new version (retried on conflicts).
 
         Args:
             schema_mode: ``"merge"`` adds the columns of ``data`` that the table lacks
                 (nullable) in the same commit.
+            app_transaction: ``(app id, version)`` recorded in the same commit (a Delta
+                ``txn`` action), so a replay can tell that these rows were committed.
         """
         self._check_writable()
+        props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
 
             def attempt() -> int:
@@ -734,7 +945,7 @@ class DeltaLog:
                     data,
                     mode="append",
                     schema_mode=schema_mode,
-                    commit_properties=self._props(metadata),
+                    commit_properties=props,
                 )
                 return self._dt.version()
 
@@ -788,6 +999,87 @@ class DeltaLog:
             reader = self._dt.load_cdf(starting_version=start, ending_version=end)
             table = pa.table(reader.read_all())
         return plain_types(table)
+
+    def append_checked(
+        self,
+        data: pa.Table,
+        *,
+        check: Callable[[list[str] | None], None],
+        metadata: Mapping[str, Any] | None = None,
+        schema_mode: Literal["merge"] | None = None,
+        app_transaction: tuple[str, int] | None = None,
+    ) -> int:
+        """Append ``data`` as one commit that is never rebased blindly over another commit.
+
+        The commit is tried on the loaded version only. When another writer committed
+        first, the log moves forward and ``check`` sees what changed before the next
+        attempt: the table-relative paths of the data files added since (or None when
+        files were also removed, or the table is partitioned: then ``check`` must look
+        at the whole table). ``check`` raises (e.g. DuplicateKeyError) to abandon the
+        append; otherwise it is retried until :attr:`commit_timeout`.
+
+        Returns:
+            The committed version.
+
+        Raises:
+            CommitConflict: still conflicting at the deadline. Whatever ``check`` raises.
+        """
+        self._check_writable()
+        props = self._props(metadata, app_transaction=app_transaction, retries=0)
+        with self._lock:
+            deadline = self._clock() + self.commit_timeout
+            attempt = 0
+            while True:
+                try:
+                    with _translated("append"):
+                        write_deltalake(
+                            self._dt,
+                            data,
+                            mode="append",
+                            schema_mode=schema_mode,
+                            commit_properties=props,
+                        )
+                        return int(self._dt.version())
+                except CommitConflict as err:
+                    with _translated("refresh table"):
+                        before = self._dt._table.get_add_file_sizes()
+                        self._dt.update_incremental()
+                        after = self._dt._table.get_add_file_sizes()
+                    if self._read_table_id() != self._table_id:
+                        self._reload("its metaData id changed")
+                        check(None)
+                    elif self.partition_columns or any(p not in after for p in before):
+                        check(None)
+                    else:
+                        check([p for p in after if p not in before])
+                    self._wait_after_conflict("append", attempt, deadline, err)
+                    attempt += 1
+
+    def read_file_columns(self, paths: Sequence[str], columns: Sequence[str]) -> pa.Table:
+        """Read ``columns`` of the given data files (table-relative paths), concatenated.
+
+        Only for tables without partition columns (their values are not in the files).
+        """
+        import io
+        from urllib.parse import unquote
+
+        import pyarrow.parquet as pq
+
+        from posixlake._objstore import open_store
+
+        tables: list[pa.Table] = []
+        store = None if is_local(self.uri) else open_store(self.uri, self.storage_options)
+        with _translated("read new data files"):
+            for rel in paths:
+                rel = unquote(rel)
+                if store is None:
+                    source: Any = os.path.join(self.uri, rel)
+                else:
+                    source = io.BytesIO(store.read_bytes(rel))
+                tables.append(pq.read_table(source, columns=list(columns)))
+        if not tables:
+            return self.arrow_schema.empty_table().select(list(columns))
+        return plain_types(pa.concat_tables(tables, promote_options="permissive"))
 
     def delete(
         self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None

@@ -121,3 +121,24 @@ def test_metrics_bad_predicate(run: Cli, table: str) -> None:
 @pytest.mark.parametrize("command", ["optimize", "vacuum", "metrics"])
 def test_missing_table(run: Cli, tmp_path: Path, command: str) -> None:
     run.fails(1, command, str(tmp_path / "none"))
+
+
+def test_metrics_json_reports_operations_and_slos(run: Cli, fragmented: str) -> None:
+    out = json.loads(run.ok("metrics", fragmented, "--json", "--probe", "7").stdout)
+    ops = out["operations"]
+    for name in ("errors", "commit_conflicts", "commit_retries", "commits_given_up"):
+        assert ops[name] == 0
+    assert ops["latency_ms"]["health"]["count"] == 7
+    assert ops["latency_ms"]["query"]["count"] >= 7
+    for op in ("health", "query"):
+        p = ops["latency_ms"][op]
+        assert 0 < p["p50"] <= p["p90"] <= p["p99"] <= p["max"]
+    assert out["slo"]["health_p50"]["bound_ms"] == 5.0
+    assert out["slo"]["health_p50"]["ok"] in (True, False)
+    assert out["slo"]["insert_p50"]["ok"] is None  # a read-only probe measures no insert
+
+
+def test_metrics_without_probe_times_nothing(run: Cli, fragmented: str) -> None:
+    out = json.loads(run.ok("metrics", fragmented, "--json", "--probe", "0").stdout)
+    assert "health" not in out["operations"]["latency_ms"]
+    assert out["slo"]["point_query_p50"]["ok"] is None

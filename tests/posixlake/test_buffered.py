@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from posixlake import DatabaseOps, Field, Schema
-from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
+from posixlake.buffer import DEFAULT_BUFFER_ROWS, BufferedKeysTaken, WriteBuffer
 from posixlake.engines import Engine
 from posixlake.errors import (
     DuplicateKeyError,
@@ -205,18 +205,37 @@ class TestPrimaryKey:
         db.flush()
         assert db.query("SELECT count(DISTINCT id) FROM data").scalar() == 300
 
-    def test_a_key_taken_by_another_writer_keeps_rows_buffered(
+    def test_a_key_taken_by_another_writer_does_not_wedge_the_buffer(
+        self, tmp_path: Path, engine: Engine
+    ) -> None:
+        db = make(tmp_path, engine, primary_key="id")
+        db.insert_buffered([{"id": 1, "name": "mine"}, {"id": 2, "name": "mine"}])
+        db.insert_buffered({"id": 3, "name": "mine"})
+        other = DatabaseOps.open(tmp_path / "t", engine=engine)
+        other.insert({"id": 2, "name": "theirs"})
+        with pytest.raises(BufferedKeysTaken) as caught:
+            db.flush()
+        assert isinstance(caught.value, DuplicateKeyError)
+        assert caught.value.rejected.to_pylist() == [{"id": 2, "name": "mine", "score": None}]
+        assert db.buffered_rows == 2  # the others stay buffered, nothing lost silently
+        assert db.version == 1
+        assert db.flush() == 2
+        got = db.query("SELECT id, name FROM data ORDER BY id").fetchall()
+        assert got == [(1, "mine"), (2, "theirs"), (3, "mine")]
+
+    def test_close_commits_the_free_rows_and_raises_for_taken_ones(
         self, tmp_path: Path, engine: Engine
     ) -> None:
         db = make(tmp_path, engine, primary_key="id")
         db.insert_buffered([{"id": 1}, {"id": 2}])
-        other = DatabaseOps.open(tmp_path / "t", engine=engine)
-        other.insert({"id": 2, "name": "theirs"})
-        with pytest.raises(DuplicateKeyError):
-            db.flush()
-        assert db.buffered_rows == 2  # nothing lost silently
-        assert db.version == 1
-        assert db.query("SELECT name FROM data").fetchall() == [("theirs",)]
+        DatabaseOps.open(tmp_path / "t", engine=engine).insert({"id": 1, "name": "theirs"})
+        with pytest.raises(BufferedKeysTaken):
+            db.close()
+        again = DatabaseOps.open(tmp_path / "t", engine=engine)
+        assert again.query("SELECT id, name FROM data ORDER BY id").fetchall() == [
+            (1, "theirs"),
+            (2, None),
+        ]
 
 
 def test_original_aliases(tmp_path: Path, engine: Engine) -> None:

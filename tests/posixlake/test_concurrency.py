@@ -7,10 +7,9 @@ Decisions pinned here:
 - Several processes may append to one table: a commit conflict is retried on the next
   version, so nothing is lost (4 processes x 50 single-row inserts -> 200 rows in 200
   new versions).
-- Within one process the primary-key check is exact. Across processes it is checked
-  against the version each writer read: two processes inserting the same NEW key at the
-  same instant can both succeed (delta-rs appends do not conflict with each other);
-  ``merge`` is the path that re-checks keys at commit time.
+- The primary-key check is exact within a process and across processes: a keyed insert
+  that loses a commit race re-checks the files the winner added (tests in
+  test_contention.py).
 """
 
 from __future__ import annotations
