@@ -26,7 +26,7 @@ nothing.
 
 Tables whose data files cannot be read one by one as plain Parquet (deletion vectors or
 column mapping: delta-rs applies them while scanning; ``snapshot_of`` refuses them, or
-reports ``plain_parquet`` False) fall back to ONE segment rendered from
+carries physical column names or deleted rows) fall back to ONE segment rendered from
 ``db.to_arrow(version=...)``: correct, cached on disk per version, but not incremental —
 every new version renders the whole table again.
 
@@ -633,9 +633,10 @@ class Segmenter:
 
     def _plan(self, log: DeltaLog) -> _Plan:
         """Resolve the version's files in segment order (InvalidOperation: not per file)."""
-        snapshot = snapshot_of(log)  # InvalidOperation: deletion vectors, column mapping
-        if not getattr(snapshot, "plain_parquet", True):
-            # a snapshot that carries deletion vectors or physical column names
+        snapshot = snapshot_of(log)
+        if snapshot.physical_schema is not None or any(f.deleted_rows for f in snapshot.files):
+            # column mapping (physical names) or deletion vectors: delta-rs' scan applies
+            # them; a file read on its own would not
             raise InvalidOperation("the data files are not plain Parquet")
         actions = log.add_actions()
         mtimes = dict(

@@ -254,6 +254,16 @@ def test_column_mapping_falls_back_to_one_segment_per_version(tmp_path: Path) ->
     assert _bytes(seg2(db.version)) == _bytes(r) and seg2.stats.whole == 0
 
 
+def test_deletion_vectors_fall_back_to_one_segment_per_version(tmp_path: Path) -> None:
+    from tests.posixlake.interop_tables import shared_fixture
+
+    uri = shared_fixture("table-with-dv-small", tmp_path / "dv")  # skips without shared/
+    db = DatabaseOps.open(uri, engine="local")
+    r = Segmenter(db, SegmentStore(tmp_path / "cache"))(db.version)
+    assert _bytes(r) == render_csv(db.to_arrow(version=db.version))
+    assert len(r.segments) == 1
+
+
 @given(
     values=st.lists(_text | st.none(), max_size=20),
     picks=st.lists(st.integers(0, 30) | st.none(), max_size=40),

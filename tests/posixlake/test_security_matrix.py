@@ -89,6 +89,14 @@ def _now() -> str:
 
 
 #: (operation, the name its PermissionDenied carries, permissions it needs, callable)
+def _changes(db: DatabaseOps) -> None:
+    """Read the change data feed: permitted means past the check, to "no feed recorded"."""
+    try:
+        db.changes(0)
+    except InvalidOperation as err:
+        assert "change data feed" in str(err)
+
+
 OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     # read
     ("query", "query", frozenset({"read"}), lambda db, w, u: db.query("SELECT * FROM data")),
@@ -154,6 +162,7 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ),
     ("get_metrics", "get_metrics", frozenset({"read"}), lambda db, w, u: db.get_metrics()),
     ("health_check", "health_check", frozenset({"read"}), lambda db, w, u: db.health_check()),
+    ("changes", "changes", frozenset({"read"}), lambda db, w, u: _changes(db)),
     # write
     ("insert", "insert", frozenset({"write"}), lambda db, w, u: db.insert({"id": 10, "name": "i"})),
     (
@@ -235,6 +244,12 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ),
     # admin
     ("vacuum", "vacuum", frozenset({"admin"}), lambda db, w, u: db.vacuum(168, dry_run=True)),
+    (
+        "add_columns",
+        "add_columns",
+        frozenset({"admin"}),
+        lambda db, w, u: db.add_columns({"extra": "Int32"}),
+    ),
     ("vacuum_dry_run", "vacuum", frozenset({"admin"}), lambda db, w, u: db.vacuum_dry_run(168)),
     (
         "set_primary_key",
