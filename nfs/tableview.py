@@ -273,6 +273,7 @@ class TableFs:
         self._cache = RenderCache(segmenter=self._segmenter, keep=keep_versions)
         self._read_only = read_only or not db.authorizer.allows("write")
         self._known_version = db.version
+        self._generation = db.generation
         self._checked_at = clock()
         ident = table_identity(db)
         self._fsid = int.from_bytes(_h8(b"fsid", ident), "big") >> 1
@@ -333,7 +334,33 @@ class TableFs:
             except PosixLakeError as err:
                 raise nfs_error(err) from err
             self._checked_at = now
+        if self._db.generation != self._generation:
+            self._replaced()
         return self._known_version
+
+    def _replaced(self) -> None:
+        """The table was replaced under us (a restore onto its path): forget the old one.
+
+        Renderings, shadows and what clients were shown belong to the old table's
+        versions; stagings were based on them, so they are dropped and their writers get
+        EIO at their next WRITE or COMMIT; the write verifier changes; data.csv handles
+        of the old table go stale.
+        """
+        self._generation = self._db.generation
+        logger.warning("the table was replaced (restored onto its path): serving the new one")
+        self._cache.clear()
+        self._shadows.clear()
+        self._times.clear()
+        self._schema_text = None
+        self._shown = Bounded(_MAX_CLIENTS)
+        self._scratch_base.clear()
+        for w in list(self._writers.values()):
+            self._drop(w)
+            message = "the table was replaced while this write was staged; nothing was applied"
+            self._failures.set(w.key, _err(Nfsstat3.NFS3ERR_IO, message))
+        self._verifier = secrets.token_bytes(8)
+        ident = table_identity(self._db)
+        self._file_gen = _h8(b"file", ident, str(self._known_version).encode())
 
     def _rendering(self, version: int) -> VersionBytes:
         try:

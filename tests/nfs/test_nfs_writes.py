@@ -496,3 +496,22 @@ def test_processes_sharing_a_client_append_from_stale_sizes_and_lose_nothing(
     got = rows(plain)
     assert [r for r in got if r[0] >= 100] == [(100 + i, f"p{i}") for i in range(8)]
     assert len(got) == 5 + 8
+
+
+def test_a_table_restored_onto_its_path_is_served_and_staged_writes_are_refused(
+    plain: DatabaseOps, fs: TableFs, clock: Clock, tmp_path: Path
+) -> None:
+    plain.backup(tmp_path / "bk")  # 5 rows
+    plain.insert({"id": 6, "name": "n6"})
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"7,staged\n", StableHow.UNSTABLE, A)
+    DatabaseOps.restore(tmp_path / "bk", plain.uri, overwrite=True)  # another process
+    clock.now += 1  # the view checks the log after its version_ttl
+    content = PathOps(fs, B).read_file("/data/data.csv")
+    assert content.count(b"\n") == 1 + 5 and b"6,n6" not in content
+    with pytest.raises(NfsError) as e:  # the staging was based on the replaced table
+        fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert status(e) == Nfsstat3.NFS3ERR_IO
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"8,after\n", StableHow.FILE_SYNC, A)
+    assert sorted(r[0] for r in rows(plain)) == [1, 2, 3, 4, 5, 8]
