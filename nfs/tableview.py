@@ -442,22 +442,29 @@ class TableFs:
         order = [current] if shown is None or shown == current else [shown, current]
         candidates = [(v, self._presented_or_none(v)) for v in order]
         if first is not None:
-            for v, content in candidates:
-                if content is not None and _fits(content, *first):
-                    return v, content
-            tried = set(order)
-            for v, seen in self._seen_versions():
-                if v not in tried and _fits(seen, *first):
-                    return v, seen
+            shown_bytes = candidates[0][1] if shown is not None else None
+            if shown_bytes is not None and _fits(shown_bytes, *first):
+                return candidates[0][0], shown_bytes  # the view this client was given
+            # What this client last saw is not known (the server restarted since) or it
+            # does not fit (several processes share one client): look for the version the
+            # write extends among the current one, those at hand, and the last few. When
+            # several fit (the empty table's header is a prefix of every version), the
+            # longest is what the client resent: the fewest bytes are new. A stale
+            # page-widened write covers a page, so each look reads about a page.
+            fits: list[tuple[int, int, Base]] = []
+            tried: set[int] = set()
+            looks: list[tuple[int, Base | None]] = [candidates[-1], *self._seen_versions()]
+            for v, content in looks:
+                if v not in tried and content is not None and _fits(content, *first):
+                    fits.append((content.size, v, content))
                 tried.add(v)
-            # What this client last saw is not known well enough (the server restarted,
-            # or several processes share one client): look for the version the write
-            # extends among the last few. A stale page-widened write covers a page, so
-            # each look reads about a page of that version.
             for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
                 content = None if v in tried else self._presented_or_none(v)
                 if content is not None and _fits(content, *first):
-                    return v, content
+                    fits.append((content.size, v, content))
+            if fits:
+                _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
+                return v, content
         for v, content in candidates:
             if content is not None:
                 return v, content
