@@ -73,6 +73,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs = self._start()
         self.pending: OrderedDict[int, Pending] = OrderedDict()
         self.seen: dict[int, bytes] = {}
+        self.touched: dict[int, float] = {}
         self.next_id = 100
 
     def _start(self) -> TableFs:
@@ -115,6 +116,7 @@ class NfsWriters(RuleBasedStateMachine):
         for off, chunk in edit.chunks:
             self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
         self.pending[w] = edit
+        self.touched[w] = self.clock.now
 
     @rule(w=st.integers(0, 2), data=st.data())
     def sed_i(self, w: int, data: st.DataObject) -> None:
@@ -135,7 +137,7 @@ class NfsWriters(RuleBasedStateMachine):
             r["id"]: (r["id"], r["name"]) for r in parse_csv(shown, SCHEMA).to_pylist()
         }
         new: dict[int, Row] = {}
-        for k, row in base.items():
+        for k, row in sorted(base.items()):
             choice = data.draw(st.sampled_from(["keep", "edit", "drop"]))
             if choice == "keep":
                 new[k] = row
@@ -204,6 +206,9 @@ class NfsWriters(RuleBasedStateMachine):
     def short_pause(self) -> None:
         self.clock.now += 1
         self.fs.poll()
+        for w in list(self.pending):  # a writer idle for idle_seconds is done
+            if self.clock.now - self.touched[w] >= 5:
+                self._apply(self.pending.pop(w))
 
     @rule()
     def writers_go_idle(self) -> None:
@@ -225,6 +230,7 @@ class NfsWriters(RuleBasedStateMachine):
         for w, edit in self.pending.items():  # clients resend their UNSTABLE writes
             for off, chunk in edit.chunks:
                 self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, WRITERS[w])
+            self.touched[w] = self.clock.now
 
     # -- invariants ---------------------------------------------------------------
 
