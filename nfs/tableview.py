@@ -442,26 +442,27 @@ class TableFs:
         order = [current] if shown is None or shown == current else [shown, current]
         candidates = [(v, self._presented_or_none(v)) for v in order]
         if first is not None:
-            shown_bytes = candidates[0][1] if shown is not None else None
-            if shown_bytes is not None and _fits(shown_bytes, *first):
-                return candidates[0][0], shown_bytes  # the view this client was given
-            # What this client last saw is not known (the server restarted since) or it
-            # does not fit (several processes share one client): look for the version the
-            # write extends among the current one, those at hand, and the last few. When
-            # several fit (the empty table's header is a prefix of every version), the
-            # longest is what the client resent: the fewest bytes are new. A stale
-            # page-widened write covers a page, so each look reads about a page.
+            # The versions the write may extend: what the client was shown, the current
+            # one and those at hand; when that view is unknown (the server restarted) or
+            # none fits (several processes share one client), the last few too. When
+            # several fit (an emptied table's header prefixes every version; a deletion
+            # of the last rows leaves a prefix), the longest is what the client resent:
+            # the fewest bytes are new. A stale page-widened write covers a page, so each
+            # look reads about a page of a version.
             fits: list[tuple[int, int, Base]] = []
             tried: set[int] = set()
-            looks: list[tuple[int, Base | None]] = [candidates[-1], *self._seen_versions()]
-            for v, content in looks:
+
+            def look(v: int, content: Base | None) -> None:
                 if v not in tried and content is not None and _fits(content, *first):
                     fits.append((content.size, v, content))
                 tried.add(v)
-            for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
-                content = None if v in tried else self._presented_or_none(v)
-                if content is not None and _fits(content, *first):
-                    fits.append((content.size, v, content))
+
+            for v, content in [*candidates, *self._seen_versions()]:
+                look(v, content)
+            if shown is None or not fits:
+                for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
+                    if v not in tried:
+                        look(v, self._presented_or_none(v))
             if fits:
                 _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
                 return v, content

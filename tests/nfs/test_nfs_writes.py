@@ -533,3 +533,15 @@ def test_after_a_restart_a_stale_append_onto_an_emptied_table_inserts_only_its_l
         assert rows(plain) == [(9, "new")]
     finally:
         again.close()
+
+
+def test_a_page_older_than_the_attributes_a_client_was_shown_resurrects_nothing(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """The client read v1, then saw v2's attributes (its last row deleted) but still holds
+    v1's page: v2 is a prefix of that page, v1 is what it resent."""
+    old = PathOps(fs, A).read_file("/data/data.csv")
+    plain.delete_rows_where("id = 5")
+    fs.getattr(DATA_CSV_ID, A)
+    fs.write(DATA_CSV_ID, 0, old + b"9,new\n", StableHow.FILE_SYNC, A)
+    assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "n4"), (9, "new")]

@@ -74,6 +74,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.pending: OrderedDict[int, Pending] = OrderedDict()
         self.seen: dict[int, bytes] = {}
         self.touched: dict[int, float] = {}
+        self._written: dict[int, bytes] = {}
         self.next_id = 100
 
     def _start(self) -> TableFs:
@@ -93,6 +94,9 @@ class NfsWriters(RuleBasedStateMachine):
         self.next_id += 1
         return self.next_id
 
+    def _last_content(self, w: int) -> bytes:
+        return self._written[w]
+
     def _apply(self, edit: Pending) -> None:
         for k in set(edit.base) | set(edit.new):
             before, after = edit.base.get(k), edit.new.get(k)
@@ -111,11 +115,13 @@ class NfsWriters(RuleBasedStateMachine):
             return
         ctx = WRITERS[w]
         shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+        self.seen[w] = shown  # the client's page cache holds what it read last
         edit = self._edit(shown, data)
         self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
         for off, chunk in edit.chunks:
             self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
         self.pending[w] = edit
+        self._written[w] = edit.content
         self.touched[w] = self.clock.now
 
     @rule(w=st.integers(0, 2), data=st.data())
@@ -127,10 +133,12 @@ class NfsWriters(RuleBasedStateMachine):
         name = f"sed{w}tmp"
         tmp = self.fs.create_exclusive(DATA_DIR_ID, name, b"12345678", ctx)
         shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+        self.seen[w] = shown  # the client's page cache holds what it read last
         edit = self._edit(shown, data)
         self.fs.write(tmp, 0, edit.content, StableHow.FILE_SYNC, ctx)
         self.fs.rename(DATA_DIR_ID, name, DATA_DIR_ID, "data.csv", ctx)
         self._apply(edit)
+        self.seen.pop(w, None)  # the client's cached data.csv is invalidated by the rename
 
     def _edit(self, shown: bytes, data: st.DataObject) -> Pending:
         base: dict[int, Row] = {
@@ -155,6 +163,7 @@ class NfsWriters(RuleBasedStateMachine):
         edit = self.pending.pop(w)
         self.fs.commit(DATA_CSV_ID, 0, 0, WRITERS[w])
         self._apply(edit)
+        self.seen[w] = edit.content  # its pages now hold what it wrote
 
     @rule(w=st.integers(0, 2), data=st.data(), stale=st.booleans())
     def echo_append(self, w: int, data: st.DataObject, stale: bool) -> None:
@@ -165,11 +174,13 @@ class NfsWriters(RuleBasedStateMachine):
         row = (k, data.draw(_names))
         line = _render({k: row}).split(b"\n", 1)[1]
         old = self.seen.get(w)
-        if stale and old is not None:  # the page this client read earlier, widened
+        if stale and old is not None:  # the page this client read last, widened
             self.fs.write(DATA_CSV_ID, 0, old + line, StableHow.FILE_SYNC, ctx)
+            self.seen[w] = old + line
         else:
             size = self.fs.getattr(DATA_CSV_ID, ctx).size
             self.fs.write(DATA_CSV_ID, size, line, StableHow.FILE_SYNC, ctx)
+            self.seen.pop(w, None)
         self.model[k] = row
 
     @rule(w=st.integers(0, 2))
@@ -209,6 +220,7 @@ class NfsWriters(RuleBasedStateMachine):
         for w in list(self.pending):  # a writer idle for idle_seconds is done
             if self.clock.now - self.touched[w] >= 5:
                 self._apply(self.pending.pop(w))
+                self.seen[w] = self._last_content(w)
 
     @rule()
     def writers_go_idle(self) -> None:
@@ -217,6 +229,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs.poll()
         for w in list(self.pending):
             self._apply(self.pending.pop(w))
+            self.seen[w] = self._last_content(w)
 
     @rule()
     def crash_and_restart(self) -> None:
