@@ -167,13 +167,15 @@ class Staging:
     def appended(self) -> memoryview | None:
         """Return the bytes added after the base when the content is the base plus more.
 
-        That is: the base is whole (no truncation cut it), the bytes written over it
-        equal it (a client resending the page it had), and something follows it. Costs
-        the written range, not the file.
+        That is: the base is non-empty, whole (no truncation cut it) and ends a line, the
+        bytes written over it equal it (a client resending the page it had), and
+        something follows it. Costs the written range, not the file.
         """
         size = self._base_size
-        if self._base_limit < size or self.size <= size or self._start > size:
-            return None
+        if size == 0 or self._base_limit < size or self.size <= size or self._start > size:
+            return None  # an empty base has no header: the content is a new file
+        if self._base_bytes(size - 1, size)[0] != _LF:
+            return None  # the base does not end a line: the first added bytes continue it
         over = size - self._start
         if over > 0 and bytes(self._buf[:over]) != bytes(self._base_bytes(self._start, size)):
             return None

@@ -545,3 +545,31 @@ def test_a_page_older_than_the_attributes_a_client_was_shown_resurrects_nothing(
     fs.getattr(DATA_CSV_ID, A)
     fs.write(DATA_CSV_ID, 0, old + b"9,new\n", StableHow.FILE_SYNC, A)
     assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "n4"), (9, "new")]
+
+
+def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """The rows a staging was based on are needed to apply it (3-way): a journal based on
+    a version the table does not have is kept as *.failed and its writer gets EIO."""
+    from nfs._journal import JournalDir, JournalHeader
+    from nfs._writers import WriterKey
+
+    key = WriterKey.of(A)
+    jdir = JournalDir(state / "journal")
+    head = JournalHeader("w1", plain.table_id, 999, 123, key.peer, key.uid, key.gid)
+    journal = jdir.create(head)
+    journal.truncate(0)
+    journal.write(0, b"id,name\n1,one\n")
+    journal.close()
+    jdir.release()
+    v = plain.version
+    fs = _fs(plain, clock, state)
+    try:
+        with pytest.raises(NfsError) as e:
+            fs.commit(DATA_CSV_ID, 0, 0, A)
+        assert status(e) == Nfsstat3.NFS3ERR_IO
+        assert plain.version == v
+        assert [p.name for p in (state / "journal").glob("w1.*")] == ["w1.failed"]
+    finally:
+        fs.close()
