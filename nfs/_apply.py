@@ -141,9 +141,32 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
     if rows.num_rows == 0:
         return Applied("unchanged", None)
     before = db.version
-    db.insert(rows)
+    try:
+        db.insert(rows)
+    except DuplicateKeyError as err:
+        try:
+            rows = _not_yet_there(db, rows)
+        except pa.ArrowException:  # columns a join cannot compare (nested): as it was
+            raise err from None
+        if rows.num_rows == 0:
+            return Applied("unchanged", None)
+        db.insert(rows)  # DuplicateKeyError again: a key held with other values
     after = db.version
     return Applied("insert", after if after != before else None, inserted=rows.num_rows)
+
+
+def _not_yet_there(db: DatabaseOps, rows: pa.Table) -> pa.Table:
+    """Drop appended rows the keyed table already holds exactly (a resent append).
+
+    A client may resend an append the server already committed: a retransmission after a
+    lost reply, or a page that holds its own earlier line. Identical rows are not new;
+    a row whose key holds other values is still a DuplicateKeyError. Reads the table:
+    only on this (rare) path.
+    """
+    current = db.to_arrow()
+    cols = rows.column_names
+    fresh = rows.join(current.select(cols), keys=cols, join_type="left anti")
+    return fresh.select(cols)
 
 
 def _repeated_keys(table: pa.Table, key: list[str]) -> pa.Table:

@@ -573,3 +573,19 @@ def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
         assert [p.name for p in (state / "journal").glob("w1.*")] == ["w1.failed"]
     finally:
         fs.close()
+
+
+def test_a_resent_append_of_a_committed_line_inserts_nothing_twice(
+    kfs: TableFs, keyed: DatabaseOps
+) -> None:
+    """A retransmitted append (the reply was lost) or a page holding the client's own
+    earlier line: identical rows are not new; a key with other values is still EINVAL."""
+    size = kfs.getattr(DATA_CSV_ID, A).size
+    kfs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, A)
+    v = keyed.version
+    kfs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, B)  # the same WRITE again
+    assert keyed.version == v and len(rows(keyed)) == 6
+    with pytest.raises(NfsError) as e:
+        kfs.write(DATA_CSV_ID, size, b"7,other\n", StableHow.FILE_SYNC, B)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL
+    assert (7, "seven") in rows(keyed) and keyed.version == v
