@@ -231,10 +231,10 @@ def test_edits_without_a_key_each_make_one_version(small: DatabaseOps) -> None:
     assert "8,kiwi,8" in stdout and "9,bad" not in stdout.split("FINAL", 1)[1]
 
 
-def test_cat_redirect_of_a_100k_row_file_with_one_row_changed(tmp_path: Path) -> None:
-    n = 100_000
+def _numbered(path: Path, n: int) -> DatabaseOps:
+    """A table (id, name, value) of ``n`` rows: id i, name "name<i>", value i / 2."""
     db = DatabaseOps.create(
-        tmp_path / "big", {"id": "Int64", "name": "String", "value": "Float64"}, engine="local"
+        path, {"id": "Int64", "name": "String", "value": "Float64"}, engine="local"
     )
     db.insert(
         pa.table(
@@ -245,6 +245,12 @@ def test_cat_redirect_of_a_100k_row_file_with_one_row_changed(tmp_path: Path) ->
             }
         )
     )
+    return db
+
+
+def test_cat_redirect_of_a_100k_row_file_with_one_row_changed(tmp_path: Path) -> None:
+    n = 100_000
+    db = _numbered(tmp_path / "big", n)
     v = db.version
     with _serve(db) as srv:
         out, stdout = _vm_run(
@@ -357,18 +363,7 @@ def test_a_long_lived_appender_does_not_resurrect_deleted_rows(tmp_path: Path) -
 def test_a_sync_mount_rewrite_of_100k_rows_is_one_version(tmp_path: Path) -> None:
     """``mount -o sync``: every write(2) is a FILE_SYNC WRITE; the rewrite is ONE commit."""
     n = 100_000
-    db = DatabaseOps.create(
-        tmp_path / "big", {"id": "Int64", "name": "String", "value": "Float64"}, engine="local"
-    )
-    db.insert(
-        pa.table(
-            {
-                "id": pa.array(range(n), pa.int64()),
-                "name": pa.array([f"name{i}" for i in range(n)]),
-                "value": pa.array([i * 0.5 for i in range(n)], pa.float64()),
-            }
-        )
-    )
+    db = _numbered(tmp_path / "big", n)
     v = db.version
     with NfsServer(TableFs(db)) as srv:
         res = run_in_vm(
