@@ -6,9 +6,13 @@ docs/nfs-writes.md. Pure bookkeeping: no I/O, no clock (times come from the call
 
 from __future__ import annotations
 
+import logging
+import mmap
+import os
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Generic, TypeVar
 
 from nfs._journal import JournalFile
@@ -16,7 +20,9 @@ from nfs._staging import Staging
 from nfs.rpc import CallContext
 from nfs.vfs import NfsError
 
-__all__ = ["Bounded", "Writer", "WriterKey"]
+__all__ = ["Bounded", "Shadows", "Writer", "WriterKey"]
+
+logger = logging.getLogger(__name__)
 
 _LOCAL: Final = "local"
 _K = TypeVar("_K")
@@ -97,3 +103,75 @@ class Bounded(Generic[_K, _V]):
 
 Failures = Bounded[WriterKey, NfsError]
 """Failures found after a reply promised success, kept for the writer's next WRITE/COMMIT."""
+
+
+class Shadows:
+    """data.csv as writers wrote it, per version they produced, kept on disk.
+
+    While the table is exactly what a writer wrote, the server shows that writer's bytes
+    (its page cache holds them); a stale page-widened append from it later must be matched
+    against them, also after a restart. Files ``<version>-<commit stamp>.csv`` under
+    ``directory`` (the stamp tells a version of a table restored under the same id from
+    the version that was shadowed), the ``keep`` newest, written atomically, mapped when
+    read. A presentation cache: losing it costs matching, never data.
+    """
+
+    def __init__(self, directory: Path, keep: int) -> None:
+        """Use ``directory`` (created 0700)."""
+        self._dir = directory
+        self._keep = keep
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._views: dict[tuple[int, int], memoryview] = {}
+
+    def _files(self) -> list[tuple[int, int, Path]]:
+        out = []
+        for path in self._dir.glob("*.csv"):
+            version, _, stamp = path.stem.partition("-")
+            if version.isdigit() and stamp.isdigit():
+                out.append((int(version), int(stamp), path))
+        return sorted(out)
+
+    def versions(self) -> list[tuple[int, int]]:
+        """Return the (version, stamp) pairs with a shadow, oldest first."""
+        return [(v, stamp) for v, stamp, _ in self._files()]
+
+    def put(self, version: int, stamp: int, content: bytes | memoryview) -> None:
+        """Keep ``content`` as the bytes shown for ``version`` (drops the oldest past keep)."""
+        path = self._dir / f"{version}-{stamp}.csv"
+        tmp = path.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(content)
+            os.replace(tmp, path)
+        except OSError:
+            logger.warning("could not keep the shadow of version %d", version, exc_info=True)
+            tmp.unlink(missing_ok=True)
+            return
+        self._views[(version, stamp)] = memoryview(bytes(content))
+        for v, old_stamp, old in self._files()[: -self._keep]:
+            self._views.pop((v, old_stamp), None)
+            old.unlink(missing_ok=True)
+
+    def get(self, version: int, stamp: int) -> memoryview | None:
+        """Return the bytes shown for ``version`` committed at ``stamp``, or None."""
+        view = self._views.get((version, stamp))
+        if view is not None:
+            return view
+        path = self._dir / f"{version}-{stamp}.csv"
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    view = memoryview(b"")
+                else:
+                    view = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
+        except FileNotFoundError:
+            return None
+        self._views[(version, stamp)] = view
+        return view
+
+    def clear(self) -> None:
+        """Forget every shadow (the table was replaced)."""
+        self._views.clear()
+        for _v, _stamp, path in self._files():
+            path.unlink(missing_ok=True)

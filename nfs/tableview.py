@@ -43,7 +43,6 @@ import os
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -68,7 +67,7 @@ from nfs._render_cache import RenderCache, VersionBytes
 from nfs._schema_sql import create_table_sql
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
 from nfs._staging import Base, BytesBase, Staging, read_all
-from nfs._writers import Bounded, Writer, WriterKey
+from nfs._writers import Bounded, Shadows, Writer, WriterKey
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
     NFS_PROGRAM,
@@ -299,6 +298,10 @@ class TableFs:
         self._scratch.add_dir(ROOT_ID, "data", mode=_DIR_MODE, fid=DATA_DIR_ID)
         self._scratch_base: dict[FileId, int] = {}
         self._journals = JournalDir(self._state_dir / "journal")
+        # data.csv as the last NFS writers wrote it, per version they produced (see _apply)
+        self._shadows = Shadows(
+            self._journals.path.with_name("shadows-" + self._journals.path.name), _KEEP_SHADOWS
+        )
         self._writers: dict[WriterKey, Writer] = {}
         self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
@@ -306,7 +309,6 @@ class TableFs:
         self.unfinished_at_close = 0
         """Staged writes :meth:`close` kept in the journal for the next start."""
         # data.csv as the last NFS writer wrote it, per version it produced (see _apply)
-        self._shadows: OrderedDict[int, bytes] = OrderedDict()
         self._schema_text: tuple[int, bytes] | None = None
         self._times: dict[int, Nfstime3] = {}
         self._stop = threading.Event()
@@ -372,15 +374,31 @@ class TableFs:
         """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
         while the table is exactly what that writer wrote (a shadow), else the rendering.
         """
-        shadow = self._shadows.get(version)
+        shadow = self._shadow(version)
         if shadow is not None:
             return BytesBase(shadow)
         return self._rendering(version)
 
+    def _stamp_of(self, version: int) -> int:
+        """The commit time of ``version`` in ns (with the version in its low digits)."""
+        return self._commit_time(version).to_ns()
+
+    def _shadow(self, version: int) -> memoryview | None:
+        """The bytes a writer wrote that became ``version``, if kept (and still that version)."""
+        if version > self._known_version:
+            return None
+        try:
+            return self._shadows.get(version, self._stamp_of(version))
+        except NfsError:
+            return None
+
     def _seen_versions(self) -> Iterator[tuple[int, Base]]:
         """Recent versions whose bytes are at hand, newest first (no rendering)."""
         seen: dict[int, Base] = {r.version: r for r in self._cache.cached()}
-        seen.update((v, BytesBase(b)) for v, b in self._shadows.items())
+        for v, _stamp in self._shadows.versions():
+            shadow = self._shadow(v)
+            if shadow is not None:
+                seen[v] = BytesBase(shadow)
         for v in sorted(seen, reverse=True):
             yield v, seen[v]
 
@@ -605,10 +623,7 @@ class TableFs:
         if applied.kind != "empty" and len(content) and base_version == before:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
-                self._shadows[produced] = bytes(content)
-                self._shadows.move_to_end(produced)
-                while len(self._shadows) > _KEEP_SHADOWS:
-                    self._shadows.popitem(last=False)
+                self._shadows.put(produced, self._stamp_of(produced), content)
         return applied
 
     @staticmethod
@@ -1067,9 +1082,9 @@ class TableFs:
                     return w.staging.read(offset, count)
                 version = self._version()
                 self._shown.set(ctx.peer or "local", version)
-                shadow = self._shadows.get(version)
+                shadow = self._shadow(version)
                 if shadow is not None:
-                    return _slice(memoryview(shadow), offset, count)
+                    return _slice(shadow, offset, count)
                 return self._rendering(version).read(offset, count)
             if fid == SCHEMA_ID:
                 return _slice(memoryview(self._schema_bytes()), offset, count)
