@@ -18,7 +18,6 @@ from typing import Final, Generic, TypeVar
 from nfs._journal import JournalFile
 from nfs._staging import Staging
 from nfs.rpc import CallContext
-from nfs.vfs import NfsError
 
 __all__ = ["Bounded", "Shadows", "Writer", "WriterKey"]
 
@@ -59,8 +58,6 @@ class Writer:
         staging: the content as this writer wrote it, over its base.
         write_id: names the Delta commit that applies it (and its journal file).
         journal: the durable record of the staging (None until the first operation).
-        acked: whether a reply promised durability (FILE_SYNC, COMMIT, SETATTR); such
-            content is never dropped silently.
         settled: the last operation was a FILE_SYNC WRITE that left a complete rewrite
             (on a line boundary): applied when this writer goes on to anything else.
     """
@@ -69,7 +66,6 @@ class Writer:
     staging: Staging
     write_id: str = field(default_factory=lambda: secrets.token_hex(12))
     journal: JournalFile | None = None
-    acked: bool = False
     settled: bool = False
 
 
@@ -96,14 +92,6 @@ class Bounded(Generic[_K, _V]):
         """Remove and return the value of ``key`` (None if absent)."""
         return self._items.pop(key, None)
 
-    def values(self) -> list[_V]:
-        """Return the values, oldest first."""
-        return list(self._items.values())
-
-
-Failures = Bounded[WriterKey, NfsError]
-"""Failures found after a reply promised success, kept for the writer's next WRITE/COMMIT."""
-
 
 class Shadows:
     """data.csv as writers wrote it, per version they produced, kept on disk.
@@ -122,6 +110,7 @@ class Shadows:
         self._keep = keep
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._views: dict[tuple[int, int], memoryview] = {}
+        self._kept = {(v, stamp) for v, stamp, _ in self._files()}  # no syscall per READ
 
     def _files(self) -> list[tuple[int, int, Path]]:
         out = []
@@ -133,7 +122,7 @@ class Shadows:
 
     def versions(self) -> list[tuple[int, int]]:
         """Return the (version, stamp) pairs with a shadow, oldest first."""
-        return [(v, stamp) for v, stamp, _ in self._files()]
+        return sorted(self._kept)
 
     def put(self, version: int, stamp: int, content: bytes | memoryview) -> None:
         """Keep ``content`` as the bytes shown for ``version`` (drops the oldest past keep)."""
@@ -148,14 +137,16 @@ class Shadows:
             tmp.unlink(missing_ok=True)
             return
         self._views[(version, stamp)] = memoryview(bytes(content))
+        self._kept.add((version, stamp))
         for v, old_stamp, old in self._files()[: -self._keep]:
             self._views.pop((v, old_stamp), None)
+            self._kept.discard((v, old_stamp))
             old.unlink(missing_ok=True)
 
     def get(self, version: int, stamp: int) -> memoryview | None:
         """Return the bytes shown for ``version`` committed at ``stamp``, or None."""
         view = self._views.get((version, stamp))
-        if view is not None:
+        if view is not None or (version, stamp) not in self._kept:
             return view
         path = self._dir / f"{version}-{stamp}.csv"
         try:
@@ -166,6 +157,7 @@ class Shadows:
                 else:
                     view = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
         except FileNotFoundError:
+            self._kept.discard((version, stamp))
             return None
         self._views[(version, stamp)] = view
         return view
@@ -173,5 +165,6 @@ class Shadows:
     def clear(self) -> None:
         """Forget every shadow (the table was replaced)."""
         self._views.clear()
+        self._kept.clear()
         for _v, _stamp, path in self._files():
             path.unlink(missing_ok=True)

@@ -549,7 +549,6 @@ class TableFs:
             self._journal(w).sync()
         except OSError as err:
             raise _journal_error(err) from err
-        w.acked = True
 
     def _raise_failure(self, key: WriterKey) -> None:
         """Raise (once) a failure found after this writer was told its write succeeded."""
@@ -763,7 +762,7 @@ class TableFs:
                 else:
                     st.truncate(op.number, touched=st.touched, mtime=st.mtime)
             journal = self._journals.reopen(rec)
-            self._writers[key] = Writer(key, st, head.write_id, journal, acked=True)
+            self._writers[key] = Writer(key, st, head.write_id, journal)
             logger.warning(
                 "data.csv: recovered the staged write of %s (%d bytes, base v%d)",
                 key,
