@@ -17,19 +17,21 @@ status mapping lives in :mod:`nfs.tableview`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs._staging import Base, read_all
+from nfs._staging import Base, BytesBase, read_all
 from posixlake import DatabaseOps
-from posixlake.csvcodec import parse_csv
+from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import DuplicateKeyError
 
 __all__ = [
     "Applied",
+    "KeyReader",
     "appended_lines",
     "apply_content",
     "apply_lines",
@@ -45,10 +47,26 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _LF: Final = 0x0A
+_QUOTE: Final = b'"'
+_CHUNK: Final = 4 << 20
+"""Bytes compared (and copied out of a staging) at a time: memory stays bounded."""
+_SCAN: Final = 64 << 10
 WRITE_TAG: Final = "posixlake.nfs_write"
 """The commit metadata key that names the staged NFS write a commit applied."""
 
 Kind = Literal["unchanged", "insert", "diff", "empty"]
+
+
+class KeyReader(Protocol):
+    """Reads a version's rows by key without reading the whole version."""
+
+    def rows_with_keys(self, version: int, keys: pa.Table) -> pa.Table | None:
+        """Return the rows of ``version`` with a key of ``keys`` (None: not available)."""
+        ...
+
+    def repeated_keys(self, version: int, key: Sequence[str]) -> pa.Table | None:
+        """Return the keys ``version`` holds more than once (None: not available)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -253,8 +271,8 @@ def _dedup(old: pa.Table, keys: pa.Table, key: list[str]) -> pa.Table:
     return rows.take(first["__i_min"])
 
 
-def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
-    """Apply the change from ``base_version`` to ``new`` onto the current version (3-way).
+def _diff(db: DatabaseOps, new: pa.Table, old: pa.Table) -> Applied:
+    """Apply the change from ``old`` (rows of the base) to ``new`` onto the current version.
 
     ``replace_rows`` commits the rows in memory directly, whatever the table's engine (a
     Spark MERGE would cost seconds for a one-row change). With a primary key see
@@ -264,7 +282,6 @@ def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
     """
     from nfs.diff import diff_rows
 
-    old = db.to_arrow(version=base_version)
     if not new.schema.equals(old.schema, check_metadata=False):
         new = new.cast(old.schema)
     key = db.key_columns
@@ -283,19 +300,22 @@ def _diff(db: DatabaseOps, new: pa.Table, base_version: int) -> Applied:
 
 def apply_content(
     db: DatabaseOps,
-    content: memoryview,
+    content: Base | memoryview | bytes,
     *,
     base_version: int,
     base: Base,
     write_id: str | None = None,
+    keys: KeyReader | None = None,
 ) -> Applied:
     """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
 
     Args:
         db: the table.
-        content: the whole new file.
+        content: the whole new file (read by range: a staging is not copied whole).
         base_version: the version the writer started from (its rows are the diff base).
         base: the bytes of ``data.csv`` the writer started from.
+        keys: reads a version's rows by key (e.g. :class:`nfs._segments.Segmenter`);
+            lets a keyed rewrite read only the region it changed.
         write_id: stored in the commit's metadata as ``posixlake.nfs_write`` (see
             :func:`committed_write`).
 
@@ -306,8 +326,9 @@ def apply_content(
         PosixLakeError: any other failure.
     """
     tags = {WRITE_TAG: write_id} if write_id else {}
+    source = BytesBase(content) if isinstance(content, bytes | memoryview) else content
     with db.commit_tags(tags):
-        return _apply(db, content, base_version=base_version, base=base)
+        return _apply(db, source, base_version, base, keys)
 
 
 def apply_lines(
@@ -334,20 +355,277 @@ def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
     return None
 
 
-def _apply(db: DatabaseOps, content: memoryview, *, base_version: int, base: Base) -> Applied:
-    if len(content) == 0:
+def _apply(
+    db: DatabaseOps,
+    content: Base,
+    base_version: int,
+    base: Base,
+    keys: KeyReader | None,
+) -> Applied:
+    if content.size == 0:
         before = db.version
         deleted = db.truncate()  # delta-rs directly; no commit when the table is empty
         after = db.version
         return Applied("empty", after if after != before else None, deleted=deleted)
     n = base.size
-    if len(content) >= n and n > 0:
-        prefix = read_all(base)
-        if same_bytes(content[:n], prefix):
-            if len(content) == n:
-                return Applied("unchanged", None)
-            extra = appended_lines(content, prefix)
-            if extra is not None:
-                return _insert_lines(db, extra, header_of(base))
-    new = parse_csv(content, arrow_schema(db), header="require")
-    return _diff(db, new, base_version)
+    same = _common_prefix(content, base)
+    if same == n == content.size:
+        return Applied("unchanged", None)
+    if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
+        # the base plus whole lines: an INSERT of those lines
+        return _insert_lines(db, read_all(content, n), header_of(base))
+    middle = _changed_region(content, base, same)
+    if middle is not None:
+        try:
+            applied = _apply_region(db, content, base, base_version, middle, keys)
+        except CsvFormatError:
+            applied = None  # reported by the whole parse, with the file's line numbers
+        if applied is not None:
+            return applied
+    new = parse_csv(read_all(content), arrow_schema(db), header="require")
+    return _diff(db, new, db.to_arrow(version=base_version))
+
+
+# -- the changed region of a rewrite ------------------------------------------------------
+
+
+def _common_prefix(a: Base, b: Base) -> int:
+    """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk)."""
+    limit = min(a.size, b.size)
+    pos = 0
+    while pos < limit:
+        n = min(_CHUNK, limit - pos)
+        x, y = read_all(a, pos, pos + n), read_all(b, pos, pos + n)
+        if same_bytes(x, y):
+            pos += n
+            continue
+        lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if same_bytes(x[:mid], y[:mid]):
+                lo = mid
+            else:
+                hi = mid
+        return pos + lo
+    return limit
+
+
+def _common_suffix(a: Base, b: Base, limit: int) -> int:
+    """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``."""
+    got = 0
+    while got < limit:
+        n = min(_CHUNK, limit - got)
+        x = read_all(a, a.size - got - n, a.size - got)
+        y = read_all(b, b.size - got - n, b.size - got)
+        if same_bytes(x, y):
+            got += n
+            continue
+        lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if same_bytes(x[n - mid :], y[n - mid :]):
+                lo = mid
+            else:
+                hi = mid
+        return got + lo
+    return limit
+
+
+def _quotes(data: Base, start: int, end: int) -> int:
+    """Count the quote characters of ``data[start:end]``."""
+    total = 0
+    for pos in range(start, end, _CHUNK):
+        total += bytes(read_all(data, pos, min(end, pos + _CHUNK))).count(_QUOTE)
+    return total
+
+
+def _record_start_at_or_before(data: Base, pos: int, floor: int, quotes: int) -> int:
+    """Return the last record start in ``[floor, pos]`` (``floor`` is one).
+
+    A record starts after a line feed that an even number of quotes precedes (RFC 4180:
+    quotes inside a field are doubled). ``quotes``: the number of quotes in ``data[:pos]``.
+    """
+    end = pos
+    while end > floor:
+        start = max(floor, end - _SCAN)
+        chunk = bytes(read_all(data, start, end))
+        i = len(chunk)
+        while True:
+            j = chunk.rfind(b"\n", 0, i)
+            if j < 0:
+                break
+            after = quotes - chunk.count(_QUOTE, j + 1)  # quotes before start + j + 1
+            if after % 2 == 0:
+                return start + j + 1
+            i = j
+        quotes -= chunk.count(_QUOTE)
+        end = start
+    return floor
+
+
+def _record_start_at_or_after(data: Base, pos: int, quotes: int) -> int:
+    """Return the first record start at or after ``pos`` (the end of ``data`` is one).
+
+    ``quotes``: the number of quotes in ``data[:pos]``; ``pos`` must not be inside the
+    header.
+    """
+    if pos > 0 and read_all(data, pos - 1, pos)[0] == _LF and quotes % 2 == 0:
+        return pos
+    start = pos
+    while start < data.size:
+        chunk = bytes(read_all(data, start, min(data.size, start + _SCAN)))
+        i = 0
+        while True:
+            j = chunk.find(b"\n", i)
+            if j < 0:
+                break
+            if (quotes + chunk.count(_QUOTE, 0, j)) % 2 == 0:
+                return start + j + 1
+            i = j + 1
+        quotes += chunk.count(_QUOTE)
+        start += len(chunk)
+    return data.size
+
+
+@dataclass(frozen=True)
+class _Region:
+    """Where a rewrite differs from its base, cut at record boundaries.
+
+    ``content[start:content_end]`` replaces ``base[start:base_end]``; the bytes before
+    ``start`` (the header and the records the writer left as they were) and after the
+    ends are the same in both.
+    """
+
+    start: int
+    base_end: int
+    content_end: int
+
+
+def _changed_region(content: Base, base: Base, same: int) -> _Region | None:
+    """Return the region of ``content`` that differs from ``base``, or None.
+
+    None when the base has no header line or the content changes it (a whole parse
+    reports or handles that), and when the region is most of the file (a whole parse
+    costs the same).
+    """
+    n = base.size
+    header = len(header_of(base))
+    if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
+        return None
+    suffix = _common_suffix(content, base, min(n, content.size) - same)
+    quotes_before = _quotes(base, 0, same)
+    start = _record_start_at_or_before(base, same, header, quotes_before)
+    delta = content.size - n
+    tail = n - suffix  # base[tail:] == content[tail + delta:]
+    base_end = _record_start_at_or_after(base, tail, quotes_before + _quotes(base, same, tail))
+    # changed bytes right before a record of the base must end a line of their own, else
+    # a whole parse joins them with that record
+    if (
+        base_end == tail
+        and tail < n
+        and tail + delta > start
+        and read_all(content, tail + delta - 1, tail + delta)[0] != _LF
+    ):
+        quotes = quotes_before + _quotes(base, same, tail + 1)
+        base_end = _record_start_at_or_after(base, tail + 1, quotes)
+    base_end = max(base_end, start)
+    content_end = base_end + delta
+    if content_end < start:
+        return None
+    if (base_end - start) + (content_end - start) > n:
+        return None  # most of the file changed: parse it whole
+    return _Region(start, base_end, content_end)
+
+
+def _apply_region(
+    db: DatabaseOps,
+    content: Base,
+    base: Base,
+    base_version: int,
+    region: _Region,
+    keys: KeyReader | None,
+) -> Applied | None:
+    """Apply a rewrite from the rows of its changed region alone (None: cannot).
+
+    Rows outside the region are the base's on both sides, so they cancel out of an
+    unkeyed (multiset) diff. With a primary key, the base rows outside the region whose
+    keys the region holds, or that the base repeats, are read (``keys``) and added to
+    both sides, so the diff sees each such key whole — a content that repeats a key still
+    fails, a repeated key of the base is still repaired — and reads no other rows.
+    Raises CsvFormatError (the caller parses the whole file to report it).
+    """
+    schema = arrow_schema(db)
+    parse_csv(header_of(base), schema, header="require")  # the base shows today's columns
+    old = parse_csv(read_all(base, region.start, region.base_end), schema, header="none")
+    new = parse_csv(read_all(content, region.start, region.content_end), schema, header="none")
+    key = list(db.key_columns or ())
+    if not key:
+        return _diff(db, new, old)
+    if keys is None:
+        return None
+    repeated = keys.repeated_keys(base_version, key)
+    if repeated is None:
+        return None
+    touched = pa.concat_tables(
+        [old.select(key), new.select(key), repeated.cast(old.select(key).schema)]
+    )
+    touched = touched.group_by(key).aggregate([])
+    if touched.num_rows == 0:
+        return Applied("unchanged", None)
+    found = keys.rows_with_keys(base_version, touched)
+    if found is None:
+        return None
+    outside = _outside(found.select(schema.names).cast(schema), old, key)
+    if outside.num_rows:
+        old = pa.concat_tables([old, outside])
+        new = pa.concat_tables([new, outside])
+    return _diff(db, new, old)
+
+
+def _outside(found: pa.Table, region: pa.Table, key: list[str]) -> pa.Table:
+    """Return the rows of ``found`` that ``region`` does not account for.
+
+    ``found``: the base's rows with some keys; ``region``: the base rows the region holds
+    (a sub-multiset of the base). Rows are matched whole first (which copy of a repeated
+    key the region holds matters), then by key (a value that does not compare equal to
+    itself, NaN).
+    """
+    if found.num_rows == 0:
+        return found
+    names = found.column_names
+    rows_in = [_hashable(r) for r in region.select(names).to_pylist()]
+    whole: dict[object, int] = {}
+    by_key: dict[object, int] = {}
+    for row in rows_in:
+        whole[row] = whole.get(row, 0) + 1
+    found_rows = [_hashable(r) for r in found.to_pylist()]
+    index = [names.index(k) for k in key]
+    unmatched: list[int] = []
+    for i, row in enumerate(found_rows):
+        if whole.get(row, 0) > 0:
+            whole[row] -= 1
+        else:
+            unmatched.append(i)
+    for row, left in whole.items():  # region rows no found row equalled
+        assert isinstance(row, tuple)
+        k = tuple(row[j] for j in index)
+        by_key[k] = by_key.get(k, 0) + left
+    keep: list[int] = []
+    for i in unmatched:
+        row = found_rows[i]
+        assert isinstance(row, tuple)
+        k = tuple(row[j] for j in index)
+        if by_key.get(k, 0) > 0:
+            by_key[k] -= 1
+        else:
+            keep.append(i)
+    return found.take(pa.array(keep, pa.int64()))
+
+
+def _hashable(value: object) -> object:
+    """A hashable stand-in for a row or value of ``to_pylist`` (lists and dicts nest)."""
+    if isinstance(value, dict):
+        return tuple(_hashable(v) for v in value.values())
+    if isinstance(value, list):
+        return ("[]", *(_hashable(v) for v in value))
+    return value

@@ -526,6 +526,7 @@ class Segmenter:
         self.stats = SegmenterStats()
         self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
         self._keys: dict[tuple[str, int, int, str, str], str] = {}
+        self._repeated: dict[tuple[int, tuple[str, ...]], pa.Table] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
@@ -557,6 +558,65 @@ class Segmenter:
         done = [s for s in segments if s is not None]
         assert len(done) == len(segments)
         return SegmentedRendering(version, plan.header, done)
+
+    def rows_with_keys(self, version: int, keys: pa.Table) -> pa.Table | None:
+        """Return the rows of ``version`` whose key columns equal a row of ``keys``.
+
+        Reads only what may hold them: a file whose partition values or whose row groups'
+        min/max statistics exclude every key is skipped, and only candidate row groups are
+        read. Returns None when the version's files cannot be read one by one (deletion
+        vectors, column mapping). Rows have the version's schema, in segment order.
+
+        Raises:
+            PermissionDenied, VersionError, NotFound: as :meth:`__call__`.
+        """
+        self._db.authorizer.check("read", "read")
+        _log, plan = self._plan_of(version)
+        if plan is None:
+            return None
+        snapshot = plan.snapshot
+        schema = snapshot.schema
+        names = keys.column_names
+        keys = keys.cast(pa.schema([schema.field(n) for n in names]))
+        fs = table_filesystem(snapshot.uri, snapshot.storage_options)
+        found: list[pa.Table] = []
+        for data_file in plan.files:
+            rows = _rows_with_keys(fs, plan, data_file, keys)
+            if rows is not None and rows.num_rows:
+                found.append(rows)
+        if not found:
+            return schema.empty_table()
+        return pa.concat_tables(found)
+
+    def repeated_keys(self, version: int, key: Sequence[str]) -> pa.Table | None:
+        """Return the key values that ``version`` holds more than once (usually none).
+
+        Reads the key columns of every file (once per version: remembered). None when the
+        version's files cannot be read one by one.
+        """
+        self._db.authorizer.check("read", "read")
+        memo = (version, tuple(key))
+        with self._lock:
+            known = self._repeated.get(memo)
+        if known is not None:
+            return known
+        _log, plan = self._plan_of(version)
+        if plan is None:
+            return None
+        snapshot = plan.snapshot
+        fs = table_filesystem(snapshot.uri, snapshot.storage_options)
+        schema = pa.schema([snapshot.schema.field(k) for k in key])
+        parts = [_key_columns(fs, plan, f, schema) for f in plan.files]
+        keys = pa.concat_tables(parts) if parts else schema.empty_table()
+        counts = keys.group_by(list(key)).aggregate([([], "count_all")])
+        import pyarrow.compute as pc
+
+        repeated = counts.filter(pc.greater(counts["count_all"], 1)).select(list(key))
+        with self._lock:
+            if len(self._repeated) >= 4:
+                self._repeated.pop(next(iter(self._repeated)))
+            self._repeated[memo] = repeated
+        return repeated
 
     def close(self) -> None:
         """Stop the rendering threads (renderings stay readable)."""
@@ -837,6 +897,101 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[by
 
         chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
     return chunks, rows
+
+
+def _rows_with_keys(
+    fs: pafs.FileSystem, plan: _Plan, data_file: DataFile, keys: pa.Table
+) -> pa.Table | None:
+    """Return the rows of one file whose key equals a row of ``keys`` (None: none can)."""
+    import pyarrow.compute as pc
+
+    snapshot = plan.snapshot
+    schema = snapshot.schema
+    parts = snapshot.partition_columns
+    candidates = keys
+    for name in keys.column_names:
+        if name in parts:  # one value for the whole file
+            value = data_file.partition_values.get(name)
+            column = candidates.column(name)
+            mask = pc.is_null(column) if value is None else pc.equal(column, value)
+            candidates = candidates.filter(pc.fill_null(mask, False))
+    if candidates.num_rows == 0:
+        return None
+    with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
+        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+        meta = pf.metadata
+        index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+        groups = []
+        for g in range(meta.num_row_groups):
+            if _may_hold(meta.row_group(g), index, candidates, parts):
+                groups.append(g)
+        if not groups:
+            return None
+        present = set(pf.schema_arrow.names)
+        wanted = [f.name for f in schema if f.name not in parts and f.name in present]
+        batches = [
+            _assemble(b, schema, parts, data_file)
+            for b in pf.iter_batches(
+                batch_size=_BATCH_ROWS, row_groups=groups, columns=wanted, use_threads=False
+            )
+        ]
+    if not batches:
+        return None
+    rows = pa.Table.from_batches(batches).cast(schema)
+    names = candidates.column_names
+    return rows.join(candidates, keys=names, join_type="left semi").select(schema.names)
+
+
+def _key_columns(
+    fs: pafs.FileSystem, plan: _Plan, data_file: DataFile, schema: pa.Schema
+) -> pa.Table:
+    """Return the columns of ``schema`` (key columns) of one data file's rows."""
+    snapshot = plan.snapshot
+    parts = snapshot.partition_columns
+    with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
+        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+        present = set(pf.schema_arrow.names)
+        wanted = [f.name for f in schema if f.name not in parts and f.name in present]
+        n = pf.metadata.num_rows
+        read = pf.read(columns=wanted, use_threads=False) if wanted else None
+    arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+    for f in schema:
+        if f.name in parts:
+            value = data_file.partition_values.get(f.name)
+            arrays.append(
+                pa.nulls(n, f.type) if value is None else pa.repeat(value, n).cast(f.type)
+            )
+        elif read is not None and f.name in wanted:
+            arrays.append(read.column(f.name).cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _may_hold(group: Any, index: dict[str, int], keys: pa.Table, parts: Sequence[str]) -> bool:
+    """Whether a row group's min/max statistics admit some row of ``keys`` (True: unknown)."""
+    import pyarrow.compute as pc
+
+    mask: Any = None
+    for name in keys.column_names:
+        if name in parts:
+            continue
+        i = index.get(name)
+        if i is None:
+            return True
+        stats = group.column(i).statistics
+        if stats is None or not stats.has_min_max:
+            return True
+        column = keys.column(name)
+        try:
+            low = pa.scalar(stats.min, column.type)
+            high = pa.scalar(stats.max, column.type)
+            inside = pc.and_(pc.greater_equal(column, low), pc.less_equal(column, high))
+        except (pa.ArrowException, TypeError, ValueError):
+            return True  # statistics of a type we do not compare: read the group
+        inside = pc.fill_null(inside, stats.null_count is None or stats.null_count > 0)
+        mask = inside if mask is None else pc.and_(mask, inside)
+    return mask is None or bool(pc.any(mask).as_py())
 
 
 def _small_dictionaries(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final, Generic, TypeVar
 
 from nfs._journal import JournalFile
-from nfs._staging import Staging
+from nfs._staging import Base, Staging, read_all
 from nfs.rpc import CallContext
 
 __all__ = ["Bounded", "Shadows", "Writer", "WriterKey"]
@@ -24,6 +24,7 @@ __all__ = ["Bounded", "Shadows", "Writer", "WriterKey"]
 logger = logging.getLogger(__name__)
 
 _LOCAL: Final = "local"
+_PUT_CHUNK: Final = 4 << 20
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -124,19 +125,24 @@ class Shadows:
         """Return the (version, stamp) pairs with a shadow, oldest first."""
         return sorted(self._kept)
 
-    def put(self, version: int, stamp: int, content: bytes | memoryview) -> None:
-        """Keep ``content`` as the bytes shown for ``version`` (drops the oldest past keep)."""
+    def put(self, version: int, stamp: int, content: Base) -> None:
+        """Keep ``content`` as the bytes shown for ``version`` (drops the oldest past keep).
+
+        Written chunk by chunk and mapped back when read: a large content is not held in
+        memory twice.
+        """
         path = self._dir / f"{version}-{stamp}.csv"
         tmp = path.with_suffix(".tmp")
         try:
             with open(tmp, "wb") as f:
-                f.write(content)
+                for pos in range(0, content.size, _PUT_CHUNK):
+                    f.write(read_all(content, pos, pos + _PUT_CHUNK))
             os.replace(tmp, path)
         except OSError:
             logger.warning("could not keep the shadow of version %d", version, exc_info=True)
             tmp.unlink(missing_ok=True)
             return
-        self._views[(version, stamp)] = memoryview(bytes(content))
+        self._views.pop((version, stamp), None)
         self._kept.add((version, stamp))
         for v, old_stamp, old in self._files()[: -self._keep]:
             self._views.pop((v, old_stamp), None)

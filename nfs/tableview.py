@@ -582,7 +582,7 @@ class TableFs:
                 )
             if st.same_as_base():
                 return Applied("unchanged", None)
-            return self._apply(st.content(), st.base_version, st.base, w.write_id)
+            return self._apply(st, st.base_version, st.base, w.write_id)
         finally:
             self._drop(w)
 
@@ -603,7 +603,7 @@ class TableFs:
 
     def _apply(
         self,
-        content: memoryview,
+        content: Base,
         base_version: int,
         base: Base,
         write_id: str | None = None,
@@ -615,11 +615,16 @@ class TableFs:
             raise nfs_error(err) from err
         applied = self._commit(
             lambda: apply_content(
-                self._db, content, base_version=base_version, base=base, write_id=write_id
+                self._db,
+                content,
+                base_version=base_version,
+                base=base,
+                write_id=write_id,
+                keys=self._segmenter,
             )
         )
         # Keep showing the writer's bytes while the table is exactly what it wrote.
-        if applied.kind != "empty" and len(content) and base_version == before:
+        if applied.kind != "empty" and content.size and base_version == before:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
                 self._shadows.put(produced, self._stamp_of(produced), content)
@@ -1227,7 +1232,7 @@ class TableFs:
                 own = self._writers.get(WriterKey.of(ctx))
                 if own is not None:
                     self._drop(own)
-                self._apply(memoryview(b""), self._version(), BytesBase(b""))
+                self._apply(BytesBase(b""), self._version(), BytesBase(b""))
                 return
             if static == SCHEMA_ID:
                 raise _err(Nfsstat3.NFS3ERR_ACCES, "schema.sql is read-only")
@@ -1308,7 +1313,7 @@ class TableFs:
         if base is None:
             base_version = self._scratch_base.get(src, self._version())
             base = self._presented_or_none(base_version) or BytesBase(b"")
-        self._apply(memoryview(content), base_version, base, secrets.token_hex(12))
+        self._apply(BytesBase(content), base_version, base, secrets.token_hex(12))
         self._scratch.pop_file(from_dir, from_name)
         self._scratch_base.pop(src, None)
 

@@ -1,0 +1,172 @@
+"""A rewrite of data.csv applied from its changed region equals one applied from the whole file.
+
+``nfs._apply`` parses only the records between the common prefix and the common suffix of
+the content and its base (cut at record boundaries: quotes may hold line feeds), and with a
+primary key reads the base rows of the keys it touches, or that the base repeats. The
+reference is the same apply with the region search switched off (``_changed_region``
+returning None: the whole content parsed and diffed against ``db.to_arrow(version=...)``):
+for random tables (several data files, quotes, commas, line feeds, NULLs, repeated keys) and
+random edits (rows replaced, removed, inserted, duplicated; bytes cut anywhere), both end in
+the same rows, or both refuse with the same error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nfs._apply as apply_module
+from nfs._apply import apply_content
+from nfs._segments import Segmenter, SegmentStore
+from posixlake import DatabaseOps
+from posixlake.csvcodec import parse_csv, render_csv
+from posixlake.errors import PosixLakeError
+
+SCHEMA = {"id": "Int64", "name": "String", "score": "Float64"}
+_text = st.text(alphabet=st.sampled_from("ab ,\"\n'é"), max_size=5) | st.none()
+_score = st.sampled_from([0.0, 1.5, -2.25, 1e-7, None])
+
+
+def _row(draw: Any, ident: int) -> dict[str, Any]:
+    return {"id": ident, "name": draw(_text), "score": draw(_score)}
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        rows, schema=pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+    )
+
+
+def _state(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    rows = db.to_arrow().to_pylist()
+    return sorted((tuple(r.values()) for r in rows), key=repr)
+
+
+def _outcome(
+    path: Path, batches: list[list[dict[str, Any]]], keyed: bool, content: bytes, whole: bool
+) -> tuple[str, list[tuple[Any, ...]]]:
+    db = DatabaseOps.create(path, SCHEMA, engine="local", primary_key="id" if keyed else None)
+    for batch in batches:  # one data file each; written by delta-rs: keys may repeat
+        write_deltalake(db.uri, _table(batch), mode="append")
+    version = db.version
+    segmenter = Segmenter(db, SegmentStore(path.parent / f"{path.name}-cache"), workers=1)
+    try:
+        base = segmenter(version)
+        saved = apply_module._changed_region
+        if whole:
+            apply_module._changed_region = lambda *_: None  # type: ignore[assignment]
+        try:
+            apply_content(db, content, base_version=version, base=base, keys=segmenter)
+            result = "ok"
+        except PosixLakeError as err:
+            result = type(err).__name__
+        finally:
+            apply_module._changed_region = saved  # type: ignore[method-assign]
+        return result, _state(db)
+    finally:
+        segmenter.close()
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], bool, bytes]:
+    keyed = draw(st.booleans())
+    sizes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    batches: list[list[dict[str, Any]]] = []
+    ident = 0
+    for n in sizes:
+        batch = []
+        for _ in range(n):
+            batch.append(_row(draw, ident))
+            ident += 1
+        batches.append(batch)
+    if draw(st.booleans()):  # a key (or whole row) that two processes once inserted
+        batches.append([dict(draw(st.sampled_from([r for b in batches for r in b])))])
+    rows = [r for b in batches for r in b]
+    schema = _table(rows).schema
+    edited = list(rows)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["replace", "remove", "insert", "duplicate", "move"]))
+        i = draw(st.integers(0, max(0, len(edited) - 1)))
+        if op == "replace" and edited:
+            edited[i] = _row(draw, edited[i]["id"])
+        elif op == "remove" and edited:
+            del edited[i]
+        elif op == "insert":
+            edited.insert(i, _row(draw, draw(st.integers(0, ident + 2))))
+        elif op == "duplicate" and edited:
+            edited.insert(draw(st.integers(0, len(edited))), dict(edited[i]))
+        elif op == "move" and edited:
+            edited.append(edited.pop(i))
+    content = render_csv(_table(edited).cast(schema)) if edited else render_csv(_table([]))
+    if draw(st.integers(0, 4)) == 0:  # bytes cut anywhere: a quote or a line feed may go
+        a = draw(st.integers(0, len(content)))
+        b = draw(st.integers(a, min(len(content), a + 4)))
+        content = content[:a] + content[b:]
+    return batches, keyed, content
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_case())
+def test_a_rewrite_applied_from_its_region_equals_one_applied_whole(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[list[list[dict[str, Any]]], bool, bytes]
+) -> None:
+    batches, keyed, content = case
+    work = tmp_path_factory.mktemp("region")
+    region = _outcome(work / "region", batches, keyed, content, whole=False)
+    whole = _outcome(work / "whole", batches, keyed, content, whole=True)
+    assert region == whole
+
+
+def test_a_one_row_change_in_the_middle_parses_only_its_region(tmp_path: Path) -> None:
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local", primary_key="id")
+    for start in range(0, 3000, 1000):
+        db.insert(
+            _table([{"id": i, "name": f"n{i}", "score": 1.0} for i in range(start, start + 1000)])
+        )
+    segmenter = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=1)
+    base = segmenter(db.version)
+    content = bytes(base.read(0, base.size)[0]).replace(b"\n1500,n1500,", b"\n1500,changed,")
+    parsed: list[int] = []
+    real = apply_module.parse_csv
+
+    def counting(data: Any, *args: Any, **kwargs: Any) -> pa.Table:
+        table = real(data, *args, **kwargs)
+        parsed.append(table.num_rows)
+        return table
+
+    apply_module.parse_csv = counting  # type: ignore[assignment]
+    try:
+        applied = apply_content(db, content, base_version=db.version, base=base, keys=segmenter)
+    finally:
+        apply_module.parse_csv = real  # type: ignore[assignment]
+        segmenter.close()
+    assert applied.kind == "diff" and applied.updated == 1
+    assert sum(parsed) <= 2  # the changed record, old and new: not 3,000 rows
+    assert db.query("SELECT name FROM data WHERE id = 1500").to_pylist() == [{"name": "changed"}]
+    assert db.to_arrow().num_rows == 3000
+    assert parse_csv(content, db.to_arrow().schema).num_rows == 3000
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_change_after_a_quoted_line_feed_cuts_at_the_record(tmp_path: Path, keyed: bool) -> None:
+    # the line feed inside "a\n5,b" is not a record boundary: a region starting after it
+    # would read `5,b",1.5` as a row with id 5
+    rows = [{"id": 1, "name": "x", "score": 0.0}, {"id": 2, "name": "a\n5,b", "score": 1.5}]
+    batches = [rows, [{"id": 3, "name": "z", "score": 2.0}]]
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    for batch in batches:
+        write_deltalake(db.uri, _table(batch), mode="append")
+    segmenter = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=1)
+    base = bytes(segmenter(db.version).read(0, 1 << 20)[0])
+    segmenter.close()
+    assert b'"a\n5,b",1.5\n' in base
+    content = base.replace(b'"a\n5,b",1.5\n', b'"a\n5,b",2.5\n')
+    region = _outcome(tmp_path / "region", batches, keyed, content, whole=False)
+    assert region == _outcome(tmp_path / "whole", batches, keyed, content, whole=True)
+    assert region[0] == "ok" and (2, "a\n5,b", 2.5) in region[1]
