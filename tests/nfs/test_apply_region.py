@@ -60,14 +60,14 @@ def _outcome(
         base = segmenter(version)
         saved = apply_module._changed_region
         if whole:
-            apply_module._changed_region = lambda *_: None  # type: ignore[assignment]
+            setattr(apply_module, "_changed_region", lambda *_: None)  # noqa: B010
         try:
             apply_content(db, content, base_version=version, base=base, keys=segmenter)
             result = "ok"
         except PosixLakeError as err:
             result = type(err).__name__
         finally:
-            apply_module._changed_region = saved  # type: ignore[method-assign]
+            setattr(apply_module, "_changed_region", saved)  # noqa: B010
         return result, _state(db)
     finally:
         segmenter.close()
@@ -123,7 +123,9 @@ def test_a_rewrite_applied_from_its_region_equals_one_applied_whole(
     assert region == whole
 
 
-def test_a_one_row_change_in_the_middle_parses_only_its_region(tmp_path: Path) -> None:
+def test_a_one_row_change_in_the_middle_parses_only_its_region(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local", primary_key="id")
     for start in range(0, 3000, 1000):
         db.insert(
@@ -133,18 +135,18 @@ def test_a_one_row_change_in_the_middle_parses_only_its_region(tmp_path: Path) -
     base = segmenter(db.version)
     content = bytes(base.read(0, base.size)[0]).replace(b"\n1500,n1500,", b"\n1500,changed,")
     parsed: list[int] = []
-    real = apply_module.parse_csv
+    real = parse_csv
 
     def counting(data: Any, *args: Any, **kwargs: Any) -> pa.Table:
         table = real(data, *args, **kwargs)
         parsed.append(table.num_rows)
         return table
 
-    apply_module.parse_csv = counting  # type: ignore[assignment]
+    monkeypatch.setattr(apply_module, "parse_csv", counting)
     try:
         applied = apply_content(db, content, base_version=db.version, base=base, keys=segmenter)
     finally:
-        apply_module.parse_csv = real  # type: ignore[assignment]
+        monkeypatch.undo()
         segmenter.close()
     assert applied.kind == "diff" and applied.updated == 1
     assert sum(parsed) <= 2  # the changed record, old and new: not 3,000 rows
