@@ -1,4 +1,4 @@
-"""The read side of the NFS face at lake scale: segmented renderings of data.csv.
+"""The NFS face at lake scale: segmented renderings of data.csv, and edits that cost the change.
 
 Run:  python benchmarks/bench_nfs_scale.py [--rows 100000,10000000] [--chunk 1000000]
                                            [--dir DIR] [--runs N] [--workers N] [--baseline]
@@ -17,6 +17,14 @@ from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs
 4. warm sequential read: the whole file in 1 MiB READs (NFS rsize), each copied once
    (as packing the reply does), MB/s;
 
+5. ``echo >>`` of one row: TableFs GETATTR, WRITE of the line at the end, COMMIT (median
+   of ``--runs``; the rows are deleted again afterwards);
+6. one-row change in a whole-file overwrite, as ``cat changed.csv > data.csv`` through the
+   kernel client sends it (the name of the row in the middle changes): SETATTR size 0, 1 MiB WRITEs (UNSTABLE), COMMIT — the time
+   from SETATTR to COMMIT's reply (the client's read of the file before is not timed);
+
+phases 5 and 6 call TableFs in the serving process (no RPC transport: bench_nfs.py times
+the wire), with a state directory of their own;
 each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
 touched) and its anonymous memory at the end (RssAnon).
 ``--baseline`` also times today's path (``db.to_arrow(version)`` rendered whole) for 1 and 3.
@@ -46,6 +54,9 @@ import pyarrow.compute as pc
 
 from nfs._render_cache import RenderCache, VersionBytes
 from nfs._segments import Segmenter, SegmentStore
+from nfs.nfs3 import Sattr3, StableHow
+from nfs.rpc import CallContext
+from nfs.tableview import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import iter_render_csv
 
@@ -187,6 +198,64 @@ def phase(name: str, table: str, cache_dir: str, runs: int, workers: int | None)
     return out
 
 
+def reset_peak_rss() -> None:
+    """Start VmHWM again from the current RSS (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, Any]:
+    """Phases 5 and 6: edits through TableFs, in this process."""
+    db = DatabaseOps.open(table, engine="local")
+    state = tempfile.mkdtemp(prefix="bench-nfs-state-")
+    fs = TableFs(db, state_dir=state, segment_cache=cache_dir, idle_timer=False)
+    ctx = CallContext.local(peer="10.0.0.1:700")
+    out: dict[str, Any] = {}
+    try:
+        size = fs.getattr(DATA_CSV_ID, ctx).size  # the first read renders (not timed)
+        if name == "append":
+            times = []
+            for i in range(runs):
+                reset_peak_rss()
+                t = time.perf_counter()
+                size = fs.getattr(DATA_CSV_ID, ctx).size
+                line = f"{(1 << 41) + i},appended,1.5,Paris\n".encode()
+                fs.write(DATA_CSV_ID, size, line, StableHow.UNSTABLE, ctx)
+                fs.commit(DATA_CSV_ID, 0, 0, ctx)
+                times.append((time.perf_counter() - t) * 1000)
+            db.delete_rows_where(f"id >= {1 << 41}")
+            out["ms"] = statistics.median(times)
+            out["all_ms"] = times
+        else:  # overwrite
+            content = bytearray()
+            while len(content) < size:
+                data, eof = fs.read(DATA_CSV_ID, len(content), RSIZE, ctx)
+                content += data
+                if eof:
+                    break
+            middle = content.find(b"\n", len(content) // 2) + 1
+            name = content.find(b",", middle) + 1
+            content[name:name] = b"renamed-"  # one row's name changes
+            version = db.version
+            reset_peak_rss()
+            out["rss_before_mb"] = status_mb("VmRSS")  # the client's copy of the file included
+            t = time.perf_counter()
+            fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+            for pos in range(0, len(content), RSIZE):
+                chunk = bytes(content[pos : pos + RSIZE])
+                fs.write(DATA_CSV_ID, pos, chunk, StableHow.UNSTABLE, ctx)
+            fs.commit(DATA_CSV_ID, 0, 0, ctx)
+            out["ms"] = (time.perf_counter() - t) * 1000
+            out["versions"] = db.version - version
+            out["size"] = len(content)
+        out["peak_rss_mb"] = peak_rss_mb()
+        out["anon_mb"] = status_mb("RssAnon")
+    finally:
+        fs.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return out
+
+
 def writer_loop(table: str) -> None:
     """Insert one row per ``insert`` line on stdin (answering its version); ``cleanup``
     deletes the rows inserted."""
@@ -226,6 +295,9 @@ def main() -> None:
     if args.phase == "writer":
         writer_loop(args.table)
         return
+    if args.phase in ("append", "overwrite"):
+        print(json.dumps(write_phase(args.phase, args.table, args.cache, args.runs)))
+        return
     if args.phase:
         print(json.dumps(phase(args.phase, args.table, args.cache, args.runs, args.workers)))
         return
@@ -240,6 +312,8 @@ def main() -> None:
         restart = run_phase("restart", table, cache, args)
         insert = run_phase("insert", table, cache, args)
         seq = run_phase("seq", table, cache, args)
+        append = run_phase("append", table, cache, args)
+        overwrite = run_phase("overwrite", table, cache, args)
         report: list[tuple[str, str]] = [
             ("data.csv size", f"{first['size'] / 1e6:.1f} MB"),
             (
@@ -262,6 +336,21 @@ def main() -> None:
                 "warm sequential read",
                 f"{seq['mb_s']:.0f} MB/s, peak RSS {seq['peak_rss_mb']:.0f} MB, "
                 f"anon {seq['anon_mb']:.0f} MB",
+            ),
+        ]
+        report += [
+            (
+                "echo >> one row (TableFs)",
+                f"{append['ms']:.1f} ms median of {args.runs} "
+                f"({', '.join(f'{x:.1f}' for x in append['all_ms'])}), "
+                f"peak RSS {append['peak_rss_mb']:.0f} MB",
+            ),
+            (
+                "one-row change, whole overwrite (TableFs)",
+                f"{overwrite['ms']:.0f} ms, {overwrite['versions']} version(s), "
+                f"peak RSS {overwrite['peak_rss_mb']:.0f} MB "
+                f"(+{overwrite['peak_rss_mb'] - overwrite['rss_before_mb']:.0f} MB over the "
+                f"{overwrite['rss_before_mb']:.0f} MB before, which hold the client's copy)",
             ),
         ]
         if args.baseline:

@@ -551,7 +551,9 @@ def _apply_region(
     unkeyed (multiset) diff. With a primary key, the base rows outside the region whose
     keys the region holds, or that the base repeats, are read (``keys``) and added to
     both sides, so the diff sees each such key whole — a content that repeats a key still
-    fails, a repeated key of the base is still repaired — and reads no other rows.
+    fails, a repeated key of the base is still repaired — and reads no other rows. When
+    the base repeats no key (the usual case, known per data file), only the keys the
+    region adds are looked up.
     Raises CsvFormatError (the caller parses the whole file to report it).
     """
     schema = arrow_schema(db)
@@ -566,12 +568,16 @@ def _apply_region(
     repeated = keys.repeated_keys(base_version, key)
     if repeated is None:
         return None
-    touched = pa.concat_tables(
-        [old.select(key), new.select(key), repeated.cast(old.select(key).schema)]
-    )
+    if repeated.num_rows == 0:
+        # each key of the base is in one row: a key of the region's old rows is nowhere
+        # else, so only the keys the region adds can be held outside it
+        touched = new.select(key).join(old.select(key), keys=key, join_type="left anti")
+    else:
+        key_schema = old.select(key).schema
+        touched = pa.concat_tables([old.select(key), new.select(key), repeated.cast(key_schema)])
     touched = touched.group_by(key).aggregate([])
     if touched.num_rows == 0:
-        return Applied("unchanged", None)
+        return _diff(db, new, old)
     found = keys.rows_with_keys(base_version, touched)
     if found is None:
         return None

@@ -142,6 +142,10 @@ class Staging:
         if offset >= size:
             return b"", True
         end = min(size, offset + count)
+        lo = self._start
+        if lo <= offset and end <= lo + len(self._buf):  # within what was written: one copy
+            with memoryview(self._buf) as view:
+                return view[offset - lo : end - lo].tobytes(), end >= size
         return bytes(self._range(offset, end)), end >= size
 
     def _range(self, start: int, end: int) -> bytearray:

@@ -10,6 +10,7 @@ import logging
 import mmap
 import os
 import secrets
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 _LOCAL: Final = "local"
 _PUT_CHUNK: Final = 4 << 20
+_SYNC_PUT: Final = 16 << 20  # larger shadows are written in the background
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -102,7 +104,9 @@ class Shadows:
     against them, also after a restart. Files ``<version>-<commit stamp>.csv`` under
     ``directory`` (the stamp tells a version of a table restored under the same id from
     the version that was shadowed), the ``keep`` newest, written atomically, mapped when
-    read. A presentation cache: losing it costs matching, never data.
+    read. A presentation cache: losing it costs matching, never data — so a large one is
+    written by a background thread (its reply does not wait for the disk), served from
+    the content it was given until then.
     """
 
     def __init__(self, directory: Path, keep: int) -> None:
@@ -112,6 +116,8 @@ class Shadows:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._views: dict[tuple[int, int], memoryview] = {}
         self._kept = {(v, stamp) for v, stamp, _ in self._files()}  # no syscall per READ
+        self._pending: dict[tuple[int, int], tuple[Base, threading.Thread]] = {}
+        self._lock = threading.Lock()
 
     def _files(self) -> list[tuple[int, int, Path]]:
         out = []
@@ -123,16 +129,33 @@ class Shadows:
 
     def versions(self) -> list[tuple[int, int]]:
         """Return the (version, stamp) pairs with a shadow, oldest first."""
-        return sorted(self._kept)
+        with self._lock:
+            return sorted(self._kept)
 
     def put(self, version: int, stamp: int, content: Base) -> None:
         """Keep ``content`` as the bytes shown for ``version`` (drops the oldest past keep).
 
-        Written chunk by chunk and mapped back when read: a large content is not held in
-        memory twice.
+        ``content`` must not change afterwards. Written chunk by chunk and mapped back
+        when read: a large content is not held in memory twice.
         """
+        memo = (version, stamp)
+        with self._lock:
+            self._views.pop(memo, None)
+            self._kept.add(memo)
+        if content.size <= _SYNC_PUT:
+            self._write(memo, content)
+            return
+        thread = threading.Thread(
+            target=self._write, args=(memo, content), name="posixlake-shadow", daemon=True
+        )
+        with self._lock:
+            self._pending[memo] = (content, thread)
+        thread.start()
+
+    def _write(self, memo: tuple[int, int], content: Base) -> None:
+        version, stamp = memo
         path = self._dir / f"{version}-{stamp}.csv"
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
         try:
             with open(tmp, "wb") as f:
                 for pos in range(0, content.size, _PUT_CHUNK):
@@ -141,19 +164,38 @@ class Shadows:
         except OSError:
             logger.warning("could not keep the shadow of version %d", version, exc_info=True)
             tmp.unlink(missing_ok=True)
+            with self._lock:
+                self._kept.discard(memo)
+                self._pending.pop(memo, None)
             return
-        self._views.pop((version, stamp), None)
-        self._kept.add((version, stamp))
-        for v, old_stamp, old in self._files()[: -self._keep]:
-            self._views.pop((v, old_stamp), None)
-            self._kept.discard((v, old_stamp))
-            old.unlink(missing_ok=True)
+        with self._lock:
+            self._pending.pop(memo, None)
+            self._views.pop(memo, None)  # mapped from the file when read next
+            for v, old_stamp, old in self._files()[: -self._keep]:
+                self._views.pop((v, old_stamp), None)
+                self._kept.discard((v, old_stamp))
+                old.unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        """Wait for the shadows being written."""
+        while True:
+            with self._lock:
+                threads = [t for _, t in self._pending.values()]
+            if not threads:
+                return
+            for t in threads:
+                t.join()
 
     def get(self, version: int, stamp: int) -> memoryview | None:
         """Return the bytes shown for ``version`` committed at ``stamp``, or None."""
-        view = self._views.get((version, stamp))
-        if view is not None or (version, stamp) not in self._kept:
-            return view
+        with self._lock:
+            view = self._views.get((version, stamp))
+            if view is not None or (version, stamp) not in self._kept:
+                return view
+            pending = self._pending.get((version, stamp))
+            if pending is not None:  # still being written: from the content (a copy)
+                view = self._views[(version, stamp)] = read_all(pending[0])
+                return view
         path = self._dir / f"{version}-{stamp}.csv"
         try:
             with open(path, "rb") as f:
@@ -163,14 +205,18 @@ class Shadows:
                 else:
                     view = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
         except FileNotFoundError:
-            self._kept.discard((version, stamp))
+            with self._lock:
+                self._kept.discard((version, stamp))
             return None
-        self._views[(version, stamp)] = view
+        with self._lock:
+            self._views[(version, stamp)] = view
         return view
 
     def clear(self) -> None:
         """Forget every shadow (the table was replaced)."""
-        self._views.clear()
-        self._kept.clear()
-        for _v, _stamp, path in self._files():
-            path.unlink(missing_ok=True)
+        self.flush()
+        with self._lock:
+            self._views.clear()
+            self._kept.clear()
+            for _v, _stamp, path in self._files():
+                path.unlink(missing_ok=True)

@@ -715,6 +715,7 @@ class TableFs:
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.join(5)
         self._segmenter.close()
+        self._shadows.flush()
         with self._lock:
             for w in self._writers.values():
                 if w.journal is not None:

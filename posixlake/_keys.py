@@ -13,11 +13,12 @@ import pyarrow.compute as pc
 
 from posixlake._merge import check_insert_keys, existing_mask
 from posixlake.delta import DeltaLog
-from posixlake.errors import DuplicateKeyError
+from posixlake.errors import DuplicateKeyError, PosixLakeError
 
 __all__ = ["KeyIndex", "key_values"]
 
 _SMALL_BATCH = 64
+_TRUNCATED = 32  # Delta writers keep string statistics to a 32-character prefix
 
 
 def key_values(table: pa.Table, key: Sequence[str]) -> list[Any]:
@@ -25,6 +26,49 @@ def key_values(table: pa.Table, key: Sequence[str]) -> list[Any]:
     if len(key) == 1:
         return list(table.column(key[0]).to_pylist())
     return list(zip(*(table.column(k).to_pylist() for k in key), strict=True))
+
+
+def _clash_by_statistics(log: DeltaLog, values: list[Any], key: Sequence[str]) -> list[Any] | None:
+    """Return the ``values`` the table holds, reading only files whose key range admits one.
+
+    The data files' min/max statistics of a one-column key (not a partition column) name
+    the candidate files; only their key column is read — an insert of a new key beyond
+    every file's range reads nothing, whatever the table's size. None when statistics
+    cannot answer (a composite or partition key, deletion vectors, column mapping, no
+    statistics): the caller checks against the whole key column.
+    """
+    if len(key) != 1 or key[0] in log.partition_columns:
+        return None
+    name = key[0]
+    actions = log.add_actions()
+    names = actions.column_names
+    low, high = f"min.{name}", f"max.{name}"
+    if low not in names or high not in names:
+        return None
+    if any(n.startswith("deletionVector") for n in names):
+        column = actions.column(next(n for n in names if n.startswith("deletionVector")))
+        if column.null_count < len(column):
+            return None
+    paths = actions.column("path").to_pylist()
+    lows, highs = actions.column(low).to_pylist(), actions.column(high).to_pylist()
+    # writers may truncate long string statistics: such a max is no upper bound
+    highs = [None if isinstance(h, str | bytes) and len(h) >= _TRUNCATED else h for h in highs]
+    wanted = set(values)
+    try:
+        candidates = [
+            path
+            for path, lo, hi in zip(paths, lows, highs, strict=True)
+            if lo is None or hi is None or any(lo <= v <= hi for v in wanted)
+        ]
+    except TypeError:  # values and statistics that do not compare
+        return None
+    if not candidates:
+        return []
+    try:
+        held = log.read_file_columns(candidates, [name])
+    except (PosixLakeError, pa.ArrowException, OSError):
+        return None
+    return sorted(wanted.intersection(held.column(name).to_pylist()), key=repr)
 
 
 class KeyIndex:
@@ -84,10 +128,14 @@ class KeyIndex:
         Raises:
             DuplicateKeyError: a value is taken.
         """
-        existing = self.get(log, key)
+        clash = None
         if self._set is None:
-            self._set = set(key_values(existing, key))
-        clash = [v for v in values if v in self._set]
+            clash = _clash_by_statistics(log, values, key)
+        if clash is None:
+            existing = self.get(log, key)
+            if self._set is None:
+                self._set = set(key_values(existing, key))
+            clash = [v for v in values if v in self._set]
         if clash:
             raise DuplicateKeyError(
                 f"primary key already exists: {clash[:5]} (use merge, or insert(..., "
