@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
-import importlib
 import logging
 import resource
 import socket
@@ -33,7 +32,9 @@ from types import TracebackType
 from typing import Final, Self, cast
 
 from nfs.mount import MountService
-from nfs.nfs3 import DEFAULT_LIMITS, HandleCodec, Nfs3Limits, Nfs3Service
+from nfs.nfs3.handles import HandleCodec
+from nfs.nfs3.program import nfs3_program
+from nfs.nfs3.service import DEFAULT_LIMITS, Nfs3Limits, Nfs3Service
 from nfs.portmap import PortmapService
 from nfs.record import DEFAULT_MAX_RECORD_SIZE, RecordError, RecordReader, encode_record_parts
 from nfs.rpc import ConnectionContext, CredentialPolicy, Dispatcher
@@ -136,9 +137,9 @@ def make_vfs(vfs_or_db: object) -> Vfs:
     """
     if isinstance(vfs_or_db, Vfs):
         return vfs_or_db
-    module = importlib.import_module("nfs.tableview")
-    table_fs = cast(Callable[[object], Vfs], module.TableFs)
-    return table_fs(vfs_or_db)
+    from nfs.tableview import TableFs  # lazy: posixlake loads only when a table is served
+
+    return cast(Callable[[object], Vfs], TableFs)(vfs_or_db)
 
 
 def build_dispatcher(
@@ -162,7 +163,7 @@ def build_dispatcher(
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
     dispatcher = Dispatcher(
-        [nfs.rpc_program(), MountService(vfs, handles).rpc_program()],
+        [nfs3_program(nfs), MountService(vfs, handles).rpc_program()],
         credential_policy=credential_policy,
     )
     if portmap_port is not None:
