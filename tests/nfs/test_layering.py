@@ -55,8 +55,9 @@ ALLOWED: dict[str, set[str]] = {
     "mount": {"nfs3", "nfs3.handles", "rpc", "vfs", "xdr"},
     "portmap": {"rpc", "xdr"},
     # file systems behind the Vfs protocol
-    "memfs": {"nfs3", "rpc", "vfs"},
-    "scratchfs": {"memfs", "nfs3", "vfs"},
+    "_fstree": {"nfs3", "rpc", "vfs"},
+    "memfs": {"_fstree", "nfs3", "rpc", "vfs"},
+    "scratchfs": {"_fstree", "memfs", "nfs3", "vfs"},
     "identity": {"nfs3", "rpc", "vfs"},
     # the table view and its private parts
     "diff": set(),
