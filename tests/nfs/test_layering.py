@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     # the protocol core, sans-IO
     "xdr": set(),
     "record": set(),
-    "rpc": {"xdr"},
+    "rpcauth": {"xdr"},
+    "rpc": {"rpcauth", "xdr"},  # re-exports rpcauth
     "nfs3.codec": {"xdr"},
     "nfs3.types": {"nfs3.codec", "xdr"},
     "nfs3.args": {"nfs3.codec", "nfs3.types", "xdr"},
