@@ -9,6 +9,7 @@ Sans-IO: no sockets, no clock (times come from the Vfs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from nfs.nfs3.args import (
@@ -77,6 +78,7 @@ from nfs.nfs3.types import (
     FSF3_HOMOGENEOUS,
     ZERO_VERF,
     Createmode3,
+    DirOpArgs3,
     Nfsstat3,
     Nfstime3,
     PostOpAttr,
@@ -86,7 +88,7 @@ from nfs.nfs3.types import (
     WccData,
 )
 from nfs.rpc import VOID, CallContext, Void
-from nfs.vfs import ACCESS3_DELETE, ACCESS3_EXTEND, ACCESS3_MODIFY, NfsError
+from nfs.vfs import ACCESS3_DELETE, ACCESS3_EXTEND, ACCESS3_MODIFY, FileId, NfsError
 
 __all__ = [
     "nfsproc3_access",
@@ -219,100 +221,84 @@ def nfsproc3_write(s: Nfs3Service, args: Write3Args, ctx: CallContext) -> Write3
         return Write3Res(nfs3_status(err), resfail=s.wcc(fid, before))
 
 
-def nfsproc3_create(s: Nfs3Service, args: Create3Args, ctx: CallContext) -> Create3Res:
-    """CREATE (RFC 1813 §3.3.8): UNCHECKED, GUARDED or EXCLUSIVE (with verifier)."""
+def _make(s: Nfs3Service, where: DirOpArgs3, make: Callable[[FileId], FileId]) -> Create3Res:
+    """Create an entry in ``where.dir`` with ``make(dir_id)`` (CREATE, MKDIR)."""
     try:
-        dir_id = s.fid(args.where.dir)
+        dir_id = s.fid(where.dir)
     except NfsError as err:
         return Create3Res(nfs3_status(err))
     before = s.pre_op(dir_id)
     try:
         s.check_writable()
-        s.check_name(args.where.name)
-        how = args.how
-        if how.mode == Createmode3.EXCLUSIVE:
-            fid = s.vfs.create_exclusive(dir_id, args.where.name, how.verf or ZERO_VERF, ctx)
-        else:
-            fid = s.vfs.create(
-                dir_id,
-                args.where.name,
-                how.obj_attributes or Sattr3(),
-                ctx,
-                guarded=how.mode == Createmode3.GUARDED,
-            )
+        s.check_name(where.name)
+        fid = make(dir_id)
         return Create3Res(
             OK,
             Create3ResOk(PostOpFh3(s.handles.encode(fid)), s.post_op(fid), s.wcc(dir_id, before)),
         )
     except NfsError as err:
         return Create3Res(nfs3_status(err), resfail=s.wcc(dir_id, before))
+
+
+def nfsproc3_create(s: Nfs3Service, args: Create3Args, ctx: CallContext) -> Create3Res:
+    """CREATE (RFC 1813 §3.3.8): UNCHECKED, GUARDED or EXCLUSIVE (with verifier)."""
+    name, how = args.where.name, args.how
+
+    def make(dir_id: FileId) -> FileId:
+        if how.mode == Createmode3.EXCLUSIVE:
+            return s.vfs.create_exclusive(dir_id, name, how.verf or ZERO_VERF, ctx)
+        attrs = how.obj_attributes or Sattr3()
+        return s.vfs.create(dir_id, name, attrs, ctx, guarded=how.mode == Createmode3.GUARDED)
+
+    return _make(s, args.where, make)
 
 
 def nfsproc3_mkdir(s: Nfs3Service, args: Mkdir3Args, ctx: CallContext) -> Create3Res:
     """MKDIR (RFC 1813 §3.3.9)."""
+    return _make(s, args.where, lambda d: s.vfs.mkdir(d, args.where.name, args.attributes, ctx))
+
+
+def _not_supported_in(s: Nfs3Service, where: DirOpArgs3) -> Create3Res:
     try:
-        dir_id = s.fid(args.where.dir)
+        dir_id = s.fid(where.dir)
     except NfsError as err:
         return Create3Res(nfs3_status(err))
-    before = s.pre_op(dir_id)
-    try:
-        s.check_writable()
-        s.check_name(args.where.name)
-        fid = s.vfs.mkdir(dir_id, args.where.name, args.attributes, ctx)
-        return Create3Res(
-            OK,
-            Create3ResOk(PostOpFh3(s.handles.encode(fid)), s.post_op(fid), s.wcc(dir_id, before)),
-        )
-    except NfsError as err:
-        return Create3Res(nfs3_status(err), resfail=s.wcc(dir_id, before))
+    return Create3Res(Nfsstat3.NFS3ERR_NOTSUPP, resfail=s.wcc(dir_id, s.pre_op(dir_id)))
 
 
 def nfsproc3_symlink(s: Nfs3Service, args: Symlink3Args, ctx: CallContext) -> Create3Res:
     """SYMLINK (RFC 1813 §3.3.10): not supported (NFS3ERR_NOTSUPP)."""
-    try:
-        dir_id = s.fid(args.where.dir)
-    except NfsError as err:
-        return Create3Res(nfs3_status(err))
-    return Create3Res(Nfsstat3.NFS3ERR_NOTSUPP, resfail=s.wcc(dir_id, s.pre_op(dir_id)))
+    return _not_supported_in(s, args.where)
 
 
 def nfsproc3_mknod(s: Nfs3Service, args: Mknod3Args, ctx: CallContext) -> Create3Res:
     """MKNOD (RFC 1813 §3.3.11): not supported (NFS3ERR_NOTSUPP)."""
+    return _not_supported_in(s, args.where)
+
+
+def _unlink(s: Nfs3Service, what: DirOpArgs3, unlink: Callable[[FileId, str], None]) -> Remove3Res:
+    """Remove ``what`` with ``unlink(dir_id, name)`` (REMOVE, RMDIR)."""
     try:
-        dir_id = s.fid(args.where.dir)
+        dir_id = s.fid(what.dir)
     except NfsError as err:
-        return Create3Res(nfs3_status(err))
-    return Create3Res(Nfsstat3.NFS3ERR_NOTSUPP, resfail=s.wcc(dir_id, s.pre_op(dir_id)))
+        return Remove3Res(nfs3_status(err))
+    before = s.pre_op(dir_id)
+    try:
+        s.check_writable()
+        unlink(dir_id, what.name)
+        return Remove3Res(OK, s.wcc(dir_id, before))
+    except NfsError as err:
+        return Remove3Res(nfs3_status(err), s.wcc(dir_id, before))
 
 
 def nfsproc3_remove(s: Nfs3Service, args: Remove3Args, ctx: CallContext) -> Remove3Res:
     """REMOVE (RFC 1813 §3.3.12)."""
-    try:
-        dir_id = s.fid(args.object.dir)
-    except NfsError as err:
-        return Remove3Res(nfs3_status(err))
-    before = s.pre_op(dir_id)
-    try:
-        s.check_writable()
-        s.vfs.remove(dir_id, args.object.name, ctx)
-        return Remove3Res(OK, s.wcc(dir_id, before))
-    except NfsError as err:
-        return Remove3Res(nfs3_status(err), s.wcc(dir_id, before))
+    return _unlink(s, args.object, lambda d, name: s.vfs.remove(d, name, ctx))
 
 
 def nfsproc3_rmdir(s: Nfs3Service, args: Rmdir3Args, ctx: CallContext) -> Remove3Res:
     """RMDIR (RFC 1813 §3.3.13)."""
-    try:
-        dir_id = s.fid(args.object.dir)
-    except NfsError as err:
-        return Remove3Res(nfs3_status(err))
-    before = s.pre_op(dir_id)
-    try:
-        s.check_writable()
-        s.vfs.rmdir(dir_id, args.object.name, ctx)
-        return Remove3Res(OK, s.wcc(dir_id, before))
-    except NfsError as err:
-        return Remove3Res(nfs3_status(err), s.wcc(dir_id, before))
+    return _unlink(s, args.object, lambda d, name: s.vfs.rmdir(d, name, ctx))
 
 
 def nfsproc3_rename(s: Nfs3Service, args: Rename3Args, ctx: CallContext) -> Rename3Res:
