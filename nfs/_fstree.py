@@ -261,6 +261,12 @@ class FsTree:
             raise err(Nfsstat3.NFS3ERR_NOTDIR)
         return node
 
+    def _child(self, parent: Node, name: str) -> Node:
+        fid = parent.children.get(name)
+        if fid is None:
+            raise err(Nfsstat3.NFS3ERR_NOENT)
+        return self._nodes[fid]
+
     @staticmethod
     def _may(node: Node, ctx: CallContext, bits: int, *, owner_override: bool = False) -> bool:
         cred = ctx.cred
@@ -520,12 +526,9 @@ class FsTree:
         """
         with self._lock:
             parent = self._dir(dir_id)
-            fid = parent.children.get(name)
-            if fid is None:
-                raise err(Nfsstat3.NFS3ERR_NOENT)
-            node = self._nodes[fid]
+            node = self._child(parent, name)
             if node.is_dir:
                 raise err(Nfsstat3.NFS3ERR_ISDIR)
             data = self._load_data(node, 0, node.size)
             self._drop(parent, name, node, self._now())
-            return fid, data
+            return node.fid, data

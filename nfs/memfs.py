@@ -286,10 +286,7 @@ class MemoryFs(FsTree):
             self._require(parent, ctx, _W | _X)
             if name in (".", ".."):
                 raise err(Nfsstat3.NFS3ERR_ISDIR)
-            fid = parent.children.get(name)
-            if fid is None:
-                raise err(Nfsstat3.NFS3ERR_NOENT)
-            node = self._nodes[fid]
+            node = self._child(parent, name)
             if node.is_dir:
                 raise err(Nfsstat3.NFS3ERR_ISDIR)
             self._drop(parent, name, node, self._now())
@@ -304,10 +301,7 @@ class MemoryFs(FsTree):
                 raise err(Nfsstat3.NFS3ERR_INVAL)
             if name == "..":
                 raise err(Nfsstat3.NFS3ERR_NOTEMPTY)
-            fid = parent.children.get(name)
-            if fid is None:
-                raise err(Nfsstat3.NFS3ERR_NOENT)
-            node = self._nodes[fid]
+            node = self._child(parent, name)
             if not node.is_dir:
                 raise err(Nfsstat3.NFS3ERR_NOTDIR)
             if node.children:
