@@ -55,7 +55,10 @@ from posixlake import DatabaseOps
 
 SCHEMA = {"id": "Int64", "name": "String", "value": "Float64"}
 SMALL = 100_000
-NFS_VM = Path(os.environ.get("NFS_VM_TOOLS", "/work/shared/tools/nfs-vm"))
+NFS_VM = Path(
+    os.environ.get("NFS_VM_TOOLS")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "nfs-vm"
+)
 
 
 @dataclass

@@ -1,8 +1,12 @@
 """posixlake's NFSv3 server: a sans-IO protocol core over a `Vfs`, and an asyncio transport.
 
-Layers (imports point down): `nfs.xdr` and `nfs.record` (pure) -> `nfs.rpc` ->
-`nfs.mount`, `nfs.nfs3`, `nfs.portmap` -> `nfs.vfs` (the protocol a file system
-implements; `nfs.memfs.MemoryFs` is one) -> `nfs.server` (the only asyncio code).
+Layers (each imports only those before it; tests/nfs/test_layering.py holds the map):
+`nfs.xdr`, `nfs.record` (pure) -> `nfs.rpcauth`, `nfs.rpc` -> the NFSv3 wire types
+(`nfs.nfs3`: codec, types, args, results) -> `nfs.vfs` (the protocol a file system
+implements; `nfs.memfs.MemoryFs` is one) -> the NFSv3 procedures (`nfs.nfs3.handles`,
+`service`, `procedures`, `program`), `nfs.mount`, `nfs.portmap` -> `nfs._serving` (the
+protocol stack) -> `nfs.server` (the only asyncio code). `nfs.tableview` implements the
+Vfs over a posixlake table.
 
 `NfsServer` is imported lazily, so ``import nfs`` does not load asyncio.
 """

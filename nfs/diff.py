@@ -8,9 +8,8 @@ turns the change into ONE Delta commit. :func:`diff_rows` computes that change:
 - without a key: a multiset difference of whole rows (rows to insert, rows to delete,
   with multiplicity).
 
-:func:`apply_diff` applies a diff to a table (the reference semantics, used by tests and
-by the NFS layer's model), and :func:`append_only_suffix` detects the ``echo >>`` case,
-where the new content is the old content plus complete lines.
+:func:`apply_diff` applies a diff to a table: the reference semantics that the tests
+check `diff_rows` against (``apply_diff(old, diff_rows(old, new)) == new``).
 
 Rows are compared through their CSV lines (:func:`posixlake.csvcodec.render_lines`),
 which is vectorized and exact: NULL equals NULL, NaN equals NaN, NULL differs from the
@@ -29,7 +28,7 @@ import pyarrow.compute as pc
 from posixlake.csvcodec import render_lines
 from posixlake.errors import DuplicateKeyError, SchemaError
 
-__all__ = ["RowDiff", "append_only_suffix", "apply_diff", "diff_rows", "fingerprints"]
+__all__ = ["RowDiff", "apply_diff", "diff_rows", "fingerprints"]
 
 Arr: TypeAlias = "pa.Array[Any]"
 Chunked: TypeAlias = "pa.ChunkedArray[Any]"
@@ -466,32 +465,3 @@ def _apply_multiset(old: pa.Table, diff: RowDiff) -> pa.Table:
         doomed = pa.array(dropped, pa.int64())
         old = old.filter(pc.invert(pc.is_in(_indices(old.num_rows), value_set=doomed)))
     return pa.concat_tables([old, _conform(diff.inserts, old.schema)])
-
-
-def append_only_suffix(old: bytes | bytearray, new: bytes | bytearray) -> bytes | None:
-    """Return the lines appended to ``old`` to make ``new``, or None if it is not an append.
-
-    This is the fast path of ``echo ... >> data.csv``: when ``new`` starts with all of
-    ``old``, ``old`` ends at a line boundary (LF) and the extra bytes end with LF, the
-    extra bytes are whole CSV lines to insert (to parse with ``header="none"``).
-
-    Edge cases: ``new == old`` gives ``b""`` (nothing appended). An empty ``old``
-    gives None (the new content has to be read with its header). Extra bytes that do
-    not end with LF give None (the last line may be incomplete; a full diff of the new
-    content handles a final line without LF). A CR before the final LF is allowed.
-
-    Args:
-        old: The content the writer started from (always whole lines when rendered).
-        new: The content after the write.
-
-    Returns:
-        The appended bytes, ``b""`` when nothing was appended, or None.
-    """
-    if not old or not old.endswith(b"\n") or len(new) < len(old):
-        return None
-    if not new.startswith(old):
-        return None
-    extra = bytes(new[len(old) :])
-    if extra and not extra.endswith(b"\n"):
-        return None
-    return extra

@@ -16,7 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-from nfs.nfs3 import Ftype3, HandleCodec, NfsFh3, Nfsstat3
+from nfs.nfs3 import Ftype3, NfsFh3, Nfsstat3
+from nfs.nfs3.handles import HandleCodec
 from nfs.rpc import VOID, AuthFlavor, CallContext, RpcProcedure, RpcProgram, Void
 from nfs.vfs import FileId, NfsError, Vfs
 from nfs.xdr import Packer, Unpacker
@@ -221,7 +222,7 @@ class MountService:
 
     Args:
         vfs: the exported file system; its root is the export.
-        handles: the handle codec shared with `nfs.nfs3.Nfs3Service`.
+        handles: the handle codec shared with `nfs.nfs3.service.Nfs3Service`.
         aliases: more names of the export root (``/share`` by default).
     """
 

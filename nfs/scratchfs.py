@@ -40,9 +40,10 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, Unpack
 
-from nfs.memfs import DEFAULT_QUOTA_FILES, ROOT_ID, IdAllocator, MemoryFs, _Node
+from nfs._fstree import ROOT_ID, FsOptions, IdAllocator, Node
+from nfs.memfs import MemoryFs
 from nfs.nfs3 import Ftype3, Nfsstat3
 from nfs.vfs import FileId, FsStat, NfsError
 
@@ -100,6 +101,9 @@ class ScratchFs(MemoryFs):
             store, so handles survive restarts. Passing a per-boot value makes them
             stale at each restart.
 
+    The options after `clock` are `nfs._fstree.FsOptions`, as for `MemoryFs`, with
+    other defaults: ``max_file_size=1 << 40``, ``quota_bytes=DEFAULT_SCRATCH_QUOTA_BYTES``.
+
     Raises:
         OSError: the directory cannot be created; BlockingIOError if another process
             uses it.
@@ -110,19 +114,12 @@ class ScratchFs(MemoryFs):
         self,
         directory: str | os.PathLike[str],
         clock: Callable[[], float] = time.time,
-        *,
-        ids: IdAllocator | None = None,
-        root_id: FileId = ROOT_ID,
-        root_mode: int = 0o755,
-        root_uid: int = 0,
-        root_gid: int = 0,
-        fsid: int = 1,
-        max_file_size: int = 1 << 40,
-        quota_bytes: int = DEFAULT_SCRATCH_QUOTA_BYTES,
-        quota_files: int = DEFAULT_QUOTA_FILES,
-        read_only: bool = False,
-        generation: bytes | None = None,
+        **options: Unpack[FsOptions],
     ) -> None:
+        options.setdefault("max_file_size", 1 << 40)
+        options.setdefault("quota_bytes", DEFAULT_SCRATCH_QUOTA_BYTES)
+        root_id = options.get("root_id", ROOT_ID)
+        ids = options.get("ids")
         self.directory = Path(directory)
         self._objects = self.directory / "objects"
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -160,20 +157,9 @@ class ScratchFs(MemoryFs):
             if stored and int(stored["root"]) != root_id:
                 raise ValueError(f"{directory}: made with root id {stored['root']}, not {root_id}")
             stored_gen = bytes(stored["generation"]) if stored else secrets.token_bytes(8)
-            super().__init__(
-                clock,
-                ids=ids,
-                root_id=root_id,
-                root_mode=root_mode,
-                root_uid=root_uid,
-                root_gid=root_gid,
-                fsid=fsid,
-                max_file_size=max_file_size,
-                quota_bytes=quota_bytes,
-                quota_files=quota_files,
-                read_only=read_only,
-                generation=generation if generation is not None else stored_gen,
-            )
+            if options.get("generation") is None:
+                options["generation"] = stored_gen
+            super().__init__(clock, **options)
             if stored:
                 self._max_id = int(stored.get("max_id", 0))
                 self._load(ids)
@@ -196,10 +182,10 @@ class ScratchFs(MemoryFs):
     # ------------------------------------------------------------ loading and saving
 
     def _load(self, ids: IdAllocator | None) -> None:
-        nodes: dict[FileId, _Node] = {}
+        nodes: dict[FileId, Node] = {}
         for row in self._db.execute("SELECT * FROM nodes"):
             fid, parent, name, ftype, mode, uid, gid, atime, mtime, ctime, verifier = row
-            node = _Node(
+            node = Node(
                 FileId(fid),
                 Ftype3(ftype),
                 mode,
@@ -255,7 +241,7 @@ class ScratchFs(MemoryFs):
         self._db.execute("COMMIT")
 
     @staticmethod
-    def _row(node: _Node) -> tuple[object, ...]:
+    def _row(node: Node) -> tuple[object, ...]:
         return (
             node.fid,
             node.parent,
@@ -275,7 +261,7 @@ class ScratchFs(MemoryFs):
 
     # ------------------------------------------------------------ MemoryFs storage hooks
 
-    def _load_data(self, node: _Node, offset: int, end: int) -> bytes:
+    def _load_data(self, node: Node, offset: int, end: int) -> bytes:
         want = end - offset
         try:
             fd = os.open(self._path(node.fid), os.O_RDONLY)
@@ -299,7 +285,7 @@ class ScratchFs(MemoryFs):
         data = b"".join(chunks)
         return data + bytes(want - len(data))
 
-    def _store_data(self, node: _Node, offset: int, data: bytes) -> None:
+    def _store_data(self, node: Node, offset: int, data: bytes) -> None:
         try:
             fd = os.open(self._path(node.fid), os.O_WRONLY | os.O_CREAT, 0o600)
             try:
@@ -312,7 +298,7 @@ class ScratchFs(MemoryFs):
         except OSError as err:
             raise _io_error(err) from err
 
-    def _resize_data(self, node: _Node, size: int) -> None:
+    def _resize_data(self, node: Node, size: int) -> None:
         try:
             fd = os.open(self._path(node.fid), os.O_WRONLY | os.O_CREAT, 0o600)
             try:
@@ -322,12 +308,12 @@ class ScratchFs(MemoryFs):
         except OSError as err:
             raise _io_error(err) from err
 
-    def _forget_data(self, node: _Node) -> None:
+    def _forget_data(self, node: Node) -> None:
         self._dropped.add(node.fid)
         self._meta_dirty.discard(node.fid)
         self._data_dirty.discard(node.fid)
 
-    def _dirty(self, node: _Node, *, data_only: bool = False) -> None:
+    def _dirty(self, node: Node, *, data_only: bool = False) -> None:
         (self._data_dirty if data_only else self._meta_dirty).add(node.fid)
 
     def _save(self) -> None:
@@ -353,7 +339,7 @@ class ScratchFs(MemoryFs):
         self._meta_dirty.difference_update(fids)
         self._data_dirty.difference_update(fids)
 
-    def _sync(self, node: _Node) -> None:
+    def _sync(self, node: Node) -> None:
         if node.is_dir:
             return
         path = self._path(node.fid)
@@ -380,7 +366,7 @@ class ScratchFs(MemoryFs):
         if node.fid in self._data_dirty or node.fid in self._meta_dirty:
             self._write_rows({node.fid})
 
-    def _used(self, node: _Node, size: int) -> int:
+    def _used(self, node: Node, size: int) -> int:
         return (size + 511) & ~511
 
     # ------------------------------------------------------------ Vfs and lifecycle

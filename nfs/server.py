@@ -20,24 +20,29 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
-import importlib
 import logging
-import resource
 import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, Self, cast
+from typing import Final, Self
 
-from nfs.mount import MountService
-from nfs.nfs3 import DEFAULT_LIMITS, HandleCodec, Nfs3Limits, Nfs3Service
-from nfs.portmap import PortmapService
+from nfs._serving import (
+    DEFAULT_RESOURCES,
+    ResourceLimits,
+    ServerStats,
+    build_dispatcher,
+    default_max_connections,
+    make_vfs,
+    mount_command,
+    nfs_url,
+    unmount_command,
+)
+from nfs.nfs3.service import DEFAULT_LIMITS, Nfs3Limits
 from nfs.record import DEFAULT_MAX_RECORD_SIZE, RecordError, RecordReader, encode_record_parts
-from nfs.rpc import ConnectionContext, CredentialPolicy, Dispatcher
-from nfs.vfs import Vfs
+from nfs.rpc import ConnectionContext, CredentialPolicy
 
 __all__ = [
     "NfsServer",
@@ -54,120 +59,10 @@ _READ_SIZE: Final = 256 * 1024
 _STREAM_LIMIT: Final = 64 * 1024
 """asyncio pauses a socket once 2 x this much is buffered unread: small, so that a
 connection we stop reading (over its budget) keeps its bytes in the kernel."""
-_FD_RESERVE: Final = 128
-"""File descriptors kept free of connections: table files, spill files, the Delta log."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
 _ACCEPT_WARN_INTERVAL: Final = 600
-
-
-def default_max_connections() -> int:
-    """Return a connection cap that leaves file descriptors for the rest of the server.
-
-    Half of what the soft RLIMIT_NOFILE leaves after a reserve of 128, between 4 and
-    1024 (a 1,024-fd limit gives 448).
-    """
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        soft = 1 << 16
-    return max(4, min(1024, (soft - _FD_RESERVE) // 2))
-
-
-@dataclass(frozen=True)
-class ResourceLimits:
-    """What one client, and all of them together, may make the server hold.
-
-    Attributes:
-        max_connections: open connections at most (None: `default_max_connections`).
-            A new connection beyond it closes the connection idle the longest (no
-            call in progress); if every connection is busy, the new one is closed.
-        idle_timeout: seconds a connection may go without completing a record or
-            receiving a reply before it is closed (a half-sent record does not
-            count as activity). NFS clients reconnect transparently.
-        max_connection_bytes: bytes of unfinished and queued records per
-            connection; beyond it the connection is not read until its calls
-            finish (TCP flow control holds the client back).
-        max_buffered_bytes: the same, summed over all connections.
-        max_fragments: fragments per record (see `nfs.record.RecordReader`).
-    """
-
-    max_connections: int | None = None
-    idle_timeout: float = 300.0
-    max_connection_bytes: int = 8 << 20
-    max_buffered_bytes: int = 64 << 20
-    max_fragments: int = 1024
-
-    def connection_cap(self) -> int:
-        """The effective `max_connections`."""
-        return self.max_connections if self.max_connections else default_max_connections()
-
-
-@dataclass(frozen=True)
-class ServerStats:
-    """Counters of a running `NfsServer` (a snapshot).
-
-    Attributes:
-        connections: open connections.
-        buffered_bytes: bytes of unfinished and queued records held, all connections.
-        paused_connections: connections not being read because of a memory budget.
-        received_bytes: bytes read from clients since start.
-        refused_connections: closed at once because every connection was busy.
-        evicted_connections: idle connections closed to make room for a new one.
-        idle_closed: connections closed by the idle timeout.
-        accept_errors: accept() failures (e.g. EMFILE) since start.
-    """
-
-    connections: int = 0
-    buffered_bytes: int = 0
-    paused_connections: int = 0
-    received_bytes: int = 0
-    refused_connections: int = 0
-    evicted_connections: int = 0
-    idle_closed: int = 0
-    accept_errors: int = 0
-
-
-def make_vfs(vfs_or_db: object) -> Vfs:
-    """Return `vfs_or_db` if it is a `Vfs`, else a ``nfs.tableview.TableFs`` over it.
-
-    Args:
-        vfs_or_db: a `Vfs`, or a posixlake ``DatabaseOps`` (TableFs is imported lazily).
-    """
-    if isinstance(vfs_or_db, Vfs):
-        return vfs_or_db
-    module = importlib.import_module("nfs.tableview")
-    table_fs = cast(Callable[[object], Vfs], module.TableFs)
-    return table_fs(vfs_or_db)
-
-
-def build_dispatcher(
-    vfs: Vfs,
-    *,
-    portmap_port: Callable[[], int] | None = None,
-    write_verifier: bytes | None = None,
-    limits: Nfs3Limits = DEFAULT_LIMITS,
-    credential_policy: CredentialPolicy | None = None,
-) -> Dispatcher:
-    """Wire NFSv3 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
-
-    Args:
-        vfs: the file system to serve.
-        portmap_port: returns the port to advertise; None leaves the port mapper out.
-        write_verifier: WRITE/COMMIT verifier; random per call (per boot) by default.
-        limits: FSINFO sizes.
-        credential_policy: applied to every call's credentials (e.g. an
-            ``nfs.identity.IdentityPolicy``: root squash, privileged ports).
-    """
-    handles = HandleCodec(vfs)
-    nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
-    dispatcher = Dispatcher(
-        [nfs.rpc_program(), MountService(vfs, handles).rpc_program()],
-        credential_policy=credential_policy,
-    )
-    if portmap_port is not None:
-        dispatcher.register(PortmapService(portmap_port).rpc_program())
-    return dispatcher
 
 
 class _Conn:
@@ -250,7 +145,7 @@ class NfsServer:
         workers: int = 16,
         max_in_flight: int = 64,
         limits: Nfs3Limits = DEFAULT_LIMITS,
-        resources: ResourceLimits = ResourceLimits(),
+        resources: ResourceLimits = DEFAULT_RESOURCES,
         credential_policy: CredentialPolicy | None = None,
         autostart: bool = True,
     ) -> None:
@@ -308,18 +203,8 @@ class NfsServer:
         return self._port
 
     def nfs_url(self, path: str = "/") -> str:
-        """Return a libnfs URL for `path` on this server (for nfs-cat, nfs-ls, nfs-cp).
-
-        libnfs mounts the parent directory of the file; for a file directly in
-        the root that is the empty path, which libnfs 4.0 only handles with
-        ``auto-traverse-mounts=0`` (we have a single export, nothing to traverse).
-        """
-        if not path.startswith("/"):
-            path = "/" + path
-        return (
-            f"nfs://{self.host}{path}?version=3&nfsport={self.port}&mountport={self.port}"
-            "&auto-traverse-mounts=0"
-        )
+        """Return a libnfs URL for `path` on this server (see `nfs._serving.nfs_url`)."""
+        return nfs_url(self.host, self.port, path)
 
     def get_port(self) -> int:
         """Return the bound TCP port (the original project's name for `port`)."""
@@ -328,37 +213,13 @@ class NfsServer:
     def get_mount_command(self, mount_point: str, *, platform: str = sys.platform) -> list[str]:
         """Return the command (argv) that mounts this server's export at ``mount_point``.
 
-        Linux and macOS: MOUNT and NFS share one port, given to the client, so no
-        portmapper is needed; there is no lock service (``nolock``/``nolocks``) and, on
-        Linux, no NFSACL (``noacl``). Windows (``platform="win32"``, the "Client for NFS"
-        feature): ``mount.exe`` takes no port and asks the port mapper on port 111, so
-        start the server with ``portmapper=True, portmap_port=111``; ``mount_point`` is
-        a drive letter such as ``Z:``.
-
-        Args:
-            mount_point: a directory (Linux, macOS) or a drive letter (Windows).
-            platform: ``sys.platform`` of the client: ``linux``, ``darwin`` or ``win32``.
+        See `nfs._serving.mount_command` (Linux, macOS, and Windows with the port mapper).
         """
-        port = self.port
-        if platform == "win32":
-            return [
-                "mount.exe",
-                "-o",
-                "anon,nolock,mtype=hard",
-                rf"\\{self.host}\share",
-                mount_point,
-            ]
-        if platform == "darwin":
-            opts = f"vers=3,tcp,port={port},mountport={port},nolocks,resvport"
-        else:
-            opts = f"vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock,noacl"
-        return ["sudo", "mount", "-t", "nfs", "-o", opts, f"{self.host}:/", mount_point]
+        return mount_command(self.host, self.port, mount_point, platform=platform)
 
     def get_unmount_command(self, mount_point: str, *, platform: str = sys.platform) -> list[str]:
         """Return the command (argv) that unmounts ``mount_point`` (see `get_mount_command`)."""
-        if platform == "win32":
-            return ["umount.exe", "-f", mount_point]
-        return ["sudo", "umount", mount_point]
+        return unmount_command(mount_point, platform=platform)
 
     def is_ready(self) -> bool:
         """Return whether the server accepts connections."""

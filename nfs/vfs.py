@@ -3,7 +3,7 @@
 Modelled on the nfsserve crate's `vfs.rs` trait. The server works on ids
 (`FileId`), never on paths; a file handle on the wire is a fixed prefix, the
 `FileId` and an 8-byte *generation* the Vfs supplies (`Vfs.generation`), so a Vfs
-decides when an old handle becomes stale (see `nfs.nfs3.HandleCodec`).
+decides when an old handle becomes stale (see `nfs.nfs3.handles.HandleCodec`).
 
 Every method that can fail raises `NfsError(status)` with an RFC 1813 status;
 the NFS procedure puts that status in its reply (with the wcc / post-op
@@ -20,7 +20,7 @@ once at shutdown, after the last call has finished. A Vfs that stages writes may
 per-boot verifier, so the Vfs can change it when it loses staged data.
 
 The wire types used here (`Fattr3`, `Sattr3`, `Nfsstat3`, `StableHow`) live in
-`nfs.nfs3`; import them from there.
+`nfs.nfs3.types`, below this module; the NFS procedures (`nfs.nfs3.procedures`) sit above it.
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NewType, Protocol, runtime_checkable
+from typing import Final, NewType, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from nfs.nfs3 import Fattr3, Nfsstat3, Sattr3, StableHow
-    from nfs.rpc import CallContext
+from nfs.nfs3.types import Fattr3, Nfsstat3, Sattr3, StableHow
+from nfs.rpc import CallContext
 
 __all__ = [
     "ACCESS3_DELETE",
@@ -96,7 +95,7 @@ class NfsError(Exception):
     """
 
     def __init__(self, status: Nfsstat3, message: str = "") -> None:
-        super().__init__(message or getattr(status, "name", str(status)))
+        super().__init__(message or status.name)
         self.status = status
 
 

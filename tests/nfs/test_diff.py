@@ -1,4 +1,4 @@
-"""Tests of row diffs: keyed and multiset diffs, their application, and append detection."""
+"""Tests of row diffs: keyed and multiset diffs, and their application."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfs.diff import RowDiff, append_only_suffix, apply_diff, diff_rows, fingerprints
-from posixlake.csvcodec import render_csv
+from nfs.diff import RowDiff, apply_diff, diff_rows, fingerprints
 from posixlake.errors import DuplicateKeyError, SchemaError
 from tests.strategies import (
     arrow_schemas,
@@ -211,28 +210,3 @@ def test_apply_rejects_deleting_missing_rows() -> None:
     diff = RowDiff(inserts=old.slice(0, 0), deletes=pa.table({"a": [2]}), updates=old.slice(0, 0))
     with pytest.raises(ValueError, match="not in the table"):
         apply_diff(old, diff)
-
-
-@pytest.mark.parametrize(
-    ("old", "new", "expected"),
-    [
-        (b"h\n1\n", b"h\n1\n2\n", b"2\n"),
-        (b"h\n1\n", b"h\n1\n2\r\n3\n", b"2\r\n3\n"),
-        (b"h\n1\n", b"h\n1\n", b""),
-        (b"h\n1\n", b"h\n1\n2", None),  # last line may be incomplete
-        (b"h\n1\n", b"h\n2\n", None),
-        (b"h\n1\n", b"h\n", None),
-        (b"h\n1", b"h\n12\n", None),  # old does not end a line
-        (b"", b"h\n1\n", None),
-    ],
-)
-def test_append_only_suffix(old: bytes, new: bytes, expected: bytes | None) -> None:
-    assert append_only_suffix(old, new) == expected
-
-
-@given(arrow_tables(max_rows=8), st.integers(0, 8))
-def test_append_only_suffix_finds_appended_rows(table: pa.Table, split: int) -> None:
-    head = render_csv(table.slice(0, split))
-    whole = render_csv(table)
-    suffix = append_only_suffix(head, whole)
-    assert suffix == render_csv(table.slice(split), header=False)

@@ -10,10 +10,8 @@ import pytest
 
 from nfs.memfs import MemoryFs
 from nfs.nfs3 import (
-    FH_MAGIC,
     FSF3_CANSETTIME,
     FSF3_HOMOGENEOUS,
-    NFS3_PROCEDURES,
     ZERO_VERF,
     Createmode3,
     Fattr3,
@@ -30,6 +28,8 @@ from nfs.nfs3 import (
     StableHow,
     TimeHow,
 )
+from nfs.nfs3.handles import FH_MAGIC
+from nfs.nfs3.program import NFS3_PROCEDURES
 from nfs.rpc import AUTH_NONE_BODY, Dispatcher
 from nfs.server import build_dispatcher
 from nfs.vfs import (

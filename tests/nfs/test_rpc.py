@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from nfs.memfs import MemoryFs
 from nfs.mount import MOUNT_PROGRAM
-from nfs.nfs3 import NFS3_PROCEDURES, NFS_PROGRAM
+from nfs.nfs3 import NFS_PROGRAM
+from nfs.nfs3.program import NFS3_PROCEDURES
 from nfs.portmap import PMAP_PROGRAM
 from nfs.rpc import (
     AUTH_NONE_BODY,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import nfs.nfs3  # noqa: F401 - loads every wire type
 from nfs.nfs3 import Ftype3, Nfsstat3
+from nfs.nfs3.codec import XdrStruct
 from nfs.xdr import ZERO_COPY_THRESHOLD, Packer, Unpacker, XdrError
 from tests.nfs.strategies_nfs import WIRE_TYPES
 
@@ -52,6 +55,22 @@ def test_unpack_pack_is_identity_and_truncation_is_an_error(
 def test_any_bytes_unpack_to_a_value_or_xdr_error(wire_type: Any, raw: bytes) -> None:
     with contextlib.suppress(XdrError):
         wire_type.unpack(Unpacker(raw))
+
+
+def _structs() -> list[type[XdrStruct]]:
+    found: list[type[XdrStruct]] = []
+    todo = list(XdrStruct.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return sorted(found, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", _structs(), ids=lambda t: t.__name__)
+def test_every_field_table_covers_its_dataclass(cls: type[XdrStruct]) -> None:
+    # (the round trips above cover the tables' order; a resok through its result)
+    assert len(cls.XDR) == len(dataclasses.fields(cls))  # type: ignore[arg-type]
 
 
 def test_integers_are_big_endian_and_range_checked() -> None:

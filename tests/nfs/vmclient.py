@@ -1,6 +1,6 @@
 """Run shell scripts in a throw-away VM whose Linux kernel NFS client mounts our server.
 
-A thin wrapper over ``/work/shared/tools/nfs-vm/nfs-vm-run`` (see its README): the
+A thin wrapper over ``nfs-vm-run`` of the shared tools (see its README): the
 VM mounts ``10.0.2.2:/`` (the host's 127.0.0.1) with NFSv3 over TCP on the given
 port (MOUNT on the same port), runs the script in ``/mnt`` as root (or ``user``),
 syncs, unmounts and powers off. About 5 s per run under TCG.
@@ -10,7 +10,8 @@ syncs, unmounts and powers off. About 5 s per run under TCG.
     res = run_in_vm(server.port, "echo hi > /mnt/a.txt")
     assert res.returncode == 0, res.stderr
 
-The tools directory can be moved with the NFS_VM_TOOLS environment variable.
+The tools are found at ``shared/tools/nfs-vm`` beside the repository root (the checkout's
+parent folder holds ``shared/``); the NFS_VM_TOOLS environment variable points elsewhere.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from typing import Final
 
 __all__ = ["NFS_VM_TOOLS", "run_in_vm", "vm_available", "vm_status"]
 
-NFS_VM_TOOLS: Final = Path(os.environ.get("NFS_VM_TOOLS", "/work/shared/tools/nfs-vm"))
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+NFS_VM_TOOLS: Final = Path(
+    os.environ.get("NFS_VM_TOOLS") or REPO_ROOT.parent / "shared" / "tools" / "nfs-vm"
+)
 
 
 @functools.cache
