@@ -8,6 +8,7 @@ per change, with the expected rows.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import textwrap
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from nfs.server import NfsServer
 from nfs.tableview import TableFs
 from posixlake import DatabaseOps
+from posixlake.csvcodec import render_csv
 from tests.nfs.vmclient import run_in_vm, vm_status
 
 pytestmark = pytest.mark.mount
@@ -385,3 +387,48 @@ def test_a_sync_mount_rewrite_of_100k_rows_is_one_version(tmp_path: Path) -> Non
     assert db.version == v + 1, [h.operation for h in db.history(5)]
     assert db.query("SELECT name FROM data WHERE id = 54321").fetchall() == [("CHANGED",)]
     assert db.query("SELECT count(*) FROM data").scalar() == n
+
+
+def test_a_table_of_millions_of_rows_reads_byte_for_byte_and_edits_cost_the_change(
+    tmp_path: Path,
+) -> None:
+    """2M rows in four data files (segments): the kernel reads the segmented file byte for
+    byte, and ``echo >>`` and a one-line ``sed -i`` each make one version with the right
+    rows."""
+    n, files = 2_000_000, 4
+    db = DatabaseOps.create(tmp_path / "big", {"id": "Int64", "name": "String"}, engine="local")
+    db.set_primary_key("id")
+    per = n // files
+    for f in range(files):
+        ids = pa.array(range(f * per, (f + 1) * per), pa.int64())
+        db.insert(pa.table({"id": ids, "name": pa.array([f"n{i}" for i in ids.to_pylist()])}))
+    view = TableFs(db, idle_timer=False)
+    served = view.paths.read_file("/data/data.csv")
+    view.close()
+    # the files in commit order hold ascending ids: the full rendering, sorted by id
+    assert served == render_csv(db.to_arrow().sort_by("id"))
+    v = db.version
+    with _serve(db) as srv:
+        out, stdout = _vm_run(
+            srv.port,
+            r"""
+            set -u
+            cd /mnt/data
+            echo "SHA $(sha256sum < data.csv | cut -d' ' -f1)"
+            echo "SIZE $(stat -c %s data.csv)"
+            echo "APPEND $(echo '9000000,appended' >> data.csv; echo $?)"
+            sed -i 's/^1234567,n1234567$/1234567,edited/' data.csv; echo "SED $?"
+            sync; echo 3 > /proc/sys/vm/drop_caches
+            echo "LINES $(wc -l < data.csv)"
+            echo "TAIL $(tail -n 1 data.csv)"
+            """,
+            timeout=400,
+        )
+    assert out["SHA"] == hashlib.sha256(served).hexdigest(), stdout
+    assert out["SIZE"] == str(len(served))
+    assert out["APPEND"] == "0" and out["SED"] == "0", stdout
+    assert db.version == v + 2, [h.operation for h in db.history(5)]
+    assert out["LINES"] == str(n + 2)
+    assert db.query("SELECT name FROM data WHERE id = 1234567").fetchall() == [("edited",)]
+    assert db.query("SELECT name FROM data WHERE id = 9000000").fetchall() == [("appended",)]
+    assert db.query("SELECT count(*) FROM data").scalar() == n + 1
