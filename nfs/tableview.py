@@ -501,11 +501,20 @@ class TableFs:
         w = self._writers.get(key)
         if w is None:
             version, base = self._base_for(key.peer, first)
-            staging = Staging(
-                base, base_version=version, touched=self._clock(), mtime=self._wallclock()
-            )
-            w = self._writers[key] = Writer(key, staging)
+            w = self._writers[key] = Writer(key, self._new_staging(base, version))
         return w
+
+    def _new_staging(self, base: Base, version: int) -> Staging:
+        """A staging over ``base``; past SPILL_AT its written bytes go to the state dir."""
+        spill = self._state_dir / "staging"
+        spill.mkdir(mode=0o700, exist_ok=True)
+        return Staging(
+            base,
+            base_version=version,
+            touched=self._clock(),
+            mtime=self._wallclock(),
+            spill_dir=str(spill),
+        )
 
     def _truncate(self, size: int, ctx: CallContext) -> None:
         """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
@@ -759,9 +768,7 @@ class TableFs:
             if key in self._writers:
                 self._journals.set_aside(rec, "a newer staging of the same writer exists")
                 continue
-            st = Staging(
-                base, base_version=head.base_version, touched=self._clock(), mtime=self._wallclock()
-            )
+            st = self._new_staging(base, head.base_version)
             for op in rec.ops:
                 if op.kind == "W":
                     st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)

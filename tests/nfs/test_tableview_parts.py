@@ -25,10 +25,13 @@ _ops = st.lists(
 )
 
 
-@given(base=st.binary(max_size=30), ops=_ops)
-def test_staging_behaves_like_a_posix_file(base: bytes, ops: list[tuple[str, int, bytes]]) -> None:
+@given(base=st.binary(max_size=30), ops=_ops, spill_at=st.sampled_from([0, 7, 1 << 20]))
+def test_staging_behaves_like_a_posix_file(
+    base: bytes, ops: list[tuple[str, int, bytes]], spill_at: int
+) -> None:
+    """In memory, or spilled to a file at once or part way (SpillBuffer), the same bytes."""
     model = bytearray(base)
-    s = Staging(BytesBase(base), base_version=3, touched=0.0, mtime=0.0)
+    s = Staging(BytesBase(base), base_version=3, touched=0.0, mtime=0.0, spill_at=spill_at)
     for kind, n, data in ops:
         if kind == "w":
             if n > len(model):
