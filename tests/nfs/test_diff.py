@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfs.diff import RowDiff, apply_diff, diff_rows, fingerprints
+from nfs.diff import RowDiff, diff_rows, fingerprints
 from posixlake.errors import DuplicateKeyError, SchemaError
+from tests.nfs.diff_oracle import apply_diff
 from tests.strategies import (
     arrow_schemas,
     arrow_tables,

@@ -24,13 +24,14 @@ from hypothesis.stateful import (
     rule,
 )
 
-from nfs.diff import apply_diff, diff_rows
+from nfs.diff import diff_rows
 from nfs.nfs3 import Sattr3, StableHow
 from nfs.rpc import CallContext
 from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, TableFs
 from nfs.vfs import NfsError
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
+from tests.nfs.diff_oracle import apply_diff
 
 ROOT = CallContext.local()
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("qty", pa.int32())])
