@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``posixlake`` command (the console-script entry point)."""
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="posixlake")
-    except Exception as err:  # noqa: BLE001 - the CLI boundary of STYLE.md
+    except Exception as err:  # noqa: BLE001 - the CLI boundary (docs/design.md, "The command line")
         click.echo(
             f"Error: unexpected {type(err).__name__}: {_one_line(str(err))} "
             "(this is a bug; run with -vv for the traceback)",

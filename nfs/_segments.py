@@ -1,6 +1,6 @@
 """Segmented renderings: a version's ``data.csv`` as the header plus one CSV segment per data file.
 
-Cost follows the change (DESIGN.md, "The NFS face"). A version's bytes are the header line
+Cost follows the change (docs/design.md, "The NFS face"). A version's bytes are the header line
 followed by the CSV lines of each active data file, one **segment** per file, in a fixed
 order: the add actions sorted by (modification time, path). A commit's new files are
 written after the files they join, so appends land at the end of ``data.csv`` (modification

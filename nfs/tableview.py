@@ -1,18 +1,20 @@
 """TableFs: a posixlake table as a file tree of CSV files, served over NFSv3.
 
-The tree (see DESIGN.md, "The NFS face")::
+The tree (see docs/design.md, "The NFS face")::
 
     /data/data.csv           the table at its current version (read / write)
     /schema.sql              CREATE TABLE for the table (read-only)
     /versions/<N>/data.csv   the table at version N (read-only time travel)
 
-plus a scratch area with full POSIX semantics (an embedded :class:`~nfs.memfs.MemoryFs`)
-for every other file or directory a client creates in ``/`` or ``/data``: editors' and
+plus a scratch area with full POSIX semantics (a :class:`~nfs.scratchfs.ScratchFs` on disk
+under the state directory) for every other file or directory a client creates in ``/`` or ``/data``: editors' and
 ``sed -i``'s temporary files, ``cp`` targets, user files.
 
 Reads come from a per-version rendering cache (:mod:`nfs._render_cache`).
 
-Writes to ``data.csv`` follow the rules in docs/nfs-writes.md, which this module owns:
+Writes to ``data.csv`` follow the rules in docs/nfs-writes.md, which this module owns
+(implemented by :class:`nfs._tablewrites.WriteRules`; the versions shown and the error
+map by :mod:`nfs._tablestate`; path-based helpers in :mod:`nfs._pathops`):
 
 - each writer (client address + AUTH_SYS uid/gid, :class:`~nfs._writers.WriterKey`) stages
   its own content (:mod:`nfs._staging`); nobody else's call discards it;
@@ -36,44 +38,56 @@ File ids are fixed for the table's own entries (so handles survive restarts: see
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
-
-import pyarrow as pa
 
 from nfs._apply import (
-    Applied,
-    apply_content,
-    apply_lines,
-    arrow_schema,
-    committed_write,
-    header_of,
-    loaded_version,
-    partition_columns,
-    same_bytes,
     table_identity,
 )
-from nfs._journal import JournalDir, JournalFile, JournalHeader, JournalOp
-from nfs._render_cache import RenderCache, VersionBytes
-from nfs._schema_sql import create_table_sql
+from nfs._journal import JournalDir
+from nfs._pathops import PathOps
+from nfs._render_cache import RenderCache
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
-from nfs._staging import Base, BytesBase, Staging, read_all
+from nfs._staging import BytesBase
+from nfs._tablestate import (
+    _COOKIE_OFFSET,
+    _DATA_CSV,
+    _DIR_MODE,
+    _DIR_SIZE,
+    _FILE_MODE,
+    _KEEP_SHADOWS,
+    _MAX_CLIENTS,
+    _RO_DIR_MODE,
+    _ROOT_STATIC,
+    _RW_MODE,
+    _VERSION_BASE,
+    _VERSION_END,
+    DATA_CSV_ID,
+    DATA_DIR_ID,
+    DEFAULT_ABANDON_SECONDS,
+    DEFAULT_IDLE_SECONDS,
+    ROOT_ID,
+    SCHEMA_ID,
+    SCRATCH_BASE,
+    VERSIONS_ID,
+    _caller,
+    _err,
+    _h8,
+    _slice,
+    default_state_dir,
+    nfs_error,
+)
+from nfs._tablewrites import WriteRules
 from nfs._writers import Bounded, Shadows, Writer, WriterKey
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
-    NFS_PROGRAM,
     Fattr3,
     Ftype3,
-    NfsProc3,
     Nfsstat3,
     Nfstime3,
     Sattr3,
@@ -94,18 +108,8 @@ from nfs.vfs import (
     FsStat,
     NfsError,
     VfsCapabilities,
-    current_caller,
 )
 from posixlake import DatabaseOps
-from posixlake.errors import (
-    InvalidOperation,
-    NotFound,
-    PermissionDenied,
-    PosixLakeError,
-    SchemaError,
-    SerializationError,
-    VersionError,
-)
 
 __all__ = [
     "DATA_CSV_ID",
@@ -124,100 +128,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ROOT_ID: Final = FileId(1)
-DATA_DIR_ID: Final = FileId(2)
-DATA_CSV_ID: Final = FileId(3)
-SCHEMA_ID: Final = FileId(4)
-VERSIONS_ID: Final = FileId(5)
-_VERSION_BASE: Final = 1 << 40
-"""/versions/<N> is ``_VERSION_BASE + 2N``, its data.csv ``_VERSION_BASE + 2N + 1``."""
-_VERSION_END: Final = 1 << 61
-SCRATCH_BASE: Final = 1 << 62
-"""Scratch files and directories get ids from here up (fresh per boot)."""
 
-_DATA_CSV: Final = "data.csv"
-_SCHEMA: Final = "schema.sql"
-_ROOT_STATIC: Final = {"schema.sql": SCHEMA_ID, "versions": VERSIONS_ID}
-"""Entries of / that are not in the scratch tree ("data" is, as a directory with a fixed id)."""
-_COOKIE_OFFSET: Final = 2
-"""MemoryFs's readdir cookies are id + 2; the table's own entries follow the same rule."""
-_FILE_MODE: Final = 0o644
-_RW_MODE: Final = 0o666
-_DIR_MODE: Final = 0o777
-_RO_DIR_MODE: Final = 0o555
-_DIR_SIZE: Final = 4096
-_KEEP_SHADOWS: Final = 4
-_RECENT_COMMITS: Final = 64
-_NFS_PROGRAM: Final = NFS_PROGRAM
-_DATA_PROCS: Final = frozenset({NfsProc3.NFSPROC3_WRITE, NfsProc3.NFSPROC3_COMMIT})
-_STALE_SEARCH: Final = 16
-"""How many versions back a write from a client with an unknown view is matched against."""
-_MAX_CLIENTS: Final = 4096
-"""Clients (and writers) whose per-client state is remembered (the oldest are forgotten)."""
-DEFAULT_IDLE_SECONDS: Final = 5.0
-"""A writer that never COMMITs is done after this long without a write."""
-DEFAULT_ABANDON_SECONDS: Final = 3600.0
-"""A staging that can never apply (mid-line, truncation alone) is given up after this long."""
-_ALL_ACCESS: Final = (
-    ACCESS3_READ | ACCESS3_LOOKUP | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
-)
-
-
-def nfs_error(err: PosixLakeError) -> NfsError:
-    """Return the NFS status for a posixlake error (the only such map).
-
-    PermissionDenied -> ACCES; NotFound / VersionError -> NOENT; bad content
-    (SerializationError, which CsvFormatError is, SchemaError, InvalidOperation, which
-    DuplicateKeyError is) -> INVAL; anything else -> IO.
-    """
-    if isinstance(err, PermissionDenied):
-        status = Nfsstat3.NFS3ERR_ACCES
-    elif isinstance(err, NotFound | VersionError):
-        status = Nfsstat3.NFS3ERR_NOENT
-    elif isinstance(err, SerializationError | SchemaError | InvalidOperation):
-        status = Nfsstat3.NFS3ERR_INVAL
-    else:
-        status = Nfsstat3.NFS3ERR_IO
-    return NfsError(status, str(err))
-
-
-def _err(status: Nfsstat3, message: str = "") -> NfsError:
-    return NfsError(status, message)
-
-
-def _journal_error(err: OSError) -> NfsError:
-    """The status for a journal that cannot be written (the write is not acknowledged)."""
-    logger.error("data.csv: the write journal failed: %s", err)
-    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err))
-
-
-def _caller(ctx: CallContext | None) -> CallContext:
-    if ctx is not None:
-        return ctx
-    return current_caller() or CallContext.local()
-
-
-def default_state_dir(table_id: str) -> Path:
-    """Return where the NFS server keeps its state for a table (the write journal).
-
-    ``$POSIXLAKE_STATE_DIR``, else ``$XDG_STATE_HOME/posixlake``, else
-    ``~/.local/state/posixlake``; then ``nfs/<hash of the table id>``. It must be on a
-    local disk that survives a restart (fsync is what makes replies true).
-    """
-    root = os.environ.get("POSIXLAKE_STATE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-        root = os.path.join(xdg, "posixlake")
-    digest = hashlib.sha256(table_id.encode()).hexdigest()[:20]
-    return Path(root) / "nfs" / digest
-
-
-def _h8(*parts: bytes) -> bytes:
-    return hashlib.sha256(b"\0".join(parts)).digest()[:8]
-
-
-class TableFs:
+class TableFs(WriteRules):
     """The Vfs of one posixlake table (see the module docstring).
 
     Args:
@@ -320,468 +232,6 @@ class TableFs:
                 target=self._idle_loop, name="posixlake-nfs-idle", daemon=True
             )
             self._timer.start()
-
-    # ------------------------------------------------------------ versions and content
-
-    def _version(self) -> int:
-        """The current table version: our own writes at once, others' within ``version_ttl``."""
-        loaded = loaded_version(self._db)
-        now = self._clock()
-        if loaded != self._known_version:
-            self._known_version = loaded
-            self._checked_at = now
-        elif now - self._checked_at >= self._ttl:
-            try:
-                self._known_version = self._db.version
-            except PosixLakeError as err:
-                raise nfs_error(err) from err
-            self._checked_at = now
-        if self._db.generation != self._generation:
-            self._replaced()
-        return self._known_version
-
-    def _replaced(self) -> None:
-        """The table was replaced under us (a restore onto its path): forget the old one.
-
-        Renderings, shadows and what clients were shown belong to the old table's
-        versions; stagings were based on them, so they are dropped and their writers get
-        EIO at their next WRITE or COMMIT; the write verifier changes; data.csv handles
-        of the old table go stale.
-        """
-        self._generation = self._db.generation
-        logger.warning("the table was replaced (restored onto its path): serving the new one")
-        self._cache.clear()
-        self._shadows.clear()
-        self._times.clear()
-        self._schema_text = None
-        self._shown = Bounded(_MAX_CLIENTS)
-        self._scratch_base.clear()
-        for w in list(self._writers.values()):
-            self._drop(w)
-            message = "the table was replaced while this write was staged; nothing was applied"
-            self._failures.set(w.key, _err(Nfsstat3.NFS3ERR_IO, message))
-        self._verifier = secrets.token_bytes(8)
-        ident = table_identity(self._db)
-        self._file_gen = _h8(b"file", ident, str(self._known_version).encode())
-
-    def _rendering(self, version: int) -> VersionBytes:
-        try:
-            return self._cache.get(version)
-        except PosixLakeError as err:
-            raise nfs_error(err) from err
-
-    def _presented(self, version: int) -> Base:
-        """The bytes of data.csv at ``version`` as NFS showed them: the writer's own bytes
-        while the table is exactly what that writer wrote (a shadow), else the rendering.
-        """
-        shadow = self._shadow(version)
-        if shadow is not None:
-            return BytesBase(shadow)
-        return self._rendering(version)
-
-    def _stamp_of(self, version: int) -> int:
-        """The commit time of ``version`` in ns (with the version in its low digits)."""
-        return self._commit_time(version).to_ns()
-
-    def _shadow(self, version: int) -> memoryview | None:
-        """The bytes a writer wrote that became ``version``, if kept (and still that version)."""
-        if version > self._known_version:
-            return None
-        try:
-            return self._shadows.get(version, self._stamp_of(version))
-        except NfsError:
-            return None
-
-    def _seen_versions(self) -> Iterator[tuple[int, Base]]:
-        """Recent versions whose bytes are at hand, newest first (no rendering)."""
-        seen: dict[int, Base] = {r.version: r for r in self._cache.cached()}
-        for v, _stamp in self._shadows.versions():
-            shadow = self._shadow(v)
-            if shadow is not None:
-                seen[v] = BytesBase(shadow)
-        for v in sorted(seen, reverse=True):
-            yield v, seen[v]
-
-    def _schema_bytes(self) -> bytes:
-        version = self._version()
-        if self._schema_text is None or self._schema_text[0] != version:
-            text = create_table_sql(
-                arrow_schema(self._db),
-                primary_key=self._db.primary_key(),
-                partition_by=partition_columns(self._db),
-            )
-            self._schema_text = (version, text.encode())
-        return self._schema_text[1]
-
-    def _commit_time(self, version: int) -> Nfstime3:
-        """The commit time of ``version``, with the version in the nanoseconds (unique mtimes).
-
-        A recent version's time comes from the newest few commits (cheap at any history
-        length); an old one's from the whole history, once.
-        """
-        cached = self._times.get(version)
-        if cached is not None:
-            return cached
-        try:
-            behind = self._known_version - version
-            if 0 <= behind < _RECENT_COMMITS:
-                for info in self._db.history(behind + 1):
-                    self._times.setdefault(info.version, _stamp(info.timestamp, info.version))
-            if version not in self._times:
-                self._times[version] = _stamp(self._db.commit_time(version), version)
-        except PosixLakeError as err:
-            raise nfs_error(err) from err
-        return self._times[version]
-
-    # ------------------------------------------------------------ staging and applying
-
-    def write_verifier(self) -> bytes:
-        """Return the WRITE/COMMIT verifier: new per boot, and whenever staged data is lost."""
-        return self._verifier
-
-    def _writable(self) -> None:
-        if self._read_only:
-            raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
-
-    def _base_for(self, peer: str, first: tuple[int, bytes] | None) -> tuple[int, Base]:
-        """Return the version (and its bytes) a new staging of ``peer`` is based on.
-
-        The base is what that client was shown last (a GETATTR, LOOKUP or READ of
-        data.csv), else the current version. When the first write ``(offset, data)``
-        reads better as made from another recent version — an append at its end, or a
-        page-widened append that resends its last page(s) and adds more — that version is
-        the base, so
-        a client with a stale page appends to what it saw and deleted rows stay deleted.
-        Only a staging that starts with a WRITE is matched so: one that starts with a
-        truncation is a new file, diffed against what the client was shown.
-        """
-        current = self._version()
-        shown = self._shown.get(peer)
-        order = [current] if shown is None or shown == current else [shown, current]
-        candidates = [(v, self._presented_or_none(v)) for v in order]
-        if first is not None:
-            # The versions the write may extend: what the client was shown, the current
-            # one and those at hand; when that view is unknown (the server restarted) or
-            # none fits (several processes share one client), the last few too. When
-            # several fit (an emptied table's header prefixes every version; a deletion
-            # of the last rows leaves a prefix), the longest is what the client resent:
-            # the fewest bytes are new. A stale page-widened write covers a page, so each
-            # look reads about a page of a version.
-            fits: list[tuple[int, int, Base]] = []
-            tried: set[int] = set()
-
-            def look(v: int, content: Base | None) -> None:
-                if v not in tried and content is not None and _fits(content, *first):
-                    fits.append((content.size, v, content))
-                tried.add(v)
-
-            for v, content in [*candidates, *self._seen_versions()]:
-                look(v, content)
-            if shown is None or not fits:
-                for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
-                    if v not in tried:
-                        look(v, self._presented_or_none(v))
-            if fits:
-                _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
-                return v, content
-        for v, content in candidates:
-            if content is not None:
-                return v, content
-        return current, self._presented(current)
-
-    def _presented_or_none(self, version: int) -> Base | None:
-        try:
-            return self._presented(version)
-        except NfsError:
-            return None
-
-    def _writer(self, ctx: CallContext, first: tuple[int, bytes] | None = None) -> Writer:
-        """Return the caller's writer, starting one (see :meth:`_base_for`) if it has none."""
-        key = WriterKey.of(ctx)
-        w = self._writers.get(key)
-        if w is None:
-            version, base = self._base_for(key.peer, first)
-            w = self._writers[key] = Writer(key, self._new_staging(base, version))
-        return w
-
-    def _new_staging(self, base: Base, version: int) -> Staging:
-        """A staging over ``base``; past SPILL_AT its written bytes go to the state dir."""
-        spill = self._state_dir / "staging"
-        spill.mkdir(mode=0o700, exist_ok=True)
-        return Staging(
-            base,
-            base_version=version,
-            touched=self._clock(),
-            mtime=self._wallclock(),
-            spill_dir=str(spill),
-        )
-
-    def _truncate(self, size: int, ctx: CallContext) -> None:
-        """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
-        w = self._writer(ctx)
-        w.settled = False
-        w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
-        self._record(w, size=size)
-        self._make_durable(w)
-
-    def _journal(self, w: Writer) -> JournalFile:
-        if w.journal is None:
-            header = JournalHeader(
-                write_id=w.write_id,
-                table_id=self._table_id,
-                base_version=w.staging.base_version,
-                base_size=w.staging.base.size,
-                peer=w.key.peer,
-                uid=w.key.uid,
-                gid=w.key.gid,
-            )
-            try:
-                w.journal = self._journals.create(header)
-            except OSError as err:
-                raise _journal_error(err) from err
-        return w.journal
-
-    def _record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
-        """Append the operation to ``w``'s journal (buffered)."""
-        journal = self._journal(w)
-        try:
-            if write is not None:
-                journal.write(*write)
-            else:
-                journal.truncate(size)
-        except OSError as err:
-            raise _journal_error(err) from err
-
-    def _make_durable(self, w: Writer) -> None:
-        """fsync ``w``'s journal: from now on a reply may promise its bytes."""
-        try:
-            self._journal(w).sync()
-        except OSError as err:
-            raise _journal_error(err) from err
-
-    def _raise_failure(self, key: WriterKey) -> None:
-        """Raise (once) a failure found after this writer was told its write succeeded."""
-        err = self._failures.pop(key)
-        if err is not None:
-            raise err
-
-    def _drop(self, w: Writer) -> None:
-        """Forget ``w``'s staging and delete its journal."""
-        if self._writers.get(w.key) is w:
-            del self._writers[w.key]
-        if w.journal is not None:
-            w.journal.discard()
-            w.journal = None
-
-    def _apply_writer(self, w: Writer) -> Applied:
-        """Apply ``w``'s content as ONE commit; the staging is gone afterwards either way.
-
-        Raises:
-            NfsError: the write was refused (bad content: INVAL) or failed (IO).
-        """
-        st = w.staging
-        try:
-            extra = st.appended() if st.on_line_boundary() else None
-            if extra is not None:  # the base plus whole lines: an INSERT, costs the lines
-                lines = extra
-                return self._commit(
-                    lambda: apply_lines(
-                        self._db, lines, header=header_of(st.base), write_id=w.write_id
-                    )
-                )
-            if st.same_as_base():
-                return Applied("unchanged", None)
-            return self._apply(st, st.base_version, st.base, w.write_id)
-        finally:
-            self._drop(w)
-
-    def _commit(self, fn: Callable[[], Applied]) -> Applied:
-        """Run one apply; posixlake errors become NfsError (the one map: nfs_error)."""
-        try:
-            applied = fn()
-        except PosixLakeError as err:
-            logger.info("data.csv: write refused: %s", err)
-            raise nfs_error(err) from err
-        except pa.ArrowException as err:  # a bug below us: fail this write, keep serving
-            logger.exception("data.csv: write failed")
-            raise _err(Nfsstat3.NFS3ERR_IO, str(err)) from err
-        finally:
-            self._checked_at = -float("inf")  # re-read the version on the next call
-        logger.debug("data.csv: %s", applied)
-        return applied
-
-    def _apply(
-        self,
-        content: Base,
-        base_version: int,
-        base: Base,
-        write_id: str | None = None,
-    ) -> Applied:
-        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
-        try:
-            before = self._db.version
-        except PosixLakeError as err:
-            raise nfs_error(err) from err
-        applied = self._commit(
-            lambda: apply_content(
-                self._db,
-                content,
-                base_version=base_version,
-                base=base,
-                write_id=write_id,
-                keys=self._segmenter,
-            )
-        )
-        # Keep showing the writer's bytes while the table is exactly what it wrote.
-        if applied.kind != "empty" and content.size and base_version == before:
-            produced = applied.version if applied.version is not None else before
-            if applied.version is None or applied.version == before + 1:
-                self._shadows.put(produced, self._stamp_of(produced), content)
-        return applied
-
-    @staticmethod
-    def _is_append(st: Staging) -> bool:
-        """Whether the staged content is its base plus whole new lines (an INSERT)."""
-        return st.written and st.on_line_boundary() and st.appended() is not None
-
-    def _idle_loop(self) -> None:
-        while not self._stop.wait(max(0.05, min(self._idle, self._abandon) / 4)):
-            self.poll()
-
-    def poll(self) -> None:
-        """Apply the stagings of writers that are done (idle), give up abandoned ones."""
-        with self._lock:
-            self._poll_locked()
-
-    def _poll_locked(self, ctx: CallContext | None = None) -> None:
-        """Apply idle and settled stagings; ``ctx``: the caller, whose settled rewrite is done
-        once it sends anything but a WRITE or COMMIT (see :meth:`_settle`).
-        """
-        if ctx is not None:
-            self._settle(ctx)
-        now = self._clock()
-        for w in list(self._writers.values()):
-            idle = now - w.staging.touched
-            if idle >= self._abandon:
-                self._abandon_writer(w)
-            elif idle >= self._idle and w.staging.written and w.staging.on_line_boundary():
-                try:
-                    self._apply_writer(w)
-                except NfsError as err:
-                    logger.warning("data.csv: idle write of %s refused: %s", w.key, err)
-                    self._failures.set(w.key, err)
-
-    def _settle(self, ctx: CallContext) -> None:
-        """Apply the caller's settled rewrite: one its FILE_SYNC WRITE left complete.
-
-        A client that writes a small file and closes it sends one FILE_SYNC WRITE and no
-        COMMIT (the Linux client does when the content fits one WRITE); a ``-o sync``
-        mount sends one per write(2). Such a rewrite is applied when its writer goes on to
-        anything else (``cp x data.csv && cat data.csv``: the next open's GETATTR), or
-        when it is idle. Calls made inside that writer's own WRITE or COMMIT (their
-        attributes) do not count.
-        """
-        if ctx.prog == _NFS_PROGRAM and ctx.proc in _DATA_PROCS:
-            return
-        w = self._writers.get(WriterKey.of(ctx))
-        if w is None or not w.settled:
-            return
-        try:
-            self._apply_writer(w)
-        except NfsError as err:
-            logger.warning("data.csv: the rewrite of %s was refused: %s", w.key, err)
-            self._failures.set(w.key, err)
-
-    def _abandon_writer(self, w: Writer) -> None:
-        what = "ends mid-line" if w.staging.written else "is a truncation alone"
-        message = (
-            f"data.csv: the staged write of {w.key} was abandoned after "
-            f"{self._abandon:g} s without a write; its content {what} and was never applied"
-        )
-        logger.error("%s", message)
-        self._drop(w)
-        self._failures.set(w.key, _err(Nfsstat3.NFS3ERR_IO, message))
-        # a client holding UNSTABLE writes of it must resend them at its next COMMIT
-        self._verifier = secrets.token_bytes(8)
-
-    def flush(self) -> None:
-        """Make every staged write durable (fsync the journals); nothing is applied."""
-        with self._lock:
-            for w in self._writers.values():
-                if w.journal is not None:
-                    try:
-                        w.journal.sync()
-                    except OSError:
-                        logger.exception("data.csv: journal of %s not synced", w.key)
-
-    def close(self) -> None:
-        """Stop the idle timer and close the journals (NfsServer calls this at shutdown).
-
-        Staged writes are not applied: a writer that has not finished keeps its journal,
-        which the next TableFs for the table recovers.
-        """
-        self._stop.set()
-        if self._timer is not None and self._timer is not threading.current_thread():
-            self._timer.join(5)
-        self._segmenter.close()
-        self._shadows.flush()
-        with self._lock:
-            for w in self._writers.values():
-                if w.journal is not None:
-                    try:
-                        w.journal.close()
-                    except OSError:
-                        logger.exception("data.csv: journal of %s not closed", w.key)
-            self._journals.release()
-            self.unfinished_at_close = len(self._writers)
-            if self._writers:
-                logger.info(
-                    "data.csv: %d unfinished staged write(s) kept for the next start",
-                    len(self._writers),
-                )
-            self._writers.clear()
-            self._scratch.close()
-
-    def _recover(self) -> None:
-        """Take over the journals an earlier server left (see :mod:`nfs._journal`)."""
-        for rec in self._journals.recover(self._table_id):
-            head = rec.header
-            key = WriterKey(head.peer, head.uid, head.gid)
-            try:
-                done = committed_write(self._db, head.write_id, head.base_version)
-            except PosixLakeError as err:
-                raise nfs_error(err) from err
-            if done is not None:
-                logger.info("data.csv: staged write of %s was committed as v%d", key, done)
-                rec.path.unlink(missing_ok=True)
-                continue
-            # a staging that starts with a truncation does not depend on its base's bytes
-            # (a shadow lost at the restart may differ from the rendering), only on its
-            # rows, which a 3-way apply needs
-            independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
-            base = self._presented_or_none(head.base_version)
-            if base is None or (base.size != head.base_size and not independent):
-                why = f"its base version {head.base_version} cannot be shown as it was"
-                self._journals.set_aside(rec, why)
-                self._failures.set(key, _err(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}"))
-                continue
-            if key in self._writers:
-                self._journals.set_aside(rec, "a newer staging of the same writer exists")
-                continue
-            st = self._new_staging(base, head.base_version)
-            for op in rec.ops:
-                if op.kind == "W":
-                    st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
-                else:
-                    st.truncate(op.number, touched=st.touched, mtime=st.mtime)
-            journal = self._journals.reopen(rec)
-            self._writers[key] = Writer(key, st, head.write_id, journal)
-            logger.warning(
-                "data.csv: recovered the staged write of %s (%d bytes, base v%d)",
-                key,
-                st.size,
-                head.base_version,
-            )
 
     # ------------------------------------------------------------ ids
 
@@ -1331,144 +781,3 @@ class TableFs:
     def paths(self) -> PathOps:
         """Path-based helpers for tests and in-process callers (as root)."""
         return PathOps(self)
-
-
-def _stamp(when: datetime, version: int) -> Nfstime3:
-    """A commit time (milliseconds in Delta) with the version in the sub-millisecond digits."""
-    ms = int(when.timestamp() * 1000)
-    return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
-
-
-def _fits(content: Base, offset: int, data: bytes) -> bool:
-    """Whether a write of ``data`` at ``offset`` reads as made from a view of ``content``:
-    at its end (an append), or from a page at or before its end resending the rest of it
-    and adding more (the Linux client widens a write to its cached page). Reads only the
-    bytes the write covers.
-    """
-    size = content.size
-    if offset >= size:
-        return offset == size
-    end = offset + len(data)
-    return end > size and same_bytes(
-        read_all(content, offset, size), memoryview(data)[: size - offset]
-    )
-
-
-def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:
-    size = len(data)
-    if offset >= size:
-        return data[0:0], True
-    end = min(size, offset + count)
-    return data[offset:end], end >= size
-
-
-class PathOps:
-    """Path-based calls on a :class:`TableFs` (``"/data/data.csv"``), as one caller.
-
-    Errors are :class:`~nfs.vfs.NfsError`, as over NFS.
-    """
-
-    def __init__(self, fs: TableFs, ctx: CallContext | None = None) -> None:
-        """Act on ``fs`` as ``ctx`` (root by default)."""
-        self.fs = fs
-        self.ctx = ctx if ctx is not None else CallContext.local()
-
-    def resolve(self, path: str) -> FileId:
-        """Return the id at ``path``."""
-        fid = self.fs.root_dir()
-        for part in path.split("/"):
-            if part:
-                fid = self.fs.lookup(fid, part, self.ctx)
-        return fid
-
-    def _parent(self, path: str) -> tuple[FileId, str]:
-        head, _, name = path.rstrip("/").rpartition("/")
-        return self.resolve(head or "/"), name
-
-    def getattr(self, path: str) -> Fattr3:
-        """Return the attributes at ``path`` (as this caller sees them)."""
-        return self.fs.getattr(self.resolve(path), self.ctx)
-
-    def readdir(self, path: str) -> list[str]:
-        """Return the names in a directory, in listing order, without "." and ".."."""
-        fid = self.resolve(path)
-        names: list[str] = []
-        after = 0
-        while True:
-            page = self.fs.readdir(fid, after=after, max_entries=64, ctx=self.ctx)
-            names += [e.name for e in page.entries if e.name not in (".", "..")]
-            if page.eof or not page.entries:
-                return names
-            after = page.entries[-1].cookie
-
-    def read_file(self, path: str, *, offset: int = 0, count: int | None = None) -> bytes:
-        """Return the bytes of a file (all of it, or ``count`` bytes at ``offset``)."""
-        fid = self.resolve(path)
-        out = bytearray()
-        pos = offset
-        while count is None or len(out) < count:
-            want = 1 << 20 if count is None else min(1 << 20, count - len(out))
-            data, eof = self.fs.read(fid, pos, want, self.ctx)
-            out += data
-            pos += len(data)
-            if eof or not data:
-                break
-        return bytes(out)
-
-    def write_file(
-        self,
-        path: str,
-        data: bytes,
-        *,
-        offset: int = 0,
-        stable: StableHow = StableHow.FILE_SYNC,
-        truncate: bool = False,
-        commit: bool = True,
-    ) -> int:
-        """Write ``data`` at ``offset`` (creating the file; ``truncate`` empties it first).
-
-        ``commit`` then sends COMMIT, as a client's ``close()`` does: for data.csv that is
-        when the new content is applied (its error is raised here).
-        """
-        try:
-            fid = self.resolve(path)
-        except NfsError as err:
-            if err.status != Nfsstat3.NFS3ERR_NOENT:
-                raise
-            parent, name = self._parent(path)
-            fid = self.fs.create(parent, name, Sattr3(mode=0o644), self.ctx, guarded=False)
-        if truncate:
-            self.fs.setattr(fid, Sattr3(size=0), self.ctx)
-        count, _ = self.fs.write(fid, offset, data, stable, self.ctx)
-        if commit:
-            self.fs.commit(fid, 0, 0, self.ctx)
-        return count
-
-    def truncate(self, path: str, size: int = 0) -> None:
-        """Set the size of a file."""
-        self.fs.setattr(self.resolve(path), Sattr3(size=size), self.ctx)
-
-    def commit(self, path: str) -> None:
-        """COMMIT a file's unstable writes."""
-        self.fs.commit(self.resolve(path), 0, 0, self.ctx)
-
-    def remove_file(self, path: str) -> None:
-        """Remove a file."""
-        parent, name = self._parent(path)
-        self.fs.remove(parent, name, self.ctx)
-
-    def rename(self, src: str, dst: str) -> None:
-        """Rename ``src`` to ``dst``."""
-        a, an = self._parent(src)
-        b, bn = self._parent(dst)
-        self.fs.rename(a, an, b, bn, self.ctx)
-
-    def mkdir(self, path: str, mode: int = 0o755) -> FileId:
-        """Create a directory."""
-        parent, name = self._parent(path)
-        return self.fs.mkdir(parent, name, Sattr3(mode=mode), self.ctx)
-
-    def rmdir(self, path: str) -> None:
-        """Remove an empty directory."""
-        parent, name = self._parent(path)
-        self.fs.rmdir(parent, name, self.ctx)

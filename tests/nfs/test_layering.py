@@ -69,13 +69,41 @@ ALLOWED: dict[str, set[str]] = {
     "_segments": set(),
     "_writers": {"_journal", "_staging", "rpc"},
     "_apply": {"_staging", "diff"},  # diff lazily
-    "tableview": {
+    "_tablestate": {
         "_apply",
         "_journal",
         "_render_cache",
         "_schema_sql",
         "_segments",
         "_staging",
+        "_writers",
+        "memfs",
+        "nfs3",
+        "rpc",
+        "scratchfs",
+        "vfs",
+    },
+    "_tablewrites": {
+        "_apply",
+        "_journal",
+        "_staging",
+        "_tablestate",
+        "_writers",
+        "nfs3",
+        "rpc",
+        "vfs",
+    },
+    "_pathops": {"nfs3", "rpc", "vfs"},  # tableview for types only
+    "tableview": {
+        "_apply",
+        "_journal",
+        "_pathops",
+        "_render_cache",
+        "_schema_sql",
+        "_segments",
+        "_staging",
+        "_tablestate",
+        "_tablewrites",
         "_writers",
         "memfs",
         "nfs3",
@@ -98,7 +126,7 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"server", "vfs"},  # server lazily (``nfs.NfsServer``)
 }
 
-POSIXLAKE_USERS = {"tableview", "_apply", "_segments", "diff"}
+POSIXLAKE_USERS = {"tableview", "_tablestate", "_tablewrites", "_apply", "_segments", "diff"}
 """The modules that may import posixlake (the table side); the protocol core never does."""
 
 
