@@ -30,6 +30,7 @@ from nfs._apply import (
 from nfs._journal import JournalDir
 from nfs._render_cache import RenderCache, VersionBytes
 from nfs._schema_sql import create_table_sql
+from nfs._segkeys import SegmentKeys
 from nfs._segments import SegmentedRendering, Segmenter
 from nfs._staging import Base, BytesBase, read_all
 from nfs._writers import Bounded, Shadows, Writer, WriterKey
@@ -182,6 +183,7 @@ class TableState:
     _ttl: float
     _lock: threading.RLock
     _segmenter: Segmenter
+    _keys: SegmentKeys
     _cache: RenderCache[SegmentedRendering]
     _read_only: bool
     _known_version: int

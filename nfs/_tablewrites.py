@@ -247,7 +247,7 @@ class WriteRules(TableState):
                 base_version=base_version,
                 base=base,
                 write_id=write_id,
-                keys=self._segmenter,
+                keys=self._keys,
             )
         )
         # Keep showing the writer's bytes while the table is exactly what it wrote.

@@ -52,6 +52,7 @@ from nfs._apply import (
 from nfs._journal import JournalDir
 from nfs._pathops import PathOps
 from nfs._render_cache import RenderCache
+from nfs._segkeys import SegmentKeys
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
 from nfs._staging import BytesBase
 from nfs._tablestate import (
@@ -181,6 +182,7 @@ class TableFs(WriteRules):
         self._ttl = version_ttl
         self._lock = threading.RLock()
         self._segmenter = Segmenter(db, SegmentStore(segment_cache, max_bytes=segment_cache_bytes))
+        self._keys = SegmentKeys(self._segmenter)
         self._cache = RenderCache(segmenter=self._segmenter, keep=keep_versions)
         self._read_only = read_only or not db.authorizer.allows("write")
         self._known_version = db.version

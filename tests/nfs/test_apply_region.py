@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import nfs._apply as apply_module
 from nfs._apply import apply_content
+from nfs._segkeys import SegmentKeys
 from nfs._segments import Segmenter, SegmentStore
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
@@ -62,7 +63,7 @@ def _outcome(
         if whole:
             setattr(apply_module, "_changed_region", lambda *_: None)  # noqa: B010
         try:
-            apply_content(db, content, base_version=version, base=base, keys=segmenter)
+            apply_content(db, content, base_version=version, base=base, keys=SegmentKeys(segmenter))
             result = "ok"
         except PosixLakeError as err:
             result = type(err).__name__
@@ -144,7 +145,9 @@ def test_a_one_row_change_in_the_middle_parses_only_its_region(
 
     monkeypatch.setattr(apply_module, "parse_csv", counting)
     try:
-        applied = apply_content(db, content, base_version=db.version, base=base, keys=segmenter)
+        applied = apply_content(
+            db, content, base_version=db.version, base=base, keys=SegmentKeys(segmenter)
+        )
     finally:
         monkeypatch.undo()
         segmenter.close()

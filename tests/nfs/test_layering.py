@@ -66,7 +66,9 @@ ALLOWED: dict[str, set[str]] = {
     "_journal": set(),
     "_render_cache": set(),
     "_schema_sql": set(),
-    "_segments": set(),
+    "_segstore": set(),
+    "_segments": {"_segstore"},
+    "_segkeys": {"_segments"},
     "_writers": {"_journal", "_staging", "rpc"},
     "_apply": {"_staging", "diff"},  # diff lazily
     "_tablestate": {
@@ -74,6 +76,7 @@ ALLOWED: dict[str, set[str]] = {
         "_journal",
         "_render_cache",
         "_schema_sql",
+        "_segkeys",
         "_segments",
         "_staging",
         "_writers",
@@ -100,6 +103,7 @@ ALLOWED: dict[str, set[str]] = {
         "_pathops",
         "_render_cache",
         "_schema_sql",
+        "_segkeys",
         "_segments",
         "_staging",
         "_tablestate",
@@ -126,7 +130,16 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"server", "vfs"},  # server lazily (``nfs.NfsServer``)
 }
 
-POSIXLAKE_USERS = {"tableview", "_tablestate", "_tablewrites", "_apply", "_segments", "diff"}
+POSIXLAKE_USERS = {
+    "tableview",
+    "_tablestate",
+    "_tablewrites",
+    "_apply",
+    "_segments",
+    "_segkeys",
+    "_segstore",
+    "diff",
+}
 """The modules that may import posixlake (the table side); the protocol core never does."""
 
 
