@@ -86,7 +86,7 @@ from posixlake.errors import (
     UnknownColumns,
     VersionError,
 )
-from posixlake.result import QueryResult
+from posixlake.result import QueryResult, ReplaceResult, WriteResult
 from posixlake.security import AuditEvent, TableAuthorizer, UserInfo
 from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
 from posixlake.types import (
@@ -668,8 +668,11 @@ class DatabaseOps:
         schema_mode: Literal["merge"] | None = None,
         app_transaction: tuple[str, int] | None = None,
         extra_metadata: Mapping[str, str] | None = None,
-    ) -> int:
-        """Append (or upsert) a conformed table in one commit; return the new version."""
+    ) -> int | None:
+        """Append (or upsert) a conformed table in one commit; return the version it made.
+
+        None only for an upsert that changed nothing (no commit).
+        """
         with self._write(operation):
             key = self.key_columns  # after the refresh: another handle may have set it
             if key and upsert:
@@ -689,7 +692,7 @@ class DatabaseOps:
                 )
                 self._keys.invalidate()
                 self._counters.bump(inserts=1, rows_written=table.num_rows)
-                return outcome.version if outcome.version is not None else self._log.version
+                return outcome.version
             if key:
                 values = self._keys.check_new(self._log, table, key)
                 version = self._log.append_checked(
@@ -743,8 +746,8 @@ class DatabaseOps:
     @timed("insert")
     def insert(
         self, data: Any, *, upsert: bool = False, schema_mode: Literal["merge"] | None = None
-    ) -> int:
-        """Insert rows in one commit; return how many rows were written.
+    ) -> WriteResult:
+        """Insert rows in one commit; return how many rows were written, and the version.
 
         Args:
             data: a dict (one row, or a columnar dict of lists), a list of dicts, JSON text
@@ -759,6 +762,10 @@ class DatabaseOps:
         Raises:
             SerializationError: malformed JSON or CSV. SchemaError: unknown column, missing
                 NOT NULL column, wrong type. DuplicateKeyError: a key exists (or repeats).
+
+        Returns:
+            A :class:`WriteResult`: equal to the row count, with ``.version`` the version
+            committed (None for no rows).
         """
         self._authorize("write", "insert")
         if schema_mode is not None:
@@ -777,7 +784,7 @@ class DatabaseOps:
                 )
             self._keys.invalidate()
             self._counters.bump(inserts=1, rows_written=outcome.rows)
-            return int(outcome.rows)
+            return WriteResult(outcome.rows, outcome.version)
         paths = source_paths(data)
         if paths is not None:  # CSV / Parquet files, on an engine that reads them for us
             fmt, files = format_of(paths)
@@ -787,12 +794,11 @@ class DatabaseOps:
         else:
             table = to_arrow(data, self._schema)
         if table.num_rows == 0:
-            return 0
+            return WriteResult(0, None)
         check_declared(table, self._declared)
-        self._append(table, operation="INSERT", upsert=upsert)
-        return int(table.num_rows)
+        return WriteResult(table.num_rows, self._append(table, operation="INSERT", upsert=upsert))
 
-    def _insert_evolving(self, data: Any, *, schema_mode: str, upsert: bool) -> int:
+    def _insert_evolving(self, data: Any, *, schema_mode: str, upsert: bool) -> WriteResult:
         """Insert rows that may bring new columns (see :mod:`posixlake._evolve`)."""
         from posixlake._evolve import evolved_schema, new_fields
 
@@ -810,9 +816,9 @@ class DatabaseOps:
         fresh = new_fields(data, self._schema)
         table = to_arrow(data, evolved_schema(self._schema, fresh))
         if table.num_rows == 0:
-            return 0
-        self._append(table, operation="INSERT", schema_mode="merge" if fresh else None)
-        return int(table.num_rows)
+            return WriteResult(0, None)
+        version = self._append(table, operation="INSERT", schema_mode="merge" if fresh else None)
+        return WriteResult(table.num_rows, version)
 
     def add_columns(self, columns: Any) -> int:
         """Add nullable columns in one commit; existing rows read NULL there.
@@ -849,7 +855,7 @@ class DatabaseOps:
         self._log.refresh()
         return QueryResult(self._log.changes(start_version, end_version))
 
-    def insert_buffered(self, data: Any, *, durable: bool = False) -> int:
+    def insert_buffered(self, data: Any, *, durable: bool = False) -> WriteResult:
         """Validate rows and buffer them; flush in one commit at ``buffer_rows`` rows.
 
         Buffered rows are not visible to queries until they are flushed (by :meth:`flush`,
@@ -865,7 +871,8 @@ class DatabaseOps:
                 the next flush, the whole buffer is written ahead.
 
         Returns:
-            How many rows were accepted. Bad rows raise here and are not buffered.
+            How many rows were accepted (bad rows raise here and are not buffered), with
+            ``.version`` the version of the flush they triggered, or None (only buffered).
 
         Raises:
             SerializationError / SchemaError: as :meth:`insert`.
@@ -900,12 +907,12 @@ class DatabaseOps:
                 full = self._buffer.add(table, keys=values)
                 accepted = table.num_rows
         if full:
-            self.flush()
-        return accepted
+            return WriteResult(accepted, self.flush().version)
+        return WriteResult(accepted, None)
 
     @timed("flush")
-    def flush(self) -> int:
-        """Commit buffered rows (one commit); return how many rows were written.
+    def flush(self) -> WriteResult:
+        """Commit buffered rows (one commit); return how many rows were written, and the version.
 
         Raises:
             BufferedKeysTaken: (a DuplicateKeyError) another writer committed buffered
@@ -918,12 +925,12 @@ class DatabaseOps:
         with self._log.lock:
             taken = self._buffer.take(lambda rows: to_arrow(rows, self._schema))
             if taken is None:
-                return 0
+                return WriteResult(0, None)
             table, keys = taken
             wal = self._buffer.wal
             before, flush_id = self._log.version, uuid.uuid4().hex
             try:
-                self._append(
+                version = self._append(
                     table,
                     operation="INSERT BUFFERED",
                     app_transaction=(wal.app_id, wal.version) if wal is not None else None,
@@ -945,7 +952,7 @@ class DatabaseOps:
                 self._buffer.wal = None
         if not self._buffer.rows:
             buffer_mod.disarm_sigterm_if_idle()
-        return int(table.num_rows)
+        return WriteResult(table.num_rows, version)
 
     def _reject_taken(self, table: pa.Table, keys: set[Any], err: DuplicateKeyError) -> None:
         """Split a flush that hit taken keys: keep the free rows buffered, raise for the rest."""
@@ -1125,10 +1132,10 @@ class DatabaseOps:
 
     @_counted
     @timed("delete")
-    def delete_rows_where(self, predicate: str) -> int:
+    def delete_rows_where(self, predicate: str) -> WriteResult:
         """Delete the rows matching a SQL predicate in one commit; return how many.
 
-        No commit is made when nothing matches.
+        No commit is made when nothing matches (``.version`` is then None).
 
         Raises:
             QueryError: the predicate is empty or invalid.
@@ -1143,10 +1150,10 @@ class DatabaseOps:
             if outcome.version is not None:
                 self._keys.invalidate()
         self._counters.bump(deletes=1, rows_deleted=outcome.rows)
-        return outcome.rows
+        return WriteResult(outcome.rows, outcome.version)
 
     @_counted
-    def truncate(self) -> int:
+    def truncate(self) -> WriteResult:
         """Delete every row in one commit, whatever the engine; return how many.
 
         Nothing is rewritten: the commit removes every data file (delta-rs, no Spark
@@ -1158,7 +1165,7 @@ class DatabaseOps:
             if version is not None:
                 self._keys.invalidate()
         self._counters.bump(deletes=1, rows_deleted=rows)
-        return rows
+        return WriteResult(rows, version)
 
     @_counted
     @timed("update")
@@ -1168,7 +1175,7 @@ class DatabaseOps:
         values: Mapping[str, Any] | str | None = None,
         *,
         expressions: Mapping[str, str] | None = None,
-    ) -> int:
+    ) -> WriteResult:
         """Set columns on the rows matching ``predicate`` (all rows with None), in one commit.
 
         Args:
@@ -1178,7 +1185,7 @@ class DatabaseOps:
             expressions: column -> SQL expression (e.g. ``{"qty": "qty + 1"}``).
 
         Returns:
-            How many rows were updated (no commit when none).
+            How many rows were updated, with ``.version`` (None: no commit, none matched).
 
         Raises:
             SchemaError: unknown column or a value of the wrong type.
@@ -1217,7 +1224,7 @@ class DatabaseOps:
                 self._log, predicate, sets, metadata=self._metadata("UPDATE")
             )
         self._counters.bump(updates=1, rows_written=outcome.rows)
-        return outcome.rows
+        return WriteResult(outcome.rows, outcome.version)
 
     # -- replacing exact rows (a multiset diff; used by the NFS face's overwrites) --------
 
@@ -1229,7 +1236,7 @@ class DatabaseOps:
         insert: Any,
         key: str | Sequence[str] | None = None,
         require_present: bool = False,
-    ) -> tuple[int, int]:
+    ) -> ReplaceResult:
         """Delete the rows ``delete`` names and insert ``insert``, in ONE commit (delta-rs).
 
         Without ``key``, rows are whole rows compared on every column (NULL equals NULL)
@@ -1241,7 +1248,8 @@ class DatabaseOps:
         the engine.
 
         Returns:
-            (rows deleted, rows inserted)
+            ``(rows deleted, rows inserted)`` as a :class:`ReplaceResult`, whose
+            ``.version`` is the version committed (None when nothing changed).
 
         Raises:
             SerializationError / SchemaError: malformed or mistyped rows.
@@ -1256,7 +1264,7 @@ class DatabaseOps:
         if dele.num_rows:
             self._authorize("delete", "replace_rows")
         if dele.num_rows == 0 and ins.num_rows == 0:
-            return 0, 0
+            return ReplaceResult(0, 0, None)
         match = [key] if isinstance(key, str) else list(key or [])
         for k in match:
             if k not in self._schema.names:
@@ -1283,7 +1291,7 @@ class DatabaseOps:
             )
             self._keys.invalidate()
         self._counters.bump(rows_written=done.inserted, rows_deleted=done.deleted)
-        return done.deleted, done.inserted
+        return ReplaceResult(done.deleted, done.inserted, done.version)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -1959,15 +1967,15 @@ class DatabaseOps:
 
     # -- the original project's names (thin aliases) ---------------------------------
 
-    def insert_json(self, json_data: Any) -> int:
+    def insert_json(self, json_data: Any) -> WriteResult:
         """Alias of :meth:`insert` (original name)."""
         return self.insert(json_data)
 
-    def insert_buffered_json(self, json_data: Any) -> int:
+    def insert_buffered_json(self, json_data: Any) -> WriteResult:
         """Alias of :meth:`insert_buffered` (original name)."""
         return self.insert_buffered(json_data)
 
-    def flush_write_buffer(self) -> int:
+    def flush_write_buffer(self) -> WriteResult:
         """Alias of :meth:`flush` (original name)."""
         return self.flush()
 
@@ -1975,7 +1983,7 @@ class DatabaseOps:
         """Alias of :meth:`merge` returning the metrics as JSON (original name)."""
         return json.dumps(self.merge(json_data, join_column).to_dict())
 
-    def delete(self, predicate: str) -> int:
+    def delete(self, predicate: str) -> WriteResult:
         """Alias of :meth:`delete_rows_where`."""
         return self.delete_rows_where(predicate)
 

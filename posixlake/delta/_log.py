@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -33,6 +31,7 @@ from deltalake.exceptions import (
 )
 
 from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range, unsupported_feature
+from posixlake.delta._retry import Contention, RetryPolicy
 from posixlake.errors import (
     CommitConflict,
     DeltaLakeError,
@@ -51,9 +50,7 @@ from posixlake.storage import is_local
 from posixlake.types import CommitInfo
 
 __all__ = [
-    "Contention",
     "DeltaLog",
-    "commit_timeout_from_env",
     "plain_types",
     "quote_ident",
     "translate",
@@ -61,13 +58,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_COMMIT_RETRIES: Final = 25
-#: how long a write keeps re-planning and retrying on commit conflicts, in seconds
-#: (``$POSIXLAKE_COMMIT_TIMEOUT`` overrides it; ``DeltaLog.commit_timeout`` per handle)
-DEFAULT_COMMIT_TIMEOUT: Final = 120.0
-#: first and largest pause between two conflicting attempts, in seconds (with jitter)
-BACKOFF_FIRST: Final = 0.002
-BACKOFF_MAX: Final = 0.5
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 #: commit info key naming the operation of a commit made with ``create_write_transaction``
 COMMIT_OPERATION_KEY: Final = "posixlake.commitOperation"
@@ -321,67 +311,6 @@ _NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
 _NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
 
 
-def commit_timeout_from_env() -> float:
-    """Return ``$POSIXLAKE_COMMIT_TIMEOUT`` (seconds) or :data:`DEFAULT_COMMIT_TIMEOUT`.
-
-    Raises:
-        InvalidOperation: the variable is set but not a positive number.
-    """
-    raw = os.environ.get("POSIXLAKE_COMMIT_TIMEOUT")
-    if raw is None or raw == "":
-        return DEFAULT_COMMIT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or not value < float("inf"):
-        raise InvalidOperation(
-            f"POSIXLAKE_COMMIT_TIMEOUT must be a positive number of seconds, not {raw!r}"
-        )
-    return value
-
-
-def backoff(attempt: int, rng: random.Random) -> float:
-    """Return the pause before retry ``attempt`` (0-based): exponential, capped, jittered.
-
-    Full jitter in [0.5, 1.5) of ``min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt)``, so that
-    writers that collided once do not collide again in lockstep.
-    """
-    base: float = min(BACKOFF_MAX, BACKOFF_FIRST * float(2 ** min(attempt, 20)))
-    return base * (0.5 + rng.random())
-
-
-class Contention:
-    """Commit-conflict figures of one table handle (thread-safe).
-
-    Attributes:
-        conflicts: commit attempts that lost to a concurrent commit.
-        retries: attempts made again after a conflict (re-planned on the new version).
-        gave_up: writes that failed because the commit deadline passed.
-        waited_s: total seconds spent in back-off pauses.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.conflicts = 0
-        self.retries = 0
-        self.gave_up = 0
-        self.waited_s = 0.0
-
-    def conflict(self) -> None:
-        with self._lock:
-            self.conflicts += 1
-
-    def retry(self, waited: float) -> None:
-        with self._lock:
-            self.retries += 1
-            self.waited_s += waited
-
-    def give_up(self) -> None:
-        with self._lock:
-            self.gave_up += 1
-
-
 class DeltaLog:
     """One Delta table, kept loaded. Thread-safe: operations hold an internal lock.
 
@@ -406,17 +335,27 @@ class DeltaLog:
         self._commit_times: dict[int, datetime] = {}
         # (version, arrow schema, configuration, partition columns) of the loaded version
         self._meta: tuple[int, pa.Schema, dict[str, str], list[str]] | None = None
-        #: seconds a write keeps retrying on commit conflicts before CommitConflict
-        self.commit_timeout = commit_timeout_from_env()
-        self.contention = Contention()
-        self._rng = random.Random()
-        self._sleep: Callable[[float], None] = time.sleep
-        self._clock: Callable[[], float] = time.monotonic
+        #: how lost commit races are retried (bounds, back-off, counters)
+        self.retry = RetryPolicy()
         # table identity: the metaData id of the loaded table, and how many times this
         # handle found the table replaced under it (restore onto the live path)
         self._table_id = self._read_table_id()
         self._generation = 0
         self._log_stat = self._stat_log_dir()
+
+    @property
+    def commit_timeout(self) -> float:
+        """Seconds a write keeps retrying on commit conflicts before CommitConflict."""
+        return self.retry.timeout
+
+    @commit_timeout.setter
+    def commit_timeout(self, seconds: float) -> None:
+        self.retry.timeout = seconds
+
+    @property
+    def contention(self) -> Contention:
+        """Commit-conflict figures of this handle."""
+        return self.retry.contention
 
     # -- opening ---------------------------------------------------------------------
 
@@ -780,11 +719,12 @@ class DeltaLog:
         metadata: Mapping[str, Any] | None,
         *,
         app_transaction: tuple[str, int] | None = None,
-        retries: int = MAX_COMMIT_RETRIES,
+        strict: bool = False,
     ) -> CommitProperties:
+        """Commit properties: our metadata, and the retries the retry policy gives delta-rs."""
         return CommitProperties(
             custom_metadata=dict(metadata) if metadata else None,
-            max_commit_retries=retries,
+            max_commit_retries=RetryPolicy.delta_rs_retries(strict=strict),
             app_transactions=[Transaction(*app_transaction)] if app_transaction else None,
         )
 
@@ -804,30 +744,39 @@ class DeltaLog:
             return None if version is None else int(version)
 
     def _retrying(self, what: str, fn: Callable[[], _T], *, query: bool = False) -> _T:
-        """Run ``fn`` (one commit attempt), re-planning on commit conflicts until the deadline.
+        """Run ``fn`` (one commit attempt) under :attr:`retry`, re-planning after conflicts.
 
         After a conflict the log is refreshed and ``fn`` runs again on the new version
-        (delete, update, merge and optimize plan inside ``fn``), after a jittered,
-        exponentially growing pause, until :attr:`commit_timeout` seconds have passed.
-        Conflicts, retries and give-ups are counted in :attr:`contention`.
+        (delete, update, merge and optimize plan inside ``fn``).
 
         ``query``: ``fn`` evaluates user SQL (a predicate or expressions), so DataFusion
         errors are :class:`QueryError` (see :func:`translate`).
 
         Raises:
-            CommitConflict: still conflicting when the deadline passed.
+            CommitConflict: still conflicting at the policy's bound.
         """
-        deadline = self._clock() + self.commit_timeout
-        attempt = 0
-        while True:
-            try:
-                with _translated(what, query=query):
-                    return fn()
-            except CommitConflict as err:
-                self._wait_after_conflict(what, attempt, deadline, err)
-                attempt += 1
-                with _translated("refresh table"):
-                    self._dt.update_incremental()
+
+        def attempt(_n: int) -> _T:
+            with _translated(what, query=query):
+                return fn()
+
+        def refresh(_err: CommitConflict) -> None:
+            with _translated("refresh table"):
+                self._dt.update_incremental()
+
+        return self.retry.run(what, attempt, on_conflict=refresh)
+
+    def _committed(self, fn: Callable[[], _T]) -> tuple[_T, int | None]:
+        """Run one delta-rs write; return its result and the version it committed.
+
+        delta-rs moves the loaded table to the version its commit made, so the version
+        is the commit's own (None when it made none): no listing, and another writer's
+        commit is never taken for ours. Call it inside the attempt, under the lock.
+        """
+        start = self._dt.version()
+        out = fn()
+        end = self._dt.version()
+        return out, (int(end) if end != start else None)
 
     def _count_at(self, version: int) -> int:
         """Return the number of rows of ``version`` (deletion vectors applied)."""
@@ -902,23 +851,6 @@ class DeltaLog:
                 ("int96Timestamps",),
             )
 
-    def _wait_after_conflict(
-        self, what: str, attempt: int, deadline: float, err: CommitConflict
-    ) -> None:
-        """Count a conflict and pause before the next attempt, or raise past the deadline."""
-        self.contention.conflict()
-        pause = backoff(attempt, self._rng)
-        if self._clock() + pause > deadline:
-            self.contention.give_up()
-            raise CommitConflict(
-                f"{what}: still conflicting with concurrent writers after {attempt + 1} "
-                f"attempts in {self.commit_timeout:g} s (raise POSIXLAKE_COMMIT_TIMEOUT "
-                "or DatabaseOps.commit_timeout to wait longer)"
-            ) from err
-        logger.debug("%s: commit conflict, retrying in %.3f s", what, pause)
-        self._sleep(pause)
-        self.contention.retry(pause)
-
     def append(
         self,
         data: pa.Table,
@@ -947,7 +879,7 @@ class DeltaLog:
                     schema_mode=schema_mode,
                     commit_properties=props,
                 )
-                return self._dt.version()
+                return int(self._dt.version())  # the version this commit made
 
             return self._retrying("append", attempt)
 
@@ -1016,44 +948,39 @@ class DeltaLog:
         attempt: the table-relative paths of the data files added since (or None when
         files were also removed, or the table is partitioned: then ``check`` must look
         at the whole table). ``check`` raises (e.g. DuplicateKeyError) to abandon the
-        append; otherwise it is retried until :attr:`commit_timeout`.
+        append; otherwise it is retried within the bounds of :attr:`retry`.
 
         Returns:
             The committed version.
 
         Raises:
-            CommitConflict: still conflicting at the deadline. Whatever ``check`` raises.
+            CommitConflict: still conflicting at the policy's bound. Whatever ``check`` raises.
         """
         self._check_writable()
-        props = self._props(metadata, app_transaction=app_transaction, retries=0)
+        props = self._props(metadata, app_transaction=app_transaction, strict=True)
+
+        def attempt(_n: int) -> int:
+            with _translated("append"):
+                write_deltalake(
+                    self._dt, data, mode="append", schema_mode=schema_mode, commit_properties=props
+                )
+                return int(self._dt.version())  # the version this commit made
+
+        def recheck(_err: CommitConflict) -> None:
+            with _translated("refresh table"):
+                before = self._dt._table.get_add_file_sizes()
+                self._dt.update_incremental()
+                after = self._dt._table.get_add_file_sizes()
+            if self._read_table_id() != self._table_id:
+                self._reload("its metaData id changed")
+                check(None)
+            elif self.partition_columns or any(p not in after for p in before):
+                check(None)
+            else:
+                check([p for p in after if p not in before])
+
         with self._lock:
-            deadline = self._clock() + self.commit_timeout
-            attempt = 0
-            while True:
-                try:
-                    with _translated("append"):
-                        write_deltalake(
-                            self._dt,
-                            data,
-                            mode="append",
-                            schema_mode=schema_mode,
-                            commit_properties=props,
-                        )
-                        return int(self._dt.version())
-                except CommitConflict as err:
-                    with _translated("refresh table"):
-                        before = self._dt._table.get_add_file_sizes()
-                        self._dt.update_incremental()
-                        after = self._dt._table.get_add_file_sizes()
-                    if self._read_table_id() != self._table_id:
-                        self._reload("its metaData id changed")
-                        check(None)
-                    elif self.partition_columns or any(p not in after for p in before):
-                        check(None)
-                    else:
-                        check([p for p in after if p not in before])
-                    self._wait_after_conflict("append", attempt, deadline, err)
-                    attempt += 1
+            return self.retry.run("append", attempt, strict=True, on_conflict=recheck)
 
     def read_file_columns(self, paths: Sequence[str], columns: Sequence[str]) -> pa.Table:
         """Read ``columns`` of the given data files (table-relative paths), concatenated.
@@ -1091,16 +1018,16 @@ class DeltaLog:
         """
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.delete(predicate, commit_properties=self._props(metadata))
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.delete(predicate, commit_properties=self._props(metadata))
+                )
 
             if predicate is not None:
                 self._check_rewrite_safe("delete")
-            result = self._retrying("delete", attempt, query=True)
-            after = self._dt.version()
-            if after == before:
+            result, version = self._retrying("delete", attempt, query=True)
+            if version is None:
                 return 0, None
             reported = result.get("num_deleted_rows")
             with_dvs = "deletionVectors" in set(self._dt.protocol().reader_features or ())
@@ -1112,10 +1039,10 @@ class DeltaLog:
                 # delta-rs counts the rows of files a partition predicate removes whole
                 # from their statistics: a file without numRecords counts 0, and a file
                 # with a deletion vector counts its deleted rows again; count instead
-                rows = self._count_at(after - 1) - self._count_at(after)
+                rows = self._count_at(version - 1) - self._count_at(version)
             else:
                 rows = int(reported)
-            return rows, after
+            return rows, version
 
     def update(
         self,
@@ -1131,20 +1058,19 @@ class DeltaLog:
         """
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.update(
-                    updates=dict(updates),
-                    predicate=predicate,
-                    commit_properties=self._props(metadata),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.update(
+                        updates=dict(updates),
+                        predicate=predicate,
+                        commit_properties=self._props(metadata),
+                    )
                 )
 
             self._check_rewrite_safe("update")
-            result = self._retrying("update", attempt, query=True)
-            rows = int(result.get("num_updated_rows", 0) or 0)
-            after = self._dt.version()
-            return rows, (after if after != before else None)
+            result, version = self._retrying("update", attempt, query=True)
+            return int(result.get("num_updated_rows", 0) or 0), version
 
     def merge_ops(
         self,
@@ -1177,9 +1103,8 @@ class DeltaLog:
         set_cols = {quote_ident(c): assign(c) for c in data_cols if c not in key}
         all_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols}
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
+            def merge() -> dict[str, Any]:
                 merger = self._dt.merge(
                     source,
                     predicate,
@@ -1198,13 +1123,12 @@ class DeltaLog:
                 return merger.execute()
 
             self._check_rewrite_safe("merge")
-            result = self._retrying("merge", attempt)
-            after = self._dt.version()
+            result, version = self._retrying("merge", lambda: self._committed(merge))
             return (
                 int(result.get("num_target_rows_inserted", 0) or 0),
                 int(result.get("num_target_rows_updated", 0) or 0),
                 int(result.get("num_target_rows_deleted", 0) or 0),
-                after if after != before else None,
+                version,
             )
 
     def compact(
@@ -1216,19 +1140,18 @@ class DeltaLog:
         """Run OPTIMIZE (bin-packing compaction); return delta-rs metrics and the new version."""
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.optimize.compact(
-                    partition_filters=partition_filters,
-                    target_size=target_size,
-                    commit_properties=self._props(None),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.optimize.compact(
+                        partition_filters=partition_filters,
+                        target_size=target_size,
+                        commit_properties=self._props(None),
+                    )
                 )
 
             self._check_rewrite_safe("optimize")
-            result = self._retrying("optimize", attempt)
-            after = self._dt.version()
-            return result, (after if after != before else None)
+            return self._retrying("optimize", attempt)
 
     def z_order(
         self,
@@ -1240,20 +1163,19 @@ class DeltaLog:
         """Run Z-ORDER on ``columns``; return delta-rs metrics and the new version."""
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.optimize.z_order(
-                    list(columns),
-                    partition_filters=partition_filters,
-                    target_size=target_size,
-                    commit_properties=self._props(None),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.optimize.z_order(
+                        list(columns),
+                        partition_filters=partition_filters,
+                        target_size=target_size,
+                        commit_properties=self._props(None),
+                    )
                 )
 
             self._check_rewrite_safe("z-order")
-            result = self._retrying("z-order", attempt)
-            after = self._dt.version()
-            return result, (after if after != before else None)
+            return self._retrying("z-order", attempt)
 
     def vacuum(
         self, retention_hours: int | None, *, dry_run: bool, enforce_retention_duration: bool
