@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posixlake._original_api import (
+from posixlake._compat import (
     get_backup_metadata,
     get_backup_metadata_with_credentials,
     restore,
