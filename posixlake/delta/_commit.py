@@ -35,9 +35,10 @@ from deltalake import CommitProperties
 from deltalake.transaction import AddAction, RemoveAction
 
 from posixlake.delta._features import file_commit_blockers
-from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog, _translated
+from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog
 from posixlake.delta._retry import RetryPolicy
 from posixlake.delta._snapshot import DataFile, Snapshot
+from posixlake.delta._translate import _translated
 from posixlake.errors import InvalidOperation, PosixLakeError, UnsupportedTableFeature
 
 __all__ = [

@@ -26,7 +26,8 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from posixlake.delta._log import DeltaLog, quote_ident
+from posixlake.delta._log import DeltaLog
+from posixlake.delta._translate import quote_ident
 from posixlake.errors import ConcurrentChange
 
 __all__ = ["RowsReplaced", "replace_rows", "row_key"]
