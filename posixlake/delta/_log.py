@@ -17,16 +17,19 @@ from typing import Any, Literal
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from posixlake.delta._arrow import _has_timestamps, _in_ns_range
+from posixlake.delta._arrow import _has_timestamps, _in_ns_range, plain_types
 from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
 from posixlake.delta._translate import _translated, quote_ident, translate
 from posixlake.errors import CommitConflict, SchemaError
 
+# re-exported: modules written against the single-module log import them from here
 __all__ = [
     "CHECKPOINT_INTERVAL",
     "COMMIT_OPERATION_KEY",
     "DeltaLog",
+    "_translated",
+    "plain_types",
     "quote_ident",
     "translate",
 ]
