@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 import click
 
@@ -22,13 +22,22 @@ from cli._common import (
     table_argument,
     user_option,
 )
-from posixlake.result import format_table
+from posixlake import DatabaseOps
+from posixlake.result import WriteResult, format_table
 
 __all__ = ["COMMANDS"]
 
 
-def _written(before: int, after: int) -> str:
-    return f"version {after}" if after != before else f"no commit, still version {after}"
+def _written(done: WriteResult, db: DatabaseOps) -> tuple[str, dict[str, Any]]:
+    """Describe a write's commit: text, and the JSON fields ``version`` / ``committed``.
+
+    The version is the one the write committed (read from its result, so another writer's
+    commit meanwhile cannot be shown as ours); without a commit, the table's current one.
+    """
+    if done.version is not None:
+        return f"version {done.version}", {"version": done.version, "committed": True}
+    current = db.version
+    return f"no commit, still version {current}", {"version": current, "committed": False}
 
 
 @click.command()
@@ -58,13 +67,12 @@ def insert(table: str, file: str, upsert: bool) -> None:
     """
     data = read_input(file)
     with open_table(table, computes=True) as db:
-        before = db.version
         rows = db.insert(data, upsert=upsert)
-        after = db.version
+        text, fields = _written(rows, db)
     if get_options().json:
-        echo_json({"rows": rows, "version": after, "committed": after != before})
+        echo_json({"rows": rows.rows, **fields})
     else:
-        click.echo(f"Inserted {plural(rows, 'row')} ({_written(before, after)})")
+        click.echo(f"Inserted {plural(rows.rows, 'row')} ({text})")
 
 
 @click.command()
@@ -160,7 +168,7 @@ def merge(table: str, file: str, key: str | None, strict: bool) -> None:
     cols = split_columns([key]) if key else None
     with open_table(table, computes=True) as db:
         metrics = db.merge(data, cols, strict=strict)
-        version = db.version
+        version = metrics.version if metrics.version is not None else db.version
     if get_options().json:
         echo_json(
             {**metrics.to_dict(), "version": version, "committed": metrics.version is not None}
@@ -218,13 +226,12 @@ def update(table: str, where: str, sets: dict[str, str]) -> None:
       posixlake update /data/sales --where 'qty < 0' --set 'qty=0'
     """
     with open_table(table, computes=True) as db:
-        before = db.version
         rows = db.update(where, expressions=sets)
-        after = db.version
+        text, fields = _written(rows, db)
     if get_options().json:
-        echo_json({"rows": rows, "version": after, "committed": after != before})
+        echo_json({"rows": rows.rows, **fields})
     else:
-        click.echo(f"Updated {plural(rows, 'row')} ({_written(before, after)})")
+        click.echo(f"Updated {plural(rows.rows, 'row')} ({text})")
 
 
 @click.command()
@@ -250,13 +257,12 @@ def delete(table: str, where: str) -> None:
       posixlake delete /data/sales --where "item = 'pear' AND qty = 0"
     """
     with open_table(table, computes=True) as db:
-        before = db.version
         rows = db.delete_rows_where(where)
-        after = db.version
+        text, fields = _written(rows, db)
     if get_options().json:
-        echo_json({"rows": rows, "version": after, "committed": after != before})
+        echo_json({"rows": rows.rows, **fields})
     else:
-        click.echo(f"Deleted {plural(rows, 'row')} ({_written(before, after)})")
+        click.echo(f"Deleted {plural(rows.rows, 'row')} ({text})")
 
 
 COMMANDS: Final[list[click.Command]] = [insert, query, merge, update, delete]

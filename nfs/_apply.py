@@ -158,9 +158,8 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
     rows = parse_csv(extra, arrow_schema(db), header="none")
     if rows.num_rows == 0:
         return Applied("unchanged", None)
-    before = db.version
     try:
-        db.insert(rows)
+        done = db.insert(rows)
     except DuplicateKeyError as err:
         try:
             rows = _not_yet_there(db, rows)
@@ -168,9 +167,8 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
             raise err from None
         if rows.num_rows == 0:
             return Applied("unchanged", None)
-        db.insert(rows)  # DuplicateKeyError again: a key held with other values
-    after = db.version
-    return Applied("insert", after if after != before else None, inserted=rows.num_rows)
+        done = db.insert(rows)  # DuplicateKeyError again: a key held with other values
+    return Applied("insert", done.version, inserted=rows.num_rows)
 
 
 def _not_yet_there(db: DatabaseOps, rows: pa.Table) -> pa.Table:
@@ -245,13 +243,12 @@ def _diff_keyed(db: DatabaseOps, old: pa.Table, new: pa.Table, key: list[str]) -
     # one row per key (a MERGE source must not repeat a key): the base's row of each
     # deleted or repaired key, and each rewritten row (deletes any current row of its key)
     delete = pa.concat_tables([_dedup(old, gone, key), _without_keys(rewritten, gone, key)])
-    before = db.version
-    deleted, inserted = db.replace_rows(delete=delete, insert=rewritten, key=key)
-    after = db.version
+    done = db.replace_rows(delete=delete, insert=rewritten, key=key)
+    deleted, inserted = done
     updated = min(diff.updates.num_rows, deleted)
     return Applied(
         "diff",
-        after if after != before else None,
+        done.version,
         inserted=max(0, inserted - updated),
         updated=updated,
         deleted=max(0, deleted - updated),
@@ -290,12 +287,8 @@ def _diff(db: DatabaseOps, new: pa.Table, old: pa.Table) -> Applied:
     diff = diff_rows(old, new, key=None)
     if diff.is_empty:
         return Applied("unchanged", None)
-    before = db.version
-    deleted, inserted = db.replace_rows(
-        delete=diff.deletes, insert=diff.inserts, require_present=True
-    )
-    after = db.version
-    return Applied("diff", after if after != before else None, inserted=inserted, deleted=deleted)
+    done = db.replace_rows(delete=diff.deletes, insert=diff.inserts, require_present=True)
+    return Applied("diff", done.version, inserted=done.inserted, deleted=done.deleted)
 
 
 def apply_content(
@@ -363,10 +356,8 @@ def _apply(
     keys: KeyReader | None,
 ) -> Applied:
     if content.size == 0:
-        before = db.version
-        deleted = db.truncate()  # delta-rs directly; no commit when the table is empty
-        after = db.version
-        return Applied("empty", after if after != before else None, deleted=deleted)
+        done = db.truncate()  # delta-rs directly; no commit when the table is empty
+        return Applied("empty", done.version, deleted=done.rows)
     n = base.size
     same = _common_prefix(content, base)
     if same == n == content.size:

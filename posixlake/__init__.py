@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from posixlake._original_api import (
+from posixlake._compat import (
     get_backup_metadata,
     get_backup_metadata_with_credentials,
     restore,
@@ -42,7 +42,7 @@ from posixlake.errors import (
     VersionError,
     VersionNotFound,
 )
-from posixlake.result import QueryResult, Row
+from posixlake.result import QueryResult, ReplaceResult, Row, WriteResult
 from posixlake.security import AuditEvent, UserInfo
 from posixlake.storage import AzureConfig, S3Config
 from posixlake.types import (
@@ -91,6 +91,7 @@ __all__ = [
     "PosixLakeError",
     "QueryError",
     "QueryResult",
+    "ReplaceResult",
     "RestoreResult",
     "Row",
     "S3Config",
@@ -106,6 +107,7 @@ __all__ = [
     "VerifyReport",
     "VersionError",
     "VersionNotFound",
+    "WriteResult",
     "__version__",
     "get_backup_metadata",
     "get_backup_metadata_with_credentials",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final, ParamSpec, TypeVar
 from posixlake.types import Metrics, Percentiles
 
 if TYPE_CHECKING:
-    from posixlake.delta._log import Contention
+    from posixlake.delta._retry import Contention
 
 __all__ = ["WINDOW", "Counters", "percentiles", "timed"]
 

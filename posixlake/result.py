@@ -1,4 +1,4 @@
-"""QueryResult: what ``DatabaseOps.query`` returns, whichever engine ran the query."""
+"""What DatabaseOps returns: QueryResult for queries, WriteResult / ReplaceResult for writes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from posixlake._convert import json_value
 
-__all__ = ["QueryResult", "Row"]
+__all__ = ["QueryResult", "ReplaceResult", "Row", "WriteResult"]
 
 
 class Row(tuple[Any, ...]):
@@ -169,3 +169,81 @@ def format_table(table: pa.Table, *, limit: int | None = None) -> str:
     else:
         lines.append(f"({table.num_rows} row{'s' if table.num_rows != 1 else ''})")
     return "\n".join(lines)
+
+
+class WriteResult(int):
+    """What a write did: the rows it wrote (or deleted), and the version it committed.
+
+    An ``int`` subclass equal to the row count, so code written for the original project
+    (``assert db.insert(rows) == 3``, ``total += db.delete_rows_where(...)``) keeps
+    working; arithmetic gives plain ints and ``json.dumps`` writes the count.
+
+    Attributes:
+        rows: the row count (``int(result)``).
+        version: the version the write committed, or None when it made no commit (an
+            empty insert, a predicate matching nothing, rows only buffered). It comes
+            from the commit itself, so it is right when other writers commit meanwhile.
+    """
+
+    version: int | None
+
+    def __new__(cls, rows: int, version: int | None) -> WriteResult:
+        self = super().__new__(cls, rows)
+        object.__setattr__(self, "version", version)
+        return self
+
+    @property
+    def rows(self) -> int:
+        """The row count, as a plain int."""
+        return int(self)
+
+    @property
+    def committed(self) -> bool:
+        """Whether the write made a commit."""
+        return self.version is not None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"WriteResult is immutable (cannot set {name!r})")
+
+    def __getnewargs__(self) -> tuple[int, int | None]:  # type: ignore[override]
+        return (int(self), self.version)
+
+    def __repr__(self) -> str:
+        return f"WriteResult(rows={int(self)}, version={self.version})"
+
+    def __str__(self) -> str:
+        return int.__repr__(self)  # print() and f-strings show the count, as for an int
+
+
+class ReplaceResult(tuple[int, int]):
+    """What ``replace_rows`` did: ``(deleted, inserted)``, plus the version it committed.
+
+    A 2-tuple (``deleted, inserted = db.replace_rows(...)`` and ``== (1, 2)`` work), with
+    ``.deleted``, ``.inserted`` and ``.version`` (None when no commit was made).
+    """
+
+    version: int | None
+
+    def __new__(cls, deleted: int, inserted: int, version: int | None) -> ReplaceResult:
+        self = super().__new__(cls, (deleted, inserted))
+        object.__setattr__(self, "version", version)
+        return self
+
+    @property
+    def deleted(self) -> int:
+        """Rows deleted."""
+        return self[0]
+
+    @property
+    def inserted(self) -> int:
+        """Rows inserted."""
+        return self[1]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ReplaceResult is immutable (cannot set {name!r})")
+
+    def __getnewargs__(self) -> tuple[int, int, int | None]:
+        return (self[0], self[1], self.version)
+
+    def __repr__(self) -> str:
+        return f"ReplaceResult(deleted={self[0]}, inserted={self[1]}, version={self.version})"

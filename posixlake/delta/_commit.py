@@ -35,8 +35,10 @@ from deltalake import CommitProperties
 from deltalake.transaction import AddAction, RemoveAction
 
 from posixlake.delta._features import file_commit_blockers
-from posixlake.delta._log import COMMIT_OPERATION_KEY, MAX_COMMIT_RETRIES, DeltaLog, _translated
+from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog
+from posixlake.delta._retry import RetryPolicy
 from posixlake.delta._snapshot import DataFile, Snapshot
+from posixlake.delta._translate import _translated
 from posixlake.errors import InvalidOperation, PosixLakeError, UnsupportedTableFeature
 
 __all__ = [
@@ -340,7 +342,7 @@ def commit_files(
             info[COMMIT_OPERATION_KEY] = operation
         props = CommitProperties(
             custom_metadata=info,
-            max_commit_retries=0 if strict else MAX_COMMIT_RETRIES,
+            max_commit_retries=RetryPolicy.delta_rs_retries(strict=strict),
         )
         parts = list(dt.metadata().partition_columns)
         with _translated("commit"):  # CommitFailedError -> CommitConflict

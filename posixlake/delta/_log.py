@@ -1,685 +1,44 @@
-"""DeltaLog: the only code that talks to delta-rs.
+"""DeltaLog: the only code that writes a Delta table.
 
-Every commit, conflict retry, time-travel resolution, history entry, optimize and vacuum
-goes through here; nothing else writes ``_delta_log/``. delta-rs errors are translated
-into the posixlake error tree in :func:`translate`, once.
-
-A DeltaLog keeps one ``DeltaTable`` loaded and moves it forward incrementally
-(``update_incremental``), so per-operation cost stays flat as the table grows.
+Every commit, conflict retry, optimize and vacuum goes through here (reads, time travel
+and history through its base, :class:`~posixlake.delta._table.LoadedTable`); nothing else
+writes ``_delta_log/``. delta-rs errors are translated into the posixlake error tree in
+:func:`~posixlake.delta._translate.translate`, once. Each write returns the version its
+own commit made (None when it made none); lost commit races are retried under the one
+policy of :mod:`posixlake.delta._retry`.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import random
-import re
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeVar
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
-from deltalake.exceptions import (
-    CommitFailedError,
-    DeltaError,
-    DeltaProtocolError,
-    SchemaMismatchError,
-    TableNotFoundError,
-)
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range, unsupported_feature
-from posixlake.errors import (
-    CommitConflict,
-    DeltaLakeError,
-    InvalidOperation,
-    IoError,
-    NetworkError,
-    NotFound,
-    PosixLakeError,
-    QueryError,
-    SchemaError,
-    StorageError,
-    VersionError,
-    VersionNotFound,
-)
-from posixlake.storage import is_local
-from posixlake.types import CommitInfo
+from posixlake.delta._arrow import _has_timestamps, _in_ns_range, plain_types
+from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
+from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
+from posixlake.delta._translate import _translated, quote_ident, translate
+from posixlake.errors import CommitConflict, SchemaError
 
+# re-exported: modules written against the single-module log import them from here
 __all__ = [
-    "Contention",
+    "CHECKPOINT_INTERVAL",
+    "COMMIT_OPERATION_KEY",
     "DeltaLog",
-    "commit_timeout_from_env",
+    "_translated",
     "plain_types",
     "quote_ident",
     "translate",
 ]
 
-logger = logging.getLogger(__name__)
 
-MAX_COMMIT_RETRIES: Final = 25
-#: how long a write keeps re-planning and retrying on commit conflicts, in seconds
-#: (``$POSIXLAKE_COMMIT_TIMEOUT`` overrides it; ``DeltaLog.commit_timeout`` per handle)
-DEFAULT_COMMIT_TIMEOUT: Final = 120.0
-#: first and largest pause between two conflicting attempts, in seconds (with jitter)
-BACKOFF_FIRST: Final = 0.002
-BACKOFF_MAX: Final = 0.5
-_ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
-#: commit info key naming the operation of a commit made with ``create_write_transaction``
-COMMIT_OPERATION_KEY: Final = "posixlake.commitOperation"
-# Tables we create checkpoint every 10 commits (Delta's own default; delta-rs uses 100):
-# a commit's cost grows with the commits since the last checkpoint, so this keeps
-# single-row inserts flat (see benchmarks/bench_api.py).
-CHECKPOINT_INTERVAL: Final = "10"
-_T = TypeVar("_T")
-
-
-def quote_ident(name: str) -> str:
-    """Quote a column name for delta-rs / DataFusion SQL."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
-_UNIT_HOURS: Final[dict[str, float]] = {
-    "week": 168.0,
-    "day": 24.0,
-    "hour": 1.0,
-    "minute": 1 / 60,
-    "second": 1 / 3600,
-    "millisecond": 1 / 3_600_000,
-    "microsecond": 1 / 3_600_000_000,
-}
-DEFAULT_RETENTION_HOURS: Final = 168.0
-
-
-def retention_hours_of(configuration: Mapping[str, str]) -> float:
-    """Return ``delta.deletedFileRetentionDuration`` (``"interval 7 days"``) in hours.
-
-    The Delta default, one week, when the property is missing or unreadable.
-    """
-    text = configuration.get("delta.deletedFileRetentionDuration")
-    m = _INTERVAL.match(text) if text else None
-    if m is None or m.group(2).lower() not in _UNIT_HOURS:
-        return DEFAULT_RETENTION_HOURS
-    return float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
-
-
-def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
-    """Map a delta-rs (or object store) error to the posixlake error tree.
-
-    Args:
-        err: the exception delta-rs raised.
-        what: a short description of the operation, used in the message.
-        query: the error came from running SQL: any error that is not about storage is
-            a :class:`QueryError` (a cast failing at run time included).
-    """
-    text = _ANSI.sub("", str(err))
-    low = text.lower()
-    if "could not create local directory" in low:
-        return IoError(f"{what}: {text.splitlines()[0]}")
-    if isinstance(err, TableNotFoundError) or "invalid table location" in low:
-        return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
-    unsupported = unsupported_feature(text, what=what)
-    if unsupported is not None:  # not a conflict: retrying cannot help
-        return unsupported
-    if isinstance(err, CommitFailedError):
-        return CommitConflict(f"{what}: commit conflict: {text}")
-    if isinstance(err, SchemaMismatchError):
-        return SchemaError(f"{what}: {text}")
-    if "timestamp_ntz columns but does not have" in low:
-        # delta-rs enables the timestampNtz feature for top-level, struct and list columns
-        # but not for a timestamp without time zone inside a map
-        return SchemaError(
-            f"{what}: delta-rs cannot create a table with a timestamp without time zone "
-            f"inside a map; use Timestamp (UTC) there: {text}"
-        )
-    if isinstance(err, DeltaProtocolError):
-        return InvalidOperation(f"{what}: {text}")
-    if any(
-        s in low
-        for s in (
-            "connection refused",
-            "dns error",
-            "error sending request",
-            "timed out",
-            "tcp connect",
-        )
-    ):
-        return NetworkError(f"{what}: storage endpoint unreachable: {text}")
-    if any(
-        s in low
-        for s in (
-            "sql error",
-            "parsererror",
-            "parser error",
-            "schema error",
-            "no field named",
-            "plan(",
-            "error during planning",
-            "type_coercion",
-        )
-    ):
-        return QueryError(f"{what}: {text}")
-    if "not found" in low and ("object at location" in low or "no such file" in low):
-        return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {text}")
-    if "invalid retention period" in low:
-        return InvalidOperation(f"{what}: {text}")
-    if "failed validation check" in low or "invariant violations" in low:
-        return SchemaError(f"{what}: a NOT NULL column or constraint is violated: {text}")
-    if any(
-        s in low
-        for s in (
-            "access denied",
-            "forbidden",
-            "invalidaccesskeyid",
-            "signaturedoesnotmatch",
-            "authorizationfailure",
-            "403",
-        )
-    ):
-        return StorageError(f"{what}: access denied by storage: {text}")
-    if query and not any(s in low for s in ("no such file", "not found", "object store")):
-        return QueryError(f"{what}: {text}")
-    if "invalid data type" in low or "cast error" in low or "arrow error" in low:
-        return SchemaError(f"{what}: {text}")
-    if isinstance(err, DeltaError):
-        return DeltaLakeError(f"{what}: {text}")
-    return DeltaLakeError(f"{what}: {type(err).__name__}: {text}")
-
-
-@contextmanager
-def _translated(what: str, *, query: bool = False) -> Iterator[None]:
-    try:
-        yield
-    except PosixLakeError:
-        raise
-    except (DeltaError, OSError, pa.ArrowException) as err:
-        raise translate(err, what=what, query=query) from err
-    except Exception as err:
-        # DataFusion raises a bare Exception for errors while a query runs (a failed
-        # cast, a division by zero); anything of another class is not ours to translate
-        if type(err) is not Exception:
-            raise
-        raise translate(err, what=what, query=query) from err
-
-
-def plain_types(table: pa.Table) -> pa.Table:
-    """Cast view and large types that DataFusion returns to their plain forms."""
-
-    def plain(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            return pa.string()
-        if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            return pa.binary()
-        if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_large_list_view(t):
-            return pa.list_(pa.field("element", plain(t.value_type), t.value_field.nullable))
-        if pa.types.is_list(t):
-            return pa.list_(
-                pa.field(t.value_field.name, plain(t.value_type), t.value_field.nullable)
-            )
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, plain(f.type), f.nullable) for f in t])
-        if pa.types.is_map(t):
-            return pa.map_(
-                plain(t.key_type), pa.field("value", plain(t.item_type), t.item_field.nullable)
-            )
-        return t
-
-    target = pa.schema(
-        [pa.field(f.name, plain(f.type), f.nullable, f.metadata) for f in table.schema]
-    )
-    if target.equals(table.schema):
-        return table
-    columns = [
-        col
-        if col.type.equals(f.type)
-        else pa.chunked_array([_plain_array(c, f.type) for c in col.chunks], f.type)
-        for col, f in zip(table.columns, target, strict=True)
-    ]
-    return pa.Table.from_arrays(columns, schema=target)
-
-
-def _plain_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
-    """Convert ``arr`` to ``target``, rebuilding nested arrays level by level.
-
-    A plain ``cast`` of a nested array re-checks nullability, and a NULL struct (or list)
-    whose NOT NULL child holds a null slot under it would fail for no reason; rebuilding
-    keeps each level's validity as it is.
-    """
-    if arr.type.equals(target):
-        return arr
-    mask = arr.is_null() if arr.null_count else None
-    if pa.types.is_struct(target):
-        children = [
-            _plain_array(arr.field(i), target.field(i).type) for i in range(target.num_fields)
-        ]
-        fields = [target.field(i) for i in range(target.num_fields)]
-        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
-    if pa.types.is_map(target):
-        if not pa.types.is_map(arr.type):
-            return arr.cast(target)
-        offsets, start, stop = _rebased_offsets(arr)
-        return pa.MapArray.from_arrays(
-            offsets,
-            _plain_array(arr.keys.slice(start, stop - start), target.key_type),
-            _plain_array(arr.items.slice(start, stop - start), target.item_type),
-            type=target,
-            mask=mask,
-        )
-    if pa.types.is_list(target):
-        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-            return pa.array(arr.to_pylist(), type=target)  # list views: rare, by value
-        offsets, start, stop = _rebased_offsets(arr)
-        return pa.ListArray.from_arrays(
-            offsets,
-            _plain_array(arr.values.slice(start, stop - start), target.value_type),
-            type=target,
-            mask=mask,
-        )
-    return arr.cast(target)
-
-
-def _rebased_offsets(arr: pa.Array) -> tuple[pa.Array, int, int]:
-    """Return a list/map array's offsets as a new int32 array starting at 0, and the
-    range of its child values they cover (a sliced array's offsets start anywhere)."""
-    offsets = arr.offsets
-    start = int(offsets[0].as_py()) if len(offsets) else 0
-    stop = int(offsets[-1].as_py()) if len(offsets) else 0
-    return pc.subtract(offsets, start).cast(pa.int32()), start, stop
-
-
-def _has_timestamps(schema: pa.Schema) -> bool:
-    """Return whether any column (nested ones included) is a timestamp."""
-
-    def walk(t: pa.DataType) -> bool:
-        if pa.types.is_timestamp(t):
-            return True
-        if pa.types.is_struct(t):
-            return any(walk(t.field(i).type) for i in range(t.num_fields))
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            return walk(t.value_type)
-        if pa.types.is_map(t):
-            return walk(t.key_type) or walk(t.item_type)
-        return False
-
-    return any(walk(f.type) for f in schema)
-
-
-def _in_ns_range(value: Any) -> bool:
-    """Return whether a statistics timestamp lies where nanoseconds since 1970 fit."""
-    if not isinstance(value, datetime):
-        return False
-    when = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return _NS_LOW < when < _NS_HIGH
-
-
-_NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
-_NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
-
-
-def commit_timeout_from_env() -> float:
-    """Return ``$POSIXLAKE_COMMIT_TIMEOUT`` (seconds) or :data:`DEFAULT_COMMIT_TIMEOUT`.
-
-    Raises:
-        InvalidOperation: the variable is set but not a positive number.
-    """
-    raw = os.environ.get("POSIXLAKE_COMMIT_TIMEOUT")
-    if raw is None or raw == "":
-        return DEFAULT_COMMIT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or not value < float("inf"):
-        raise InvalidOperation(
-            f"POSIXLAKE_COMMIT_TIMEOUT must be a positive number of seconds, not {raw!r}"
-        )
-    return value
-
-
-def backoff(attempt: int, rng: random.Random) -> float:
-    """Return the pause before retry ``attempt`` (0-based): exponential, capped, jittered.
-
-    Full jitter in [0.5, 1.5) of ``min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt)``, so that
-    writers that collided once do not collide again in lockstep.
-    """
-    base: float = min(BACKOFF_MAX, BACKOFF_FIRST * float(2 ** min(attempt, 20)))
-    return base * (0.5 + rng.random())
-
-
-class Contention:
-    """Commit-conflict figures of one table handle (thread-safe).
-
-    Attributes:
-        conflicts: commit attempts that lost to a concurrent commit.
-        retries: attempts made again after a conflict (re-planned on the new version).
-        gave_up: writes that failed because the commit deadline passed.
-        waited_s: total seconds spent in back-off pauses.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.conflicts = 0
-        self.retries = 0
-        self.gave_up = 0
-        self.waited_s = 0.0
-
-    def conflict(self) -> None:
-        with self._lock:
-            self.conflicts += 1
-
-    def retry(self, waited: float) -> None:
-        with self._lock:
-            self.retries += 1
-            self.waited_s += waited
-
-    def give_up(self) -> None:
-        with self._lock:
-            self.gave_up += 1
-
-
-class DeltaLog:
-    """One Delta table, kept loaded. Thread-safe: operations hold an internal lock.
-
-    Use :meth:`create` or :meth:`open`; :meth:`at` gives a read-only snapshot.
-    """
-
-    def __init__(
-        self,
-        dt: DeltaTable,
-        uri: str,
-        storage_options: Mapping[str, str] | None,
-        *,
-        read_only: bool = False,
-    ):
-        self._dt = dt
-        self.uri = uri
-        self.storage_options: dict[str, str] | None = (
-            dict(storage_options) if storage_options else None
-        )
-        self.read_only = read_only
-        self._lock = threading.RLock()
-        self._commit_times: dict[int, datetime] = {}
-        # (version, arrow schema, configuration, partition columns) of the loaded version
-        self._meta: tuple[int, pa.Schema, dict[str, str], list[str]] | None = None
-        #: seconds a write keeps retrying on commit conflicts before CommitConflict
-        self.commit_timeout = commit_timeout_from_env()
-        self.contention = Contention()
-        self._rng = random.Random()
-        self._sleep: Callable[[float], None] = time.sleep
-        self._clock: Callable[[], float] = time.monotonic
-        # table identity: the metaData id of the loaded table, and how many times this
-        # handle found the table replaced under it (restore onto the live path)
-        self._table_id = self._read_table_id()
-        self._generation = 0
-        self._log_stat = self._stat_log_dir()
-
-    # -- opening ---------------------------------------------------------------------
-
-    @classmethod
-    def create(
-        cls,
-        uri: str,
-        schema: pa.Schema,
-        *,
-        partition_by: Sequence[str] | None = None,
-        configuration: Mapping[str, str] | None = None,
-        storage_options: Mapping[str, str] | None = None,
-        name: str | None = None,
-    ) -> DeltaLog:
-        """Create a new, empty table at ``uri`` (version 0).
-
-        Raises:
-            AlreadyExists: there is a Delta table at ``uri`` already (raised by the caller,
-                which checks :meth:`exists` first).
-            SchemaError: delta-rs refuses the schema.
-        """
-        with _translated(f"create table at {uri}"):
-            dt = DeltaTable.create(
-                uri,
-                schema,
-                mode="error",
-                partition_by=list(partition_by) if partition_by else None,
-                name=name,
-                configuration={
-                    "delta.checkpointInterval": CHECKPOINT_INTERVAL,
-                    **(configuration or {}),
-                },
-                storage_options=dict(storage_options) if storage_options else None,
-                raise_if_key_not_exists=False,
-            )
-        return cls(dt, uri, storage_options)
-
-    @classmethod
-    def open(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaLog:
-        """Load the latest version of the table at ``uri``.
-
-        Raises:
-            NotFound: there is no Delta table at ``uri``.
-        """
-        with _translated(f"open table at {uri}"):
-            dt = DeltaTable(uri, storage_options=dict(storage_options) if storage_options else None)
-        return cls(dt, uri, storage_options)
-
-    @staticmethod
-    def exists(uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
-        """Return whether a Delta table exists at ``uri``."""
-        with _translated(f"check table at {uri}"):
-            return DeltaTable.is_deltatable(
-                uri, storage_options=dict(storage_options) if storage_options else None
-            )
-
-    def at(self, version: int | datetime) -> DeltaLog:
-        """Return a read-only snapshot at ``version`` (a number or a point in time).
-
-        Raises:
-            VersionError: no such version, or the time is before the table existed.
-        """
-        with self._lock:
-            latest = self._dt.version()
-        if isinstance(version, int) and not isinstance(version, bool):
-            if version < 0 or version > latest:
-                raise VersionNotFound(
-                    f"version {version} does not exist (the table has versions 0..{latest})"
-                )
-        elif isinstance(version, datetime):
-            version = self.version_at(version if version.tzinfo else version.replace(tzinfo=UTC))
-        else:
-            raise VersionError(
-                f"a version must be an int or a datetime, not {type(version).__name__}"
-            )
-        with _translated(f"load version {version}"):
-            dt = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
-        snap = DeltaLog(dt, self.uri, self.storage_options, read_only=True)
-        snap._commit_times = self._commit_times
-        return snap
-
-    def version_at(self, when: datetime) -> int:
-        """Return the latest version committed at or before ``when``.
-
-        Resolved from the commit timestamps in the log (milliseconds, as ``history``
-        shows them), not from object modification times, which S3 and Azure round to
-        the second.
-
-        Raises:
-            VersionError: ``when`` is before the table was created.
-        """
-        latest = self.version
-        known = max(self._commit_times, default=-1)
-        if known < latest:
-            self.history(None if known < 0 else latest - known)
-        earlier = [v for v, t in self._commit_times.items() if t <= when]
-        if not earlier:
-            first = min(self._commit_times.items(), key=lambda kv: kv[0], default=None)
-            created = f" (created {first[1].isoformat()})" if first else ""
-            raise VersionError(f"the table did not exist at {when.isoformat()}{created}")
-        return max(earlier)
-
-    # -- state -----------------------------------------------------------------------
-
-    @property
-    def table(self) -> DeltaTable:
-        """The loaded delta-rs table (for engines: do not refresh it yourself)."""
-        return self._dt
-
-    @property
-    def lock(self) -> threading.RLock:
-        """The lock that serialises operations on this log."""
-        return self._lock
-
-    @property
-    def version(self) -> int:
-        """The loaded version."""
-        with self._lock:
-            return int(self._dt.version())
-
-    def refresh(self) -> int:
-        """Catch up with commits made by others (lists only new log entries); return the version.
-
-        A table replaced under this handle (a restore onto its path: another ``metaData``
-        id, or a log that went backwards) is loaded afresh and :attr:`generation` grows.
-
-        Raises:
-            NotFound: the table's log has disappeared (a local table directory removed).
-        """
-        if self.read_only:
-            return self.version
-        with self._lock, _translated("refresh table"):
-            if self._log_dir_changed():
-                self._reload("its _delta_log directory was replaced")
-                return int(self._dt.version())
-            if self._no_new_commit():
-                return int(self._dt.version())
-            try:
-                self._dt.update_incremental()
-            except DeltaError as err:
-                # an object-store table replaced by one with a shorter log
-                if "invalid table version" not in str(err).lower():
-                    raise
-                self._reload("its log is shorter than the loaded version")
-                return int(self._dt.version())
-            if self._read_table_id() != self._table_id:
-                self._reload("its metaData id changed")
-            return int(self._dt.version())
-
-    # -- table identity --------------------------------------------------------------
-
-    @property
-    def table_id(self) -> str:
-        """The Delta ``metaData`` id of the loaded table (a restore makes a new one)."""
-        with self._lock:
-            return self._table_id
-
-    @property
-    def generation(self) -> int:
-        """How many times this handle found its table replaced and reloaded it (from 0).
-
-        Anything cached per version (rendered CSV, key indexes, snapshots) must be dropped
-        when this changes: version numbers of the new table mean other content.
-        """
-        with self._lock:
-            return self._generation
-
-    def _read_table_id(self) -> str:
-        try:
-            return str(self._dt.metadata().id)
-        except (DeltaError, OSError) as err:
-            raise translate(err, what="read table metadata") from err
-
-    def _stat_log_dir(self) -> tuple[int, int] | None:
-        if not is_local(self.uri):
-            return None
-        try:
-            st = os.stat(os.path.join(self.uri, "_delta_log"))
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino)
-
-    def _log_dir_changed(self) -> bool:
-        """Return True when a local table's ``_delta_log`` is another directory than at load."""
-        if self._log_stat is None:
-            return False
-        now = self._stat_log_dir()
-        return now is not None and now != self._log_stat
-
-    def _reload(self, why: str) -> None:
-        """Load the table at ``uri`` afresh; count a new generation if it is another table."""
-        old_id, old_version = self._table_id, int(self._dt.version())
-        self._dt = DeltaTable(self.uri, storage_options=self.storage_options)
-        self._meta = None
-        self._log_stat = self._stat_log_dir()
-        self._table_id = self._read_table_id()
-        version = int(self._dt.version())
-        if self._table_id != old_id or version < old_version:
-            self._generation += 1
-            self._commit_times.clear()
-            logger.warning(
-                "table %s was replaced (%s): reloaded at version %d (was %d, id %s -> %s)",
-                self.uri,
-                why,
-                version,
-                old_version,
-                old_id,
-                self._table_id,
-            )
-
-    def _no_new_commit(self) -> bool:
-        """Return True when a local table certainly has no commit after the loaded version.
-
-        Commits are numbered files, so one ``stat`` of the next commit's file answers it;
-        ``update_incremental`` would list and re-read the log, a cost that grows with the
-        number of commits since the last checkpoint. Object stores always refresh.
-
-        Raises:
-            NotFound: a local table's ``_delta_log`` is gone (delta-rs would otherwise
-                write a commit into a recreated, empty directory).
-        """
-        if not is_local(self.uri):
-            return False
-        log_dir = os.path.join(self.uri, "_delta_log")
-        nxt = os.path.join(log_dir, f"{int(self._dt.version()) + 1:020d}.json")
-        if os.path.exists(nxt):
-            return False
-        if not os.path.isdir(log_dir):
-            raise NotFound(f"no Delta table at {self.uri} any more: its _delta_log is gone")
-        return True
-
-    def _metadata(self) -> tuple[int, pa.Schema, dict[str, str], list[str]]:
-        """Return schema, configuration and partition columns, cached per loaded version."""
-        with self._lock:
-            version = int(self._dt.version())
-            meta = self._meta
-            if meta is None or meta[0] != version:
-                raw = pa.schema(self._dt.schema().to_arrow())
-                md = self._dt.metadata()
-                config = {k: v for k, v in md.configuration.items() if v is not None}
-                meta = (
-                    version,
-                    plain_types(raw.empty_table()).schema,
-                    config,
-                    list(md.partition_columns),
-                )
-                self._meta = meta
-            return meta
-
-    @property
-    def arrow_schema(self) -> pa.Schema:
-        """The table schema as pyarrow (plain string/binary types)."""
-        return self._metadata()[1]
-
-    @property
-    def partition_columns(self) -> list[str]:
-        """The partition columns, in order."""
-        return list(self._metadata()[3])
-
-    @property
-    def configuration(self) -> dict[str, str]:
-        """The table configuration (Delta table properties)."""
-        return dict(self._metadata()[2])
+class DeltaLog(LoadedTable):
+    """One Delta table, kept loaded, and its writes. Thread-safe: operations hold an
+    internal lock. Use :meth:`create` or :meth:`open`; :meth:`at` gives a read-only
+    snapshot."""
 
     def set_configuration(self, properties: Mapping[str, str]) -> int:
         """Set table properties in one commit; return the new version."""
@@ -687,147 +46,6 @@ class DeltaLog:
         with self._lock, _translated("set table properties"):
             self._dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False)
             return self._dt.version()
-
-    def commit_time(self, version: int) -> datetime:
-        """Return the commit time of ``version`` (cached; versions never change)."""
-        cached = self._commit_times.get(version)
-        if cached is not None:
-            return cached
-        for info in self.history():
-            self._commit_times.setdefault(info.version, info.timestamp)
-        if version not in self._commit_times:
-            raise VersionError(f"version {version} does not exist")
-        return self._commit_times[version]
-
-    def history(self, limit: int | None = None) -> list[CommitInfo]:
-        """Return commits, newest first."""
-        with self._lock, _translated("read history"):
-            raw = self._dt.history(limit)
-        out: list[CommitInfo] = []
-        for entry in raw:
-            version = int(entry.get("version", -1))
-            ts = datetime.fromtimestamp(int(entry.get("timestamp", 0)) / 1000, tz=UTC)
-            self._commit_times.setdefault(version, ts)
-            params = dict(entry.get("operationParameters") or {})
-            custom = {k: v for k, v in entry.items() if k.startswith("posixlake.")}
-            out.append(
-                CommitInfo(
-                    version=version,
-                    timestamp=ts,
-                    # a commit of files another engine wrote is a Delta WRITE; the
-                    # operation it performed (DELETE, UPDATE, MERGE) is in our own key
-                    operation=str(custom.get(COMMIT_OPERATION_KEY) or entry.get("operation", "")),
-                    parameters=params,
-                    metrics=dict(entry.get("operationMetrics") or {}),
-                    user=custom.get("posixlake.user"),
-                    tags={k: str(v) for k, v in custom.items()},
-                )
-            )
-        return out
-
-    def add_actions(self) -> pa.Table:
-        """Return the active files: path, size_bytes, num_records, partition values, min/max stats."""
-        with self._lock, _translated("list files"):
-            return pa.table(self._dt.get_add_actions(flatten=True))
-
-    def file_uris(self) -> list[str]:
-        """Return the absolute URIs of the active files."""
-        with self._lock, _translated("list files"):
-            return list(self._dt.file_uris())
-
-    # -- reads -----------------------------------------------------------------------
-
-    def query(self, sql: str) -> pa.Table:
-        """Run ``sql`` (table name ``data``) on the loaded version with DataFusion.
-
-        Raises:
-            QueryError: the SQL does not parse or plan, or fails while running.
-            NotFound: a data file of the current version is missing.
-            VersionError: a time-travel snapshot whose files VACUUM removed.
-        """
-        try:
-            with self._lock:
-                dt = self._dt
-                with _translated("query", query=True):
-                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
-            with _translated("query", query=True):
-                table = pa.table(reader.read_all())
-        except NotFound as err:
-            if self.read_only:
-                raise VersionError(
-                    f"version {self.version} cannot be read: its data files were removed "
-                    f"(VACUUM deletes the files of old versions): {err}"
-                ) from err
-            raise
-        return plain_types(table)
-
-    def read_columns(
-        self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None
-    ) -> pa.Table:
-        """Read whole columns of the loaded version (optionally filtered by a SQL predicate)."""
-        cols = ", ".join(quote_ident(c) for c in columns) if columns else "*"
-        where = f" WHERE {filter_sql}" if filter_sql else ""
-        return self.query(f"SELECT {cols} FROM data{where}")
-
-    # -- writes ----------------------------------------------------------------------
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise InvalidOperation("this is a time-travel snapshot: it cannot be written")
-
-    def _props(
-        self,
-        metadata: Mapping[str, Any] | None,
-        *,
-        app_transaction: tuple[str, int] | None = None,
-        retries: int = MAX_COMMIT_RETRIES,
-    ) -> CommitProperties:
-        return CommitProperties(
-            custom_metadata=dict(metadata) if metadata else None,
-            max_commit_retries=retries,
-            app_transactions=[Transaction(*app_transaction)] if app_transaction else None,
-        )
-
-    def committed_with(self, key: str, value: str, *, after: int) -> bool:
-        """Return whether a commit after version ``after`` carries commit info ``key: value``."""
-        with self._lock, _translated("read history"):
-            latest = int(self._dt.version())
-            if latest <= after:
-                return False
-            entries = self._dt.history(latest - after)
-        return any(e.get(key) == value for e in entries)
-
-    def transaction_version(self, app_id: str) -> int | None:
-        """Return the latest version of application transaction ``app_id`` committed, or None."""
-        with self._lock, _translated("read application transaction"):
-            version = self._dt.transaction_version(app_id)
-            return None if version is None else int(version)
-
-    def _retrying(self, what: str, fn: Callable[[], _T], *, query: bool = False) -> _T:
-        """Run ``fn`` (one commit attempt), re-planning on commit conflicts until the deadline.
-
-        After a conflict the log is refreshed and ``fn`` runs again on the new version
-        (delete, update, merge and optimize plan inside ``fn``), after a jittered,
-        exponentially growing pause, until :attr:`commit_timeout` seconds have passed.
-        Conflicts, retries and give-ups are counted in :attr:`contention`.
-
-        ``query``: ``fn`` evaluates user SQL (a predicate or expressions), so DataFusion
-        errors are :class:`QueryError` (see :func:`translate`).
-
-        Raises:
-            CommitConflict: still conflicting when the deadline passed.
-        """
-        deadline = self._clock() + self.commit_timeout
-        attempt = 0
-        while True:
-            try:
-                with _translated(what, query=query):
-                    return fn()
-            except CommitConflict as err:
-                self._wait_after_conflict(what, attempt, deadline, err)
-                attempt += 1
-                with _translated("refresh table"):
-                    self._dt.update_incremental()
 
     def _count_at(self, version: int) -> int:
         """Return the number of rows of ``version`` (deletion vectors applied)."""
@@ -840,7 +58,6 @@ class DeltaLog:
     def _unproven_files(self) -> list[str]:
         """Return the active files whose statistics do not show every top-level timestamp
         within the nanosecond range (those files' footers must be looked at)."""
-        import urllib.parse
 
         schema = self.arrow_schema
         columns = [f.name for f in schema if pa.types.is_timestamp(f.type)]
@@ -902,23 +119,6 @@ class DeltaLog:
                 ("int96Timestamps",),
             )
 
-    def _wait_after_conflict(
-        self, what: str, attempt: int, deadline: float, err: CommitConflict
-    ) -> None:
-        """Count a conflict and pause before the next attempt, or raise past the deadline."""
-        self.contention.conflict()
-        pause = backoff(attempt, self._rng)
-        if self._clock() + pause > deadline:
-            self.contention.give_up()
-            raise CommitConflict(
-                f"{what}: still conflicting with concurrent writers after {attempt + 1} "
-                f"attempts in {self.commit_timeout:g} s (raise POSIXLAKE_COMMIT_TIMEOUT "
-                "or DatabaseOps.commit_timeout to wait longer)"
-            ) from err
-        logger.debug("%s: commit conflict, retrying in %.3f s", what, pause)
-        self._sleep(pause)
-        self.contention.retry(pause)
-
     def append(
         self,
         data: pa.Table,
@@ -947,7 +147,7 @@ class DeltaLog:
                     schema_mode=schema_mode,
                     commit_properties=props,
                 )
-                return self._dt.version()
+                return int(self._dt.version())  # the version this commit made
 
             return self._retrying("append", attempt)
 
@@ -976,30 +176,6 @@ class DeltaLog:
 
             return self._retrying("add columns", attempt)
 
-    def changes(self, start: int, end: int | None = None) -> pa.Table:
-        """Return the change data feed between two versions (inclusive).
-
-        Raises:
-            InvalidOperation: the table does not record changes (``delta.enableChangeDataFeed``).
-            VersionError: a version out of range.
-        """
-        config = self.configuration
-        if (config.get("delta.enableChangeDataFeed") or "false").lower() != "true":
-            raise InvalidOperation(
-                f"the table at {self.uri} does not record a change data feed: create it with "
-                "change_data_feed=True (or set delta.enableChangeDataFeed)"
-            )
-        latest = self.version
-        if start < 0 or start > latest or (end is not None and (end < start or end > latest)):
-            raise VersionError(
-                f"changes: versions {start}..{end if end is not None else latest} are not in "
-                f"0..{latest}"
-            )
-        with self._lock, _translated("read changes"):
-            reader = self._dt.load_cdf(starting_version=start, ending_version=end)
-            table = pa.table(reader.read_all())
-        return plain_types(table)
-
     def append_checked(
         self,
         data: pa.Table,
@@ -1016,70 +192,39 @@ class DeltaLog:
         attempt: the table-relative paths of the data files added since (or None when
         files were also removed, or the table is partitioned: then ``check`` must look
         at the whole table). ``check`` raises (e.g. DuplicateKeyError) to abandon the
-        append; otherwise it is retried until :attr:`commit_timeout`.
+        append; otherwise it is retried within the bounds of :attr:`retry`.
 
         Returns:
             The committed version.
 
         Raises:
-            CommitConflict: still conflicting at the deadline. Whatever ``check`` raises.
+            CommitConflict: still conflicting at the policy's bound. Whatever ``check`` raises.
         """
         self._check_writable()
-        props = self._props(metadata, app_transaction=app_transaction, retries=0)
+        props = self._props(metadata, app_transaction=app_transaction, strict=True)
+
+        def attempt(_n: int) -> int:
+            with _translated("append"):
+                write_deltalake(
+                    self._dt, data, mode="append", schema_mode=schema_mode, commit_properties=props
+                )
+                return int(self._dt.version())  # the version this commit made
+
+        def recheck(_err: CommitConflict) -> None:
+            with _translated("refresh table"):
+                before = self._dt._table.get_add_file_sizes()
+                self._dt.update_incremental()
+                after = self._dt._table.get_add_file_sizes()
+            if self._read_table_id() != self._table_id:
+                self._reload("its metaData id changed")
+                check(None)
+            elif self.partition_columns or any(p not in after for p in before):
+                check(None)
+            else:
+                check([p for p in after if p not in before])
+
         with self._lock:
-            deadline = self._clock() + self.commit_timeout
-            attempt = 0
-            while True:
-                try:
-                    with _translated("append"):
-                        write_deltalake(
-                            self._dt,
-                            data,
-                            mode="append",
-                            schema_mode=schema_mode,
-                            commit_properties=props,
-                        )
-                        return int(self._dt.version())
-                except CommitConflict as err:
-                    with _translated("refresh table"):
-                        before = self._dt._table.get_add_file_sizes()
-                        self._dt.update_incremental()
-                        after = self._dt._table.get_add_file_sizes()
-                    if self._read_table_id() != self._table_id:
-                        self._reload("its metaData id changed")
-                        check(None)
-                    elif self.partition_columns or any(p not in after for p in before):
-                        check(None)
-                    else:
-                        check([p for p in after if p not in before])
-                    self._wait_after_conflict("append", attempt, deadline, err)
-                    attempt += 1
-
-    def read_file_columns(self, paths: Sequence[str], columns: Sequence[str]) -> pa.Table:
-        """Read ``columns`` of the given data files (table-relative paths), concatenated.
-
-        Only for tables without partition columns (their values are not in the files).
-        """
-        import io
-        from urllib.parse import unquote
-
-        import pyarrow.parquet as pq
-
-        from posixlake._objstore import open_store
-
-        tables: list[pa.Table] = []
-        store = None if is_local(self.uri) else open_store(self.uri, self.storage_options)
-        with _translated("read new data files"):
-            for rel in paths:
-                rel = unquote(rel)
-                if store is None:
-                    source: Any = os.path.join(self.uri, rel)
-                else:
-                    source = io.BytesIO(store.read_bytes(rel))
-                tables.append(pq.read_table(source, columns=list(columns)))
-        if not tables:
-            return self.arrow_schema.empty_table().select(list(columns))
-        return plain_types(pa.concat_tables(tables, promote_options="permissive"))
+            return self.retry.run("append", attempt, strict=True, on_conflict=recheck)
 
     def delete(
         self, predicate: str | None, *, metadata: Mapping[str, Any] | None = None
@@ -1091,16 +236,16 @@ class DeltaLog:
         """
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.delete(predicate, commit_properties=self._props(metadata))
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.delete(predicate, commit_properties=self._props(metadata))
+                )
 
             if predicate is not None:
                 self._check_rewrite_safe("delete")
-            result = self._retrying("delete", attempt, query=True)
-            after = self._dt.version()
-            if after == before:
+            result, version = self._retrying("delete", attempt, query=True)
+            if version is None:
                 return 0, None
             reported = result.get("num_deleted_rows")
             with_dvs = "deletionVectors" in set(self._dt.protocol().reader_features or ())
@@ -1112,10 +257,10 @@ class DeltaLog:
                 # delta-rs counts the rows of files a partition predicate removes whole
                 # from their statistics: a file without numRecords counts 0, and a file
                 # with a deletion vector counts its deleted rows again; count instead
-                rows = self._count_at(after - 1) - self._count_at(after)
+                rows = self._count_at(version - 1) - self._count_at(version)
             else:
                 rows = int(reported)
-            return rows, after
+            return rows, version
 
     def update(
         self,
@@ -1131,20 +276,19 @@ class DeltaLog:
         """
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.update(
-                    updates=dict(updates),
-                    predicate=predicate,
-                    commit_properties=self._props(metadata),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.update(
+                        updates=dict(updates),
+                        predicate=predicate,
+                        commit_properties=self._props(metadata),
+                    )
                 )
 
             self._check_rewrite_safe("update")
-            result = self._retrying("update", attempt, query=True)
-            rows = int(result.get("num_updated_rows", 0) or 0)
-            after = self._dt.version()
-            return rows, (after if after != before else None)
+            result, version = self._retrying("update", attempt, query=True)
+            return int(result.get("num_updated_rows", 0) or 0), version
 
     def merge_ops(
         self,
@@ -1177,9 +321,8 @@ class DeltaLog:
         set_cols = {quote_ident(c): assign(c) for c in data_cols if c not in key}
         all_cols = {quote_ident(c): f"s.{quote_ident(c)}" for c in data_cols}
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
+            def merge() -> dict[str, Any]:
                 merger = self._dt.merge(
                     source,
                     predicate,
@@ -1198,13 +341,12 @@ class DeltaLog:
                 return merger.execute()
 
             self._check_rewrite_safe("merge")
-            result = self._retrying("merge", attempt)
-            after = self._dt.version()
+            result, version = self._retrying("merge", lambda: self._committed(merge))
             return (
                 int(result.get("num_target_rows_inserted", 0) or 0),
                 int(result.get("num_target_rows_updated", 0) or 0),
                 int(result.get("num_target_rows_deleted", 0) or 0),
-                after if after != before else None,
+                version,
             )
 
     def compact(
@@ -1216,19 +358,18 @@ class DeltaLog:
         """Run OPTIMIZE (bin-packing compaction); return delta-rs metrics and the new version."""
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.optimize.compact(
-                    partition_filters=partition_filters,
-                    target_size=target_size,
-                    commit_properties=self._props(None),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.optimize.compact(
+                        partition_filters=partition_filters,
+                        target_size=target_size,
+                        commit_properties=self._props(None),
+                    )
                 )
 
             self._check_rewrite_safe("optimize")
-            result = self._retrying("optimize", attempt)
-            after = self._dt.version()
-            return result, (after if after != before else None)
+            return self._retrying("optimize", attempt)
 
     def z_order(
         self,
@@ -1240,20 +381,19 @@ class DeltaLog:
         """Run Z-ORDER on ``columns``; return delta-rs metrics and the new version."""
         self._check_writable()
         with self._lock:
-            before = self._dt.version()
 
-            def attempt() -> dict[str, Any]:
-                return self._dt.optimize.z_order(
-                    list(columns),
-                    partition_filters=partition_filters,
-                    target_size=target_size,
-                    commit_properties=self._props(None),
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.optimize.z_order(
+                        list(columns),
+                        partition_filters=partition_filters,
+                        target_size=target_size,
+                        commit_properties=self._props(None),
+                    )
                 )
 
             self._check_rewrite_safe("z-order")
-            result = self._retrying("z-order", attempt)
-            after = self._dt.version()
-            return result, (after if after != before else None)
+            return self._retrying("z-order", attempt)
 
     def vacuum(
         self, retention_hours: int | None, *, dry_run: bool, enforce_retention_duration: bool
@@ -1283,16 +423,3 @@ class DeltaLog:
                     enforce_retention_duration=enforce_retention_duration,
                 )
             return present
-
-    @property
-    def retention_hours(self) -> float:
-        """The table's ``delta.deletedFileRetentionDuration`` in hours (168 by default)."""
-        return retention_hours_of(self.configuration)
-
-    def _relative(self, path: str) -> str:
-        """Return ``path`` relative to the table root (delta-rs mixes both forms)."""
-        for root in (self.uri, "file://" + self.uri, "file:" + self.uri):
-            prefix = root.rstrip("/") + "/"
-            if path.startswith(prefix):
-                return path[len(prefix) :]
-        return path

@@ -26,7 +26,8 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from posixlake.delta._log import DeltaLog, quote_ident
+from posixlake.delta._log import DeltaLog
+from posixlake.delta._translate import quote_ident
 from posixlake.errors import ConcurrentChange
 
 __all__ = ["RowsReplaced", "replace_rows", "row_key"]
@@ -155,10 +156,9 @@ def replace_rows(
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     log._check_rewrite_safe("replace rows")
     with log.lock:
-        before = log.version
         counted = {"deleted": 0}
 
-        def attempt() -> dict[str, Any]:
+        def attempt() -> tuple[dict[str, Any], int | None]:
             if key:
                 source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
             else:
@@ -170,28 +170,29 @@ def replace_rows(
                         "them; nothing was committed"
                     )
             if source.num_rows == 0:
-                return {}
-            result: dict[str, Any] = (
-                log.table.merge(
-                    source,
-                    predicate,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=log._props(metadata),
+                return {}, None
+            result, version = log._committed(
+                lambda: (
+                    log.table.merge(
+                        source,
+                        predicate,
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=log._props(metadata),
+                    )
+                    .when_matched_delete()
+                    .when_not_matched_insert(
+                        updates=columns, predicate=f"s.{quote_ident(_OP)} = 'INSERT'"
+                    )
+                    .execute()
                 )
-                .when_matched_delete()
-                .when_not_matched_insert(
-                    updates=columns, predicate=f"s.{quote_ident(_OP)} = 'INSERT'"
-                )
-                .execute()
             )
             if key:
                 counted["deleted"] = int(result.get("num_target_rows_deleted", 0) or 0)
-            return result
+            return result, version
 
-        log._retrying("replace rows", attempt)
-        after = log.version
-    return RowsReplaced(counted["deleted"], insert.num_rows, after if after != before else None)
+        _, version = log._retrying("replace rows", attempt)
+    return RowsReplaced(counted["deleted"], insert.num_rows, version)
 
 
 def _key_range(delete: pa.Table, key: Sequence[str]) -> str:

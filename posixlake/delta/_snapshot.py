@@ -22,8 +22,10 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from posixlake.delta._arrow import plain_types
 from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
-from posixlake.delta._log import DeltaLog, _translated, plain_types, quote_ident
+from posixlake.delta._log import DeltaLog
+from posixlake.delta._translate import _translated, quote_ident
 from posixlake.errors import InvalidOperation, UnsupportedTableFeature
 
 __all__ = [

@@ -43,7 +43,6 @@ def test_insert_one_object_from_a_file_with_json_output(
 
 
 def test_insert_csv(run: Cli, table: str, tmp_path: Path) -> None:
-    pytest.importorskip("posixlake.csvcodec")
     src = tmp_path / "rows.csv"
     src.write_text('id,item,qty\n4,"kiwi, gold",1\n5,plum,\n')
     run.ok("insert", table, str(src), *LOCAL)
@@ -140,7 +139,6 @@ def test_query_json_is_one_array(run: Cli, table: str) -> None:
 
 
 def test_query_csv(run: Cli, table: str) -> None:
-    pytest.importorskip("posixlake.csvcodec")
     out = run.ok("query", table, "SELECT * FROM data ORDER BY id", "-f", "csv", *LOCAL).stdout
     assert out == "id,item,qty\n1,apple,3\n2,pear,5\n3,fig,\n"
 

@@ -13,7 +13,6 @@ pytestmark = pytest.mark.spark
 
 
 def test_import_and_query_on_spark(run: Cli, tmp_path: Path) -> None:
-    pytest.importorskip("pyspark")
     src = tmp_path / "in.csv"
     src.write_text("id,item,qty\n1,apple,3\n2,pear,5\n3,fig,\n")
     path = str(tmp_path / "t")

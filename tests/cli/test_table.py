@@ -132,7 +132,6 @@ def test_create_from_parquet(run: Cli, tmp_path: Path) -> None:
 
 
 def test_create_from_csv(run: Cli, tmp_path: Path) -> None:
-    pytest.importorskip("posixlake.csvcodec")
     (tmp_path / "a.csv").write_text("id,name,score\n1,ann,1.5\n2,bob,\n")
     (tmp_path / "b.csv").write_text("id,name,score\n3,cy,2\n")
     path = str(tmp_path / "t")

@@ -17,7 +17,6 @@ from posixlake.engines import Engine, LocalEngine
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[Any]:
     """One local SparkSession for the whole test run (stopped at the end)."""
-    pytest.importorskip("pyspark")
     from posixlake.engines.spark import build_session
 
     session = build_session(master="local[2]")

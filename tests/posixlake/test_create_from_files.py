@@ -21,8 +21,6 @@ from posixlake.errors import (
     SerializationError,
 )
 
-pytest.importorskip("posixlake.csvcodec")
-
 
 def write(path: Path, text: str) -> Path:
     path.write_bytes(text.encode("utf-8"))

@@ -84,7 +84,6 @@ def test_single_dict_and_json_object_insert_one_row(tmp_path: Path, engine: Engi
 
 
 def test_csv_text_inserts_rows(tmp_path: Path, engine: Engine) -> None:
-    pytest.importorskip("posixlake.csvcodec")
     db = make(tmp_path, engine)
     text = "id,name,score\n1,ann,1.5\n2,bob,\n3,,-2.0\n"
     assert db.insert(text) == 3
@@ -92,7 +91,6 @@ def test_csv_text_inserts_rows(tmp_path: Path, engine: Engine) -> None:
 
 
 def test_csv_text_with_quotes_commas_and_newlines(tmp_path: Path, engine: Engine) -> None:
-    pytest.importorskip("posixlake.csvcodec")
     db = make(tmp_path, engine)
     text = 'name,id\r\n"a, b",1\r\n"line1\nline2",2\r\n"say ""hi""",3\r\n'
     assert db.insert(text) == 3

@@ -157,7 +157,6 @@ def test_int96_out_of_range_rewrites(tmp_path: Path, engine: Engine) -> None:
 @pytest.mark.spark
 def test_spark_files_into_column_mapping_are_refused(tmp_path: Path, spark_session: Any) -> None:
     """A Spark job's files use logical names: refused on a column-mapped table, by name."""
-    pytest.importorskip("pyspark")
     from posixlake.engines.spark import SparkEngine
 
     uri = KINDS["column-mapping-name"](tmp_path)

@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from posixlake import DatabaseOps, security
-
-pytest.importorskip("nfs.tableview")
-
 from nfs.nfs3 import Nfsstat3
 from nfs.server import build_dispatcher
 from nfs.tableview import TableFs
+from posixlake import DatabaseOps, security
 from tests.nfs.rpcclient import NfsStatusError, RpcClient
 
 ADMIN = ("root", "root-password")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import PySparkException
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
@@ -22,8 +23,6 @@ from tests.storage.conftest import (  # the object-store suite's servers (fixtur
 )
 
 pytestmark = pytest.mark.spark
-
-PySparkException = pytest.importorskip("pyspark.errors").PySparkException
 
 
 def spark_dirs(path: Path) -> list[str]:

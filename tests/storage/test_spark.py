@@ -19,7 +19,6 @@ SCHEMA = Schema([Field("id", "Int64", False), Field("name", "String")], primary_
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """One local SparkSession for this module (stopped at its end)."""
-    pytest.importorskip("pyspark")
     from posixlake.engines.spark import SparkUnavailableError, build_session
 
     try:

@@ -53,7 +53,7 @@ from posixlake.engines.spark._io import (
     write_tables,
 )
 from posixlake.engines.spark._types import spark_schema, spark_schema_to_arrow
-from posixlake.errors import CommitConflict, InvalidOperation, VersionError
+from posixlake.errors import InvalidOperation, VersionError
 from posixlake.storage import normalize_uri
 from posixlake.types import delta_schema
 
@@ -66,7 +66,6 @@ PRIMARY_KEY_PROPERTY: Final = "posixlake.primaryKey"
 _OWN_OPTIONS: Final = frozenset(
     {"path", "versionasof", "timestampasof", "partitionby", "primarykey", "filesperpartition"}
 )
-_MAX_ATTEMPTS: Final = 10
 
 
 def register_data_source(spark: Any) -> None:
@@ -241,24 +240,27 @@ class _Writer(DataSourceArrowWriter):
             commit_files(created, adds, [], metadata=meta)
             return
         log = DeltaLog.open(spec.uri, spec.storage_options)
-        for _attempt in range(_MAX_ATTEMPTS):
+
+        def attempt(_n: int) -> None:
             if self.key:
                 _check_keys(spec, adds, self.key, None if self.overwrite else log)
             if not adds and not self.overwrite:
                 return
-            try:
-                commit_files(
-                    log,
-                    adds,
-                    [],
-                    mode="overwrite" if self.overwrite else "append",
-                    metadata=meta,
-                    strict=bool(self.key),
-                )
-                return
-            except CommitConflict:
-                log.refresh()
-        raise CommitConflict(f"write to {spec.uri}: gave up after {_MAX_ATTEMPTS} conflicts")
+            commit_files(
+                log,
+                adds,
+                [],
+                mode="overwrite" if self.overwrite else "append",
+                metadata=meta,
+                strict=bool(self.key),
+            )
+
+        log.retry.run(
+            f"write to {spec.uri}",
+            attempt,
+            strict=bool(self.key),
+            on_conflict=lambda _err: log.refresh(),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Remove every file the job wrote."""

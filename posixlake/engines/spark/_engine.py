@@ -23,6 +23,7 @@ import pyarrow as pa
 from posixlake.delta import DeltaLog, plain_types
 from posixlake.delta._commit import WrittenFile, commit_files
 from posixlake.delta._features import file_commit_blockers
+from posixlake.delta._retry import MAX_PLANNINGS
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.engines.base import FileFormat, MergeOutcome, WriteOutcome
 from posixlake.engines.local import LocalEngine, format_of, source_paths
@@ -65,7 +66,8 @@ __all__ = ["MAX_ATTEMPTS", "SparkEngine", "StagedImport"]
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS: Final = 10
+#: plannings of one Spark rewrite at most (the one retry policy's bound)
+MAX_ATTEMPTS: Final = MAX_PLANNINGS
 VIEW: Final = "data"
 _CACHE_SIZE: Final = 16
 _T = TypeVar("_T")
@@ -307,17 +309,13 @@ class SparkEngine:
 
     # -- DML ----------------------------------------------------------------------------
 
-    def _attempts(self, log: DeltaLog, what: str, fn: Callable[[int], _T]) -> _T:
-        """Run one planned-and-committed attempt after another until one commits."""
-        last: CommitConflict | None = None
-        for attempt in range(MAX_ATTEMPTS):
-            try:
-                return fn(attempt)
-            except CommitConflict as err:
-                last = err
-                logger.debug("%s: commit conflict on attempt %d, re-planning", what, attempt)
-                log.refresh()
-        raise CommitConflict(f"{what}: gave up after {MAX_ATTEMPTS} conflicting attempts") from last
+    def _attempts(
+        self, log: DeltaLog, what: str, fn: Callable[[int], _T], *, strict: bool = False
+    ) -> _T:
+        """Plan and commit with ``fn(attempt)`` until one commits, under the log's retry
+        policy (:mod:`posixlake.delta._retry`): bounded, backed off, re-planned on the
+        refreshed log."""
+        return log.retry.run(what, fn, strict=strict, on_conflict=lambda _err: log.refresh())
 
     def _commit(
         self,
@@ -746,7 +744,7 @@ class SparkEngine:
             return WriteOutcome(rows, version)
 
         try:
-            return self._attempts(log, "insert", attempt)
+            return self._attempts(log, "insert", attempt, strict=bool(key))
         except BaseException:  # nothing committed (commit_files raises only before)
             discard(spec)
             raise

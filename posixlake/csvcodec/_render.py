@@ -1,0 +1,358 @@
+"""Rendering Arrow tables as CSV (the format in :mod:`posixlake.csvcodec`), vectorized
+with ``pyarrow.compute``; only binary (base64) and nested (JSON) columns cost Python
+work per value."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from posixlake.csvcodec._common import (
+    _JSON_ESCAPES,
+    _NEEDS_QUOTES,
+    _RENDER_BYTES,
+    _RENDER_ROWS,
+    Arr,
+    Chunked,
+    Column,
+    RenderSource,
+    _any,
+    _check_supported,
+    _choose,
+    _concat,
+    _fill,
+    _is_bytes,
+    _is_empty,
+    _is_nested,
+    _is_text,
+)
+
+__all__ = ["iter_render_csv", "render_csv", "render_lines", "render_value"]
+
+
+def _decoded(arr: Arr) -> Arr:
+    """Return a dictionary-encoded array as plain values (others unchanged)."""
+    return arr.dictionary_decode() if isinstance(arr, pa.DictionaryArray) else arr
+
+
+def _text(arr: Arr) -> Arr:
+    """Return the CSV text of each value, unquoted; NULL stays null."""
+    arr = _decoded(arr)
+    t = arr.type
+    if _is_text(t):
+        return arr if t == pa.string() else pc.cast(arr, pa.string())
+    if _is_nested(t):
+        out = _json(arr)
+        return _choose(arr.is_valid(), out, None) if arr.null_count else out
+    if _is_bytes(t):
+        return pa.array(
+            [None if v is None else base64.b64encode(v).decode("ascii") for v in arr.to_pylist()],
+            pa.string(),
+        )
+    if isinstance(t, pa.TimestampType):
+        if t.tz is not None:
+            # Casting a zoned timestamp to string is slow (per-value zone lookups); the
+            # naive cast is a metadata change that keeps the UTC wall time.
+            return _concat(_text(pc.cast(arr, pa.timestamp(t.unit))), "Z")
+        text = pc.replace_substring(pc.cast(arr, pa.string()), " ", "T", max_replacements=1)
+        digits = {"s": 0, "ms": 3, "us": 6, "ns": 9}[t.unit]
+        return pc.replace_substring(text, "." + "0" * digits, "") if digits else text
+    text = pc.cast(arr, pa.string())
+    if pa.types.is_floating(t) and _any(pc.is_nan(arr)):
+        text = _choose(pc.is_nan(arr), "NaN", text)
+    return text
+
+
+def _json_quote(text: Arr) -> Arr:
+    """Return each string as a JSON string literal (quotes included)."""
+    text = pc.replace_substring(text, "\\", "\\\\")
+    text = pc.replace_substring(text, '"', '\\"')
+    if _any(pc.match_substring_regex(text, r"[\x00-\x1f]")):
+        for code in range(32):
+            char = chr(code)
+            text = pc.replace_substring(text, char, _JSON_ESCAPES.get(char, f"\\u{code:04x}"))
+    return _concat('"', text, '"')
+
+
+def _child_range(arr: pa.ListArray[Any] | pa.LargeListArray[Any]) -> tuple[Arr, int, int]:
+    """Return (offsets rebased to 0, first child index, child count) of a list or map array."""
+    offsets = arr.offsets
+    start = int(offsets[0].as_py())
+    end = int(offsets[-1].as_py())
+    if start or arr.offset:
+        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))  # type: ignore[arg-type, unused-ignore]
+    return offsets, start, end - start
+
+
+def _mask(arr: Arr) -> Arr | None:
+    return arr.is_null() if arr.null_count else None
+
+
+def _list_array(t: pa.DataType, offsets: Arr, values: Arr, mask: Arr | None) -> Arr:
+    """Build a list (or large list, per ``t``) array; ``t`` is also the type when it is one."""
+    # The stubs know from_arrays without the type= and mask= keywords only.
+    built: Arr
+    if isinstance(t, pa.LargeListType):
+        built = pa.LargeListArray.from_arrays(offsets, values, type=t, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    elif isinstance(t, pa.ListType):
+        built = pa.ListArray.from_arrays(offsets, values, type=t, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    else:
+        built = pa.ListArray.from_arrays(offsets, values, mask=mask)  # type: ignore[call-overload, unused-ignore]
+    return built
+
+
+def _join_lists(
+    arr: pa.ListArray[Any] | pa.LargeListArray[Any], texts: Arr, offsets: Arr, brackets: str
+) -> Arr:
+    """Join each list's element texts with ``,`` inside ``brackets`` (``"[]"``, ``"{}"``)."""
+    kind = pa.large_list(pa.string()) if isinstance(arr.type, pa.LargeListType) else None
+    lists = _list_array(kind or pa.null(), offsets, texts, _mask(arr))
+    joined: Arr = pc.binary_join(lists, ",")  # type: ignore[assignment, unused-ignore]
+    return _concat(brackets[0], joined, brackets[1])
+
+
+def _json(arr: Arr) -> Arr:
+    """Return the compact JSON text of each value; NULL becomes ``null``."""
+    arr = _decoded(arr)
+    t = arr.type
+    out: Column
+    if isinstance(arr, pa.MapArray) and isinstance(t, pa.MapType):
+        offsets, start, length = _child_range(arr)
+        keys = _json(arr.keys.slice(start, length))
+        values = _json(arr.items.slice(start, length))
+        if _is_text(t.key_type):
+            out = _join_lists(arr, _concat(keys, values, sep=":"), offsets, "{}")
+        else:
+            out = _join_lists(arr, _concat("[", keys, ",", values, "]"), offsets, "[]")
+    elif isinstance(arr, pa.ListArray | pa.LargeListArray):
+        offsets, start, length = _child_range(arr)
+        out = _join_lists(arr, _json(arr.values.slice(start, length)), offsets, "[]")
+    elif isinstance(arr, pa.StructArray) and isinstance(t, pa.StructType):
+        parts = [_concat(json.dumps(f.name) + ":", _json(arr.field(i))) for i, f in enumerate(t)]
+        body = parts[0] if len(parts) == 1 else _concat(*parts, sep=",")
+        out = _concat("{", body, "}") if parts else pa.array(["{}"] * len(arr), pa.string())
+        if arr.null_count:
+            out = _choose(arr.is_valid(), out, "null")
+    elif pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t):
+        out = _text(arr)
+    elif pa.types.is_floating(t):
+        text = _text(arr)
+        out = _choose(pc.is_finite(arr), text, _json_quote(text))
+    else:
+        out = _json_quote(_text(arr))
+    return _fill(out, "null")
+
+
+def _quote(text: Arr) -> Arr:
+    """Quote the fields that need it (see the module docstring); NULL becomes empty."""
+    needs = pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), _is_empty(text))
+    if _any(needs):
+        text = _choose(needs, _concat('"', pc.replace_substring(text, '"', '""'), '"'), text)
+    return _fill(text, "")
+
+
+def _field(arr: Arr) -> Arr:
+    """Return the CSV field of each value, quoted where needed, NULL as empty."""
+    if isinstance(arr, pa.DictionaryArray) and len(arr.dictionary) < len(arr):
+        # render each distinct value once (a low-cardinality column read from Parquet)
+        fields = _field(arr.dictionary)
+        return _fill(fields.take(arr.indices), "")
+    arr = _decoded(arr)
+    t = arr.type
+    text = _text(arr)
+    if _is_text(t) or _is_nested(t):
+        return _quote(text)
+    if _is_bytes(t):
+        # base64 needs no quotes, but empty binary must not look like NULL.
+        text = _choose(_is_empty(text), '""', text)
+    return _fill(text, "")
+
+
+def _batch_lines(batch: pa.RecordBatch) -> Arr:
+    fields = [_field(column) for column in batch.columns]
+    if not fields:
+        return pa.array([""] * batch.num_rows, pa.string())
+    if len(fields) == 1:
+        return fields[0]
+    return _concat(*fields, sep=",")
+
+
+def _pieces(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """Split a batch into slices small enough to render in one step."""
+    rows = batch.num_rows
+    if rows == 0:
+        return
+    per_row = max(1, batch.nbytes // rows)
+    step = max(1, min(_RENDER_ROWS, _RENDER_BYTES // per_row))
+    for start in range(0, rows, step):
+        yield batch.slice(start, step)
+
+
+def _steps(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Cut big batches and merge small ones into steps of at most the render limits.
+
+    Merging matters for tables read from many small files (each ``echo >>`` commits
+    one): every step costs a fixed number of compute calls.
+    """
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        for piece in _pieces(batch):
+            if pending and (
+                rows + piece.num_rows > _RENDER_ROWS or size + piece.nbytes > _RENDER_BYTES
+            ):
+                yield _merged(pending)
+                pending, rows, size = [], 0, 0
+            pending.append(piece)
+            rows += piece.num_rows
+            size += piece.nbytes
+    if pending:
+        yield _merged(pending)
+
+
+def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    table = pa.Table.from_batches(batches, schema=batches[0].schema).combine_chunks()
+    return table.to_batches()[0]
+
+
+def _buffer_bytes(lines: Arr) -> bytes:
+    """Return the concatenated values of a string array, by slicing its data buffer.
+
+    The array must be of type string (32-bit offsets); NULL slots must be empty.
+    """
+    if len(lines) == 0:
+        return b""
+    _, offsets_buffer, data = lines.buffers()
+    if offsets_buffer is None or data is None:
+        return b""
+    offsets = memoryview(offsets_buffer).cast("i")  # int32, native byte order
+    start = offsets[lines.offset]
+    end = offsets[lines.offset + len(lines)]
+    return bytes(data.slice(start, end - start).to_pybytes())
+
+
+def _as_batches(source: RenderSource) -> tuple[pa.Schema | None, Iterable[pa.RecordBatch]]:
+    if isinstance(source, pa.Table):
+        return source.schema, source.to_batches()
+    if isinstance(source, pa.RecordBatch):
+        return source.schema, [source]
+    if isinstance(source, pa.RecordBatchReader):
+        return source.schema, source
+    return None, source
+
+
+def _header_line(names: Sequence[str]) -> bytes:
+    fields = _quote(pa.array(list(names), pa.string()))
+    return (",".join(str(f) for f in fields.to_pylist()) + "\n").encode("utf-8")
+
+
+def iter_render_csv(
+    table_or_batches: RenderSource,
+    *,
+    header: bool = True,
+    schema: pa.Schema | None = None,
+) -> Iterator[bytes]:
+    """Render a table as CSV, one chunk of bytes at a time.
+
+    Each chunk holds whole lines (every line ends with LF). At most about 64 MiB of
+    Arrow data (and at most 65,536 rows) is rendered per chunk, so a table larger than
+    memory can be streamed from a ``RecordBatchReader`` to a spill file, holding about
+    one chunk and its text at a time.
+
+    Args:
+        table_or_batches: A table, a record batch, a ``RecordBatchReader`` or any
+            iterable of record batches sharing one schema.
+        header: Yield the header line first.
+        schema: The schema, needed only for the header of a bare iterable of batches
+            (otherwise taken from the source or from the first batch).
+
+    Yields:
+        Non-empty chunks of UTF-8 CSV text; their concatenation is the whole file.
+
+    Raises:
+        SchemaError: A column has a type the codec does not support.
+        ValueError: A header is asked for a bare iterable with no batches and no
+            ``schema``.
+    """
+    source_schema, batches = _as_batches(table_or_batches)
+    schema = schema if schema is not None else source_schema
+    header_done = not header
+    if schema is not None:
+        for field in schema:
+            _check_supported(field.type, field.name)
+        if not header_done:
+            yield _header_line(schema.names)
+            header_done = True
+    for step in _steps(batches):
+        if not header_done:
+            for field in step.schema:
+                _check_supported(field.type, field.name)
+            yield _header_line(step.schema.names)
+            header_done = True
+        chunk = _buffer_bytes(_concat(_batch_lines(step), "", sep="\n"))
+        if chunk:
+            yield chunk
+    if not header_done:
+        raise ValueError("iter_render_csv: no batches and no schema: cannot write the header")
+
+
+def render_csv(table: pa.Table | pa.RecordBatch, *, header: bool = True) -> bytes:
+    """Render a whole table as CSV bytes (see the module docstring for the format).
+
+    Args:
+        table: The table to render.
+        header: Start with the header line of column names.
+
+    Returns:
+        The CSV text. A table without rows renders as the header line alone.
+
+    Raises:
+        SchemaError: A column has a type the codec does not support.
+    """
+    return b"".join(iter_render_csv(table, header=header))
+
+
+def render_lines(table: pa.Table | pa.RecordBatch) -> Chunked:
+    """Render each row as its CSV line, without the line terminator.
+
+    The rendering is injective for a given schema (distinct rows give distinct lines;
+    NULL and ``""`` differ, NaN equals NaN), which makes lines usable as row keys.
+
+    Args:
+        table: The rows to render.
+
+    Returns:
+        A string array with one line per row, in row order.
+
+    Raises:
+        SchemaError: A column has a type the codec does not support.
+    """
+    for field in table.schema:
+        _check_supported(field.type, field.name)
+    batches = table.to_batches() if isinstance(table, pa.Table) else [table]
+    chunks = [_batch_lines(step) for step in _steps(batches)]
+    return pa.chunked_array(chunks, pa.string())
+
+
+def render_value(value: Any, type: pa.DataType) -> str:
+    """Render one value as the CSV field it would be in a line (quoted if needed).
+
+    Args:
+        value: A Python value accepted by ``pa.array([value], type)``; ``None`` is NULL.
+        type: The Arrow type of the column.
+
+    Returns:
+        The field text: ``""`` (nothing) for NULL, ``'""'`` for the empty string.
+
+    Raises:
+        SchemaError: ``type`` is not supported.
+    """
+    _check_supported(type, "value")
+    return str(_field(pa.array([value], type))[0].as_py())

@@ -1,0 +1,164 @@
+"""delta-rs errors as posixlake errors (translated once, here), and SQL identifiers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Final
+
+import pyarrow as pa
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
+
+from posixlake.delta._features import unsupported_feature
+from posixlake.errors import (
+    CommitConflict,
+    DeltaLakeError,
+    InvalidOperation,
+    IoError,
+    NetworkError,
+    NotFound,
+    PosixLakeError,
+    QueryError,
+    SchemaError,
+    StorageError,
+)
+
+__all__ = ["_translated", "quote_ident", "retention_hours_of", "translate"]
+
+_ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def quote_ident(name: str) -> str:
+    """Quote a column name for delta-rs / DataFusion SQL."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+_UNIT_HOURS: Final[dict[str, float]] = {
+    "week": 168.0,
+    "day": 24.0,
+    "hour": 1.0,
+    "minute": 1 / 60,
+    "second": 1 / 3600,
+    "millisecond": 1 / 3_600_000,
+    "microsecond": 1 / 3_600_000_000,
+}
+DEFAULT_RETENTION_HOURS: Final = 168.0
+
+
+def retention_hours_of(configuration: Mapping[str, str]) -> float:
+    """Return ``delta.deletedFileRetentionDuration`` (``"interval 7 days"``) in hours.
+
+    The Delta default, one week, when the property is missing or unreadable.
+    """
+    text = configuration.get("delta.deletedFileRetentionDuration")
+    m = _INTERVAL.match(text) if text else None
+    if m is None or m.group(2).lower() not in _UNIT_HOURS:
+        return DEFAULT_RETENTION_HOURS
+    return float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
+
+
+def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
+    """Map a delta-rs (or object store) error to the posixlake error tree.
+
+    Args:
+        err: the exception delta-rs raised.
+        what: a short description of the operation, used in the message.
+        query: the error came from running SQL: any error that is not about storage is
+            a :class:`QueryError` (a cast failing at run time included).
+    """
+    text = _ANSI.sub("", str(err))
+    low = text.lower()
+    if "could not create local directory" in low:
+        return IoError(f"{what}: {text.splitlines()[0]}")
+    if isinstance(err, TableNotFoundError) or "invalid table location" in low:
+        return NotFound(f"{what}: no Delta table there ({text.splitlines()[0]})")
+    unsupported = unsupported_feature(text, what=what)
+    if unsupported is not None:  # not a conflict: retrying cannot help
+        return unsupported
+    if isinstance(err, CommitFailedError):
+        return CommitConflict(f"{what}: commit conflict: {text}")
+    if isinstance(err, SchemaMismatchError):
+        return SchemaError(f"{what}: {text}")
+    if "timestamp_ntz columns but does not have" in low:
+        # delta-rs enables the timestampNtz feature for top-level, struct and list columns
+        # but not for a timestamp without time zone inside a map
+        return SchemaError(
+            f"{what}: delta-rs cannot create a table with a timestamp without time zone "
+            f"inside a map; use Timestamp (UTC) there: {text}"
+        )
+    if isinstance(err, DeltaProtocolError):
+        return InvalidOperation(f"{what}: {text}")
+    if any(
+        s in low
+        for s in (
+            "connection refused",
+            "dns error",
+            "error sending request",
+            "timed out",
+            "tcp connect",
+        )
+    ):
+        return NetworkError(f"{what}: storage endpoint unreachable: {text}")
+    if any(
+        s in low
+        for s in (
+            "sql error",
+            "parsererror",
+            "parser error",
+            "schema error",
+            "no field named",
+            "plan(",
+            "error during planning",
+            "type_coercion",
+        )
+    ):
+        return QueryError(f"{what}: {text}")
+    if "not found" in low and ("object at location" in low or "no such file" in low):
+        return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {text}")
+    if "invalid retention period" in low:
+        return InvalidOperation(f"{what}: {text}")
+    if "failed validation check" in low or "invariant violations" in low:
+        return SchemaError(f"{what}: a NOT NULL column or constraint is violated: {text}")
+    if any(
+        s in low
+        for s in (
+            "access denied",
+            "forbidden",
+            "invalidaccesskeyid",
+            "signaturedoesnotmatch",
+            "authorizationfailure",
+            "403",
+        )
+    ):
+        return StorageError(f"{what}: access denied by storage: {text}")
+    if query and not any(s in low for s in ("no such file", "not found", "object store")):
+        return QueryError(f"{what}: {text}")
+    if "invalid data type" in low or "cast error" in low or "arrow error" in low:
+        return SchemaError(f"{what}: {text}")
+    if isinstance(err, DeltaError):
+        return DeltaLakeError(f"{what}: {text}")
+    return DeltaLakeError(f"{what}: {type(err).__name__}: {text}")
+
+
+@contextmanager
+def _translated(what: str, *, query: bool = False) -> Iterator[None]:
+    try:
+        yield
+    except PosixLakeError:
+        raise
+    except (DeltaError, OSError, pa.ArrowException) as err:
+        raise translate(err, what=what, query=query) from err
+    except Exception as err:
+        # DataFusion raises a bare Exception for errors while a query runs (a failed
+        # cast, a division by zero); anything of another class is not ours to translate
+        if type(err) is not Exception:
+            raise
+        raise translate(err, what=what, query=query) from err
