@@ -89,38 +89,27 @@ class Applied:
     deleted: int = 0
 
 
-# -- adapters onto DatabaseOps internals (candidates for public DatabaseOps API) ------------
+# -- what the NFS face needs of a table ----------------------------------------------------
 
 
 def loaded_version(db: DatabaseOps) -> int:
     """Return the version ``db`` has loaded, without listing the log (its own writes move it)."""
-    log = getattr(db, "_log", None)
-    return int(log.version) if log is not None else db.version
+    return db.loaded_version
 
 
 def arrow_schema(db: DatabaseOps) -> pa.Schema:
     """Return the table's stored Arrow schema."""
-    log = getattr(db, "_log", None)
-    if log is not None:
-        schema: pa.Schema = log.arrow_schema
-        return schema
-    return db.schema.to_arrow()
+    return db.arrow_schema
 
 
 def table_identity(db: DatabaseOps) -> bytes:
-    """Return bytes that name the table for good: its Delta table id (else its URI)."""
-    log = getattr(db, "_log", None)
-    try:
-        ident = str(log.table.metadata().id) if log is not None else db.uri
-    except AttributeError:
-        ident = db.uri
-    return ident.encode()
+    """Return bytes that name the table for good: its Delta table id."""
+    return db.table_id.encode()
 
 
 def partition_columns(db: DatabaseOps) -> list[str]:
     """Return the table's partition columns."""
-    log = getattr(db, "_log", None)
-    return list(log.partition_columns) if log is not None else []
+    return db.partition_columns
 
 
 def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:

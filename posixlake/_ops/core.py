@@ -295,6 +295,22 @@ class TableCore:
         return self._log.table_id
 
     @property
+    def loaded_version(self) -> int:
+        """The version this handle has loaded, without listing the log (its own writes
+        move it at once; :attr:`version` also catches up with other writers)."""
+        return int(self._log.version)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The table's stored Arrow schema (the physical types Delta keeps)."""
+        return self._log.arrow_schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        """The table's partition columns (empty when it has none)."""
+        return list(self._log.partition_columns)
+
+    @property
     def generation(self) -> int:
         """How many times this handle found its table replaced and reloaded it (from 0)."""
         return self._log.generation
