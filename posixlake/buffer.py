@@ -28,7 +28,6 @@ import logging
 import os
 import signal
 import threading
-import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
@@ -65,42 +64,30 @@ _Chunk: TypeAlias = "pa.Table | list[dict[str, Any]]"
 class WriteBuffer:
     """Validated batches and rows waiting for one commit.
 
-    ``clock`` is injected (as aioquic takes ``now``) so tests can age a buffer.
-
     Args:
         max_rows: flush automatically once this many rows are buffered.
-        clock: monotonic seconds.
 
     Raises:
         InvalidOperation: ``max_rows`` is not a positive integer.
     """
 
-    def __init__(
-        self, max_rows: int = DEFAULT_BUFFER_ROWS, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, max_rows: int = DEFAULT_BUFFER_ROWS) -> None:
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise InvalidOperation(
                 f"buffer_rows must be an integer of at least 1, not {max_rows!r}"
             )
         self.max_rows = max_rows
-        self._clock = clock
         self._chunks: list[_Chunk] = []
         self._rows = 0
-        self._since: float | None = None
         self._keys: set[Any] = set()
         self._lock = threading.Lock()
         #: the write-ahead file of durable buffering (None: the buffer is memory only)
         self.wal: WriteAheadFile | None = None
 
-    def _start(self) -> None:
-        if self._since is None:
-            self._since = self._clock()
-
     def add(self, table: pa.Table, *, keys: Iterable[Any] = ()) -> bool:
         """Buffer ``table`` (with its primary-key values); return whether it is time to flush."""
         with self._lock:
             if table.num_rows:
-                self._start()
                 self._chunks.append(table)
                 self._rows += table.num_rows
                 self._keys.update(keys)
@@ -109,7 +96,6 @@ class WriteBuffer:
     def add_row(self, row: dict[str, Any], *, key: Any = None) -> bool:
         """Buffer one validated dict row; return whether it is time to flush."""
         with self._lock:
-            self._start()
             last = self._chunks[-1] if self._chunks else None
             if isinstance(last, list):
                 last.append(row)
@@ -131,7 +117,7 @@ class WriteBuffer:
         with self._lock:
             if not self._chunks:
                 return None
-            chunks, self._chunks, self._rows, self._since = self._chunks, [], 0, None
+            chunks, self._chunks, self._rows = self._chunks, [], 0
             keys, self._keys = self._keys, set()
         try:
             tables = [convert(c) if isinstance(c, list) else c for c in chunks]
@@ -140,7 +126,6 @@ class WriteBuffer:
                 self._chunks[:0] = chunks
                 self._rows += sum(len(c) if isinstance(c, list) else c.num_rows for c in chunks)
                 self._keys.update(keys)
-                self._start()
             raise
         return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]), keys
 
@@ -159,7 +144,6 @@ class WriteBuffer:
             self._chunks.insert(0, table)
             self._rows += table.num_rows
             self._keys.update(keys)
-            self._start()
 
     @property
     def keys(self) -> set[Any]:
@@ -170,11 +154,6 @@ class WriteBuffer:
     def rows(self) -> int:
         """How many rows are buffered."""
         return self._rows
-
-    def age(self) -> float:
-        """Seconds since the oldest buffered row arrived (0.0 when empty)."""
-        since = self._since
-        return 0.0 if since is None else self._clock() - since
 
 
 class BufferedKeysTaken(DuplicateKeyError):

@@ -100,7 +100,7 @@ class DatabaseOps(
         self._log = log
         self._engine = engine
         self._auth: Authorizer = authorizer or AllowAll()
-        self._buffer = WriteBuffer(buffer_rows, clock=clock)
+        self._buffer = WriteBuffer(buffer_rows)
         self._clock = clock
         self._counters = Counters(clock)
         self._keys = KeyIndex()

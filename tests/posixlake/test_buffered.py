@@ -259,15 +259,11 @@ def test_buffered_inserts_count_in_metrics(tmp_path: Path, engine: Engine) -> No
 
 
 class TestWriteBuffer:
-    """The buffer itself, with an injected clock."""
+    """The buffer itself."""
 
-    def test_age_follows_the_injected_clock(self) -> None:
-        now = [100.0]
-        buf = WriteBuffer(3, clock=lambda: now[0])
-        assert buf.age() == 0.0
+    def test_take_returns_everything_once_full(self) -> None:
+        buf = WriteBuffer(3)
         assert not buf.add_row({"id": 1})
-        now[0] = 105.0
-        assert buf.age() == 5.0
         assert not buf.add(pa.table({"id": [2]}))
         assert buf.add_row({"id": 3})  # full
         taken = buf.take(lambda rows: pa.Table.from_pylist(rows))
@@ -275,7 +271,7 @@ class TestWriteBuffer:
         table, keys = taken
         assert table.column("id").to_pylist() == [1, 2, 3]
         assert keys == set()
-        assert buf.age() == 0.0
+        assert buf.rows == 0
         assert buf.take(lambda rows: pa.Table.from_pylist(rows)) is None
 
     def test_put_back_restores_rows_and_keys(self) -> None:
