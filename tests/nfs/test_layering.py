@@ -96,12 +96,14 @@ ALLOWED: dict[str, set[str]] = {
         "rpc",
         "vfs",
     },
-    "_pathops": {"nfs3", "rpc", "vfs"},  # tableview for types only
+    "_pathops": {"nfs3", "rpc", "vfs"},
+    "_tableattrs": {"_tablestate", "_tablewrites", "_writers", "nfs3", "rpc", "vfs"},
     "tableview": {
         "_apply",
         "_journal",
         "_pathops",
         "_render_cache",
+        "_tableattrs",
         "_schema_sql",
         "_segkeys",
         "_segments",
