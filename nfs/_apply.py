@@ -24,6 +24,7 @@ from typing import Final, Literal, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nfs._region import Region, changed_region, common_prefix, header_of, same_bytes
 from nfs._staging import Base, BytesBase, read_all
 from posixlake import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
@@ -32,7 +33,6 @@ from posixlake.errors import DuplicateKeyError
 __all__ = [
     "Applied",
     "KeyReader",
-    "appended_lines",
     "apply_content",
     "apply_lines",
     "arrow_schema",
@@ -110,34 +110,6 @@ def table_identity(db: DatabaseOps) -> bytes:
 def partition_columns(db: DatabaseOps) -> list[str]:
     """Return the table's partition columns."""
     return db.partition_columns
-
-
-def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:
-    """Compare two byte strings at memcmp speed (a memoryview ``==`` goes byte by byte)."""
-    return len(a) == len(b) and bool(pa.py_buffer(a).equals(pa.py_buffer(b)))
-
-
-def appended_lines(content: memoryview, base: memoryview) -> memoryview | None:
-    """Return the bytes ``content`` adds after ``base`` when it only adds whole lines.
-
-    ``base`` must be non-empty and end with LF (a rendering always does), and ``content``
-    must start with it and be longer. Returns None otherwise.
-    """
-    n = len(base)
-    if n == 0 or len(content) <= n or base[n - 1] != _LF:
-        return None
-    if not same_bytes(content[:n], base):
-        return None
-    return content[n:]
-
-
-def header_of(base: Base) -> bytes:
-    """Return the first line of ``base`` (with its LF), or all of it when it has none."""
-    head = bytes(read_all(base, 0, 4096))
-    end = head.find(b"\n")
-    if end < 0:
-        return bytes(read_all(base))
-    return head[: end + 1]
 
 
 def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
@@ -348,13 +320,13 @@ def _apply(
         done = db.truncate()  # delta-rs directly; no commit when the table is empty
         return Applied("empty", done.version, deleted=done.rows)
     n = base.size
-    same = _common_prefix(content, base)
+    same = common_prefix(content, base)
     if same == n == content.size:
         return Applied("unchanged", None)
     if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
         # the base plus whole lines: an INSERT of those lines
         return _insert_lines(db, read_all(content, n), header_of(base))
-    middle = _changed_region(content, base, same)
+    middle = changed_region(content, base, same)
     if middle is not None:
         try:
             applied = _apply_region(db, content, base, base_version, middle, keys)
@@ -366,163 +338,12 @@ def _apply(
     return _diff(db, new, db.to_arrow(version=base_version))
 
 
-# -- the changed region of a rewrite ------------------------------------------------------
-
-
-def _common_prefix(a: Base, b: Base) -> int:
-    """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk)."""
-    limit = min(a.size, b.size)
-    pos = 0
-    while pos < limit:
-        n = min(_CHUNK, limit - pos)
-        x, y = read_all(a, pos, pos + n), read_all(b, pos, pos + n)
-        if same_bytes(x, y):
-            pos += n
-            continue
-        lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if same_bytes(x[:mid], y[:mid]):
-                lo = mid
-            else:
-                hi = mid
-        return pos + lo
-    return limit
-
-
-def _common_suffix(a: Base, b: Base, limit: int) -> int:
-    """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``."""
-    got = 0
-    while got < limit:
-        n = min(_CHUNK, limit - got)
-        x = read_all(a, a.size - got - n, a.size - got)
-        y = read_all(b, b.size - got - n, b.size - got)
-        if same_bytes(x, y):
-            got += n
-            continue
-        lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if same_bytes(x[n - mid :], y[n - mid :]):
-                lo = mid
-            else:
-                hi = mid
-        return got + lo
-    return limit
-
-
-def _quotes(data: Base, start: int, end: int) -> int:
-    """Count the quote characters of ``data[start:end]``."""
-    total = 0
-    for pos in range(start, end, _CHUNK):
-        total += bytes(read_all(data, pos, min(end, pos + _CHUNK))).count(_QUOTE)
-    return total
-
-
-def _record_start_at_or_before(data: Base, pos: int, floor: int, quotes: int) -> int:
-    """Return the last record start in ``[floor, pos]`` (``floor`` is one).
-
-    A record starts after a line feed that an even number of quotes precedes (RFC 4180:
-    quotes inside a field are doubled). ``quotes``: the number of quotes in ``data[:pos]``.
-    """
-    end = pos
-    while end > floor:
-        start = max(floor, end - _SCAN)
-        chunk = bytes(read_all(data, start, end))
-        i = len(chunk)
-        while True:
-            j = chunk.rfind(b"\n", 0, i)
-            if j < 0:
-                break
-            after = quotes - chunk.count(_QUOTE, j + 1)  # quotes before start + j + 1
-            if after % 2 == 0:
-                return start + j + 1
-            i = j
-        quotes -= chunk.count(_QUOTE)
-        end = start
-    return floor
-
-
-def _record_start_at_or_after(data: Base, pos: int, quotes: int) -> int:
-    """Return the first record start at or after ``pos`` (the end of ``data`` is one).
-
-    ``quotes``: the number of quotes in ``data[:pos]``; ``pos`` must not be inside the
-    header.
-    """
-    if pos > 0 and read_all(data, pos - 1, pos)[0] == _LF and quotes % 2 == 0:
-        return pos
-    start = pos
-    while start < data.size:
-        chunk = bytes(read_all(data, start, min(data.size, start + _SCAN)))
-        i = 0
-        while True:
-            j = chunk.find(b"\n", i)
-            if j < 0:
-                break
-            if (quotes + chunk.count(_QUOTE, 0, j)) % 2 == 0:
-                return start + j + 1
-            i = j + 1
-        quotes += chunk.count(_QUOTE)
-        start += len(chunk)
-    return data.size
-
-
-@dataclass(frozen=True)
-class _Region:
-    """Where a rewrite differs from its base, cut at record boundaries.
-
-    ``content[start:content_end]`` replaces ``base[start:base_end]``; the bytes before
-    ``start`` (the header and the records the writer left as they were) and after the
-    ends are the same in both.
-    """
-
-    start: int
-    base_end: int
-    content_end: int
-
-
-def _changed_region(content: Base, base: Base, same: int) -> _Region | None:
-    """Return the region of ``content`` that differs from ``base``, or None.
-
-    None when the base has no header line or the content changes it (a whole parse
-    reports or handles that), and when the region is most of the file (a whole parse
-    costs the same).
-    """
-    n = base.size
-    header = len(header_of(base))
-    if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
-        return None
-    suffix = _common_suffix(content, base, min(n, content.size) - same)
-    quotes_before = _quotes(base, 0, same)
-    start = _record_start_at_or_before(base, same, header, quotes_before)
-    delta = content.size - n
-    tail = n - suffix  # base[tail:] == content[tail + delta:]
-    base_end = _record_start_at_or_after(base, tail, quotes_before + _quotes(base, same, tail))
-    # changed bytes right before a record of the base must end a line of their own, else
-    # a whole parse joins them with that record
-    if (
-        base_end == tail
-        and tail < n
-        and tail + delta > start
-        and read_all(content, tail + delta - 1, tail + delta)[0] != _LF
-    ):
-        quotes = quotes_before + _quotes(base, same, tail + 1)
-        base_end = _record_start_at_or_after(base, tail + 1, quotes)
-    base_end = max(base_end, start)
-    content_end = base_end + delta
-    if content_end < start:
-        return None
-    if (base_end - start) + (content_end - start) > n:
-        return None  # most of the file changed: parse it whole
-    return _Region(start, base_end, content_end)
-
-
 def _apply_region(
     db: DatabaseOps,
     content: Base,
     base: Base,
     base_version: int,
-    region: _Region,
+    region: Region,
     keys: KeyReader | None,
 ) -> Applied | None:
     """Apply a rewrite from the rows of its changed region alone (None: cannot).

@@ -3,7 +3,7 @@
 ``nfs._apply`` parses only the records between the common prefix and the common suffix of
 the content and its base (cut at record boundaries: quotes may hold line feeds), and with a
 primary key reads the base rows of the keys it touches, or that the base repeats. The
-reference is the same apply with the region search switched off (``_changed_region``
+reference is the same apply with the region search switched off (``changed_region``
 returning None: the whole content parsed and diffed against ``db.to_arrow(version=...)``):
 for random tables (several data files, quotes, commas, line feeds, NULLs, repeated keys) and
 random edits (rows replaced, removed, inserted, duplicated; bytes cut anywhere), both end in
@@ -59,16 +59,15 @@ def _outcome(
     segmenter = Segmenter(db, SegmentStore(path.parent / f"{path.name}-cache"), workers=1)
     try:
         base = segmenter(version)
-        saved = apply_module._changed_region
-        if whole:
-            setattr(apply_module, "_changed_region", lambda *_: None)  # noqa: B010
-        try:
-            apply_content(db, content, base_version=version, base=base, keys=SegmentKeys(segmenter))
-            result = "ok"
-        except PosixLakeError as err:
-            result = type(err).__name__
-        finally:
-            setattr(apply_module, "_changed_region", saved)  # noqa: B010
+        with pytest.MonkeyPatch.context() as patch:
+            if whole:
+                patch.setattr(apply_module, "changed_region", lambda *_: None)
+            try:
+                keys = SegmentKeys(segmenter)
+                apply_content(db, content, base_version=version, base=base, keys=keys)
+                result = "ok"
+            except PosixLakeError as err:
+                result = type(err).__name__
         return result, _state(db)
     finally:
         segmenter.close()

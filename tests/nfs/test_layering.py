@@ -70,7 +70,8 @@ ALLOWED: dict[str, set[str]] = {
     "_segments": {"_segstore"},
     "_segkeys": {"_segments"},
     "_writers": {"_journal", "_staging", "rpc"},
-    "_apply": {"_staging", "diff"},  # diff lazily
+    "_region": {"_staging"},
+    "_apply": {"_region", "_staging", "diff"},  # diff lazily
     "_tablestate": {
         "_apply",
         "_journal",
