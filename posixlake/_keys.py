@@ -18,6 +18,7 @@ from posixlake.errors import DuplicateKeyError, PosixLakeError
 __all__ = ["KeyIndex", "key_values"]
 
 _SMALL_BATCH = 64
+_STATS_FILES = 2000
 _TRUNCATED = 32  # Delta writers keep string statistics to a 32-character prefix
 
 
@@ -35,12 +36,14 @@ def _clash_by_statistics(log: DeltaLog, values: list[Any], key: Sequence[str]) -
     the candidate files; only their key column is read — an insert of a new key beyond
     every file's range reads nothing, whatever the table's size. None when statistics
     cannot answer (a composite or partition key, deletion vectors, column mapping, no
-    statistics): the caller checks against the whole key column.
+    statistics, more than 2,000 files): the caller checks against the whole key column.
     """
     if len(key) != 1 or key[0] in log.partition_columns:
         return None
     name = key[0]
     actions = log.add_actions()
+    if actions.num_rows > _STATS_FILES:
+        return None  # listing so many files per insert costs more than one set of the keys
     names = actions.column_names
     low, high = f"min.{name}", f"max.{name}"
     if low not in names or high not in names:
