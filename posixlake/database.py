@@ -355,6 +355,7 @@ class DatabaseOps:
         create_bucket: bool | None = None,
         bootstrap: bool = False,
         change_data_feed: bool = False,
+        column_mapping: Literal["name", "id"] | None = None,
     ) -> DatabaseOps:
         """Create an empty table.
 
@@ -379,6 +380,10 @@ class DatabaseOps:
                 them (the original project's ``create_with_auth`` flow).
             change_data_feed: record the change data feed (``delta.enableChangeDataFeed``),
                 read with :meth:`changes`.
+            column_mapping: ``"name"`` or ``"id"`` (``delta.columnMapping.mode``): data
+                files use physical column names, so :meth:`rename_column` and
+                :meth:`drop_columns` change only metadata. delta-rs does not optimize or
+                evolve such tables (``UnsupportedTableFeature``).
 
         Raises:
             TableExists: (an AlreadyExists and a DeltaLakeError, as the original raised it)
@@ -417,6 +422,12 @@ class DatabaseOps:
             config = {**(config or {}), security.AUTH_PROPERTY: "true"}
         if change_data_feed:
             config = {**(config or {}), "delta.enableChangeDataFeed": "true"}
+        if column_mapping is not None:
+            if column_mapping not in ("name", "id"):
+                raise InvalidOperation(
+                    f"column_mapping must be 'name' or 'id', not {column_mapping!r}"
+                )
+            config = {**(config or {}), "delta.columnMapping.mode": column_mapping}
         eng = resolve_engine(engine, master=master, spark=spark)
         authorizer: Authorizer | None = None
         log = DeltaLog.create(
@@ -833,6 +844,59 @@ class DatabaseOps:
         fields = declared_fields(columns)
         with self._write("ADD COLUMNS"):
             return self._log.add_columns(fields)
+
+    def rename_column(self, old: str, new: str) -> int:
+        """Rename a column in one metadata-only commit (column-mapped tables).
+
+        Data files are not touched; older versions keep the old name.
+
+        Returns:
+            The new table version.
+
+        Raises:
+            InvalidOperation: the table has no column mapping (the Delta table feature
+                ``columnMapping``), or ``old`` is a partition or primary-key column.
+            NotFound: no column ``old``. SchemaError: ``new`` names another column.
+        """
+        from posixlake.delta._schema import rename_column
+
+        self._authorize("admin", "rename_column")
+        with self._write("RENAME COLUMN"):
+            return rename_column(
+                self._log,
+                old,
+                new,
+                metadata=self._metadata("RENAME COLUMN"),
+                guarded=self._guarded_columns(),
+            )
+
+    def drop_columns(self, names: str | Sequence[str]) -> int:
+        """Drop columns in one metadata-only commit (column-mapped tables).
+
+        Returns:
+            The new table version.
+
+        Raises:
+            InvalidOperation: no column mapping, a partition or primary-key column, or
+                every column named. NotFound: an unknown column.
+        """
+        from posixlake.delta._schema import drop_columns
+
+        self._authorize("admin", "drop_columns")
+        cols = [names] if isinstance(names, str) else list(names)
+        with self._write("DROP COLUMNS"):
+            return drop_columns(
+                self._log,
+                cols,
+                metadata=self._metadata("DROP COLUMNS"),
+                guarded=self._guarded_columns(),
+            )
+
+    def _guarded_columns(self) -> dict[str, str]:
+        """Return the columns table properties name, each with what names it."""
+        out = {c: "named in posixlake.declaredTypes" for c in self._declared}
+        out.update({c: "in the primary key" for c in self.key_columns})
+        return out
 
     def changes(self, start_version: int, end_version: int | None = None) -> QueryResult:
         """Return the change data feed from ``start_version`` to ``end_version`` (inclusive).
