@@ -32,6 +32,13 @@ from deltalake.exceptions import (
     TableNotFoundError,
 )
 
+from posixlake.delta._decimal_parts import (
+    DML_HINT,
+    INSERT_HINT,
+    check_partitions,
+    check_rows,
+    decimal_partitions,
+)
 from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range, unsupported_feature
 from posixlake.errors import (
     CommitConflict,
@@ -891,6 +898,9 @@ class DeltaLog:
         from posixlake.errors import UnsupportedTableFeature
 
         schema = self.arrow_schema
+        risky = decimal_partitions(schema, self.partition_columns)
+        if risky:
+            check_partitions(self._dt.partitions(), risky, what=what)
         if not _has_timestamps(schema):
             return
         bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
@@ -901,6 +911,30 @@ class DeltaLog:
                 "use engine='spark' for this write",
                 ("int96Timestamps",),
             )
+
+    def check_new_rows(self, rows: pa.Table, what: str, *, dml: bool = False) -> None:
+        """Refuse rows whose partition values delta-rs would write wrongly.
+
+        Raises:
+            InvalidOperation: see :mod:`posixlake.delta._decimal_parts`.
+        """
+        risky = decimal_partitions(self.arrow_schema, self.partition_columns)
+        if risky:
+            check_rows(rows, risky, what=what, hint=DML_HINT if dml else INSERT_HINT)
+
+    def _check_updated_partitions(self, predicate: str | None, updates: Mapping[str, str]) -> None:
+        """Refuse an UPDATE that would set a decimal partition column to a value delta-rs
+        writes wrongly (the new values are computed by a query first)."""
+        risky = decimal_partitions(self.arrow_schema, self.partition_columns)
+        exprs = {c: updates[quote_ident(c)] for c in risky if quote_ident(c) in updates}
+        if not exprs:
+            return
+        where = f" WHERE {predicate}" if predicate else ""
+        select = ", ".join(f"{e} AS {quote_ident(c)}" for c, e in exprs.items())
+        with _translated("update", query=True):
+            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+            values = pa.table(reader.execute(f"SELECT DISTINCT {select} FROM t{where}").read_all())
+        check_rows(values, list(exprs), what="update", hint=DML_HINT)
 
     def _wait_after_conflict(
         self, what: str, attempt: int, deadline: float, err: CommitConflict
@@ -936,6 +970,7 @@ class DeltaLog:
                 ``txn`` action), so a replay can tell that these rows were committed.
         """
         self._check_writable()
+        self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
 
@@ -1025,6 +1060,7 @@ class DeltaLog:
             CommitConflict: still conflicting at the deadline. Whatever ``check`` raises.
         """
         self._check_writable()
+        self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction, retries=0)
         with self._lock:
             deadline = self._clock() + self.commit_timeout
@@ -1141,6 +1177,7 @@ class DeltaLog:
                 )
 
             self._check_rewrite_safe("update")
+            self._check_updated_partitions(predicate, updates)
             result = self._retrying("update", attempt, query=True)
             rows = int(result.get("num_updated_rows", 0) or 0)
             after = self._dt.version()
@@ -1198,6 +1235,7 @@ class DeltaLog:
                 return merger.execute()
 
             self._check_rewrite_safe("merge")
+            self.check_new_rows(source, "merge", dml=True)
             result = self._retrying("merge", attempt)
             after = self._dt.version()
             return (

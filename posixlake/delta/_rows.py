@@ -153,6 +153,7 @@ def replace_rows(
     predicate = f"s.{quote_ident(_OP)} = 'DELETE' AND {match}"
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     log._check_rewrite_safe("replace rows")
+    log.check_new_rows(insert, "replace rows")
     with log.lock:
         before = log.version
         counted = {"deleted": 0}

@@ -6,11 +6,17 @@ older versions keep the old names, and tables without column mapping are refused
 
 from __future__ import annotations
 
+import os
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from nfs.tableview import TableFs
 from posixlake import DatabaseOps, Field, Schema
@@ -149,3 +155,74 @@ def test_table_without_column_mapping_is_refused_by_name(
         db.drop_columns(["x"])
     assert db.version == version
     assert db.get_schema().to_arrow().names == ["id", "x"]
+
+
+# -- negative decimal partition values (delta-rs writes -1.50 as '-1.-50') ----------------
+
+
+def _other_writers_decimal_table(root: Path) -> str:
+    """A table partitioned by decimal d holding -1.50 and 2.00, rendered right (as Spark
+    writes them): pyarrow files, committed by delta-rs with our partition values."""
+    uri = root / "dec"
+    adds = []
+    for i, (text, ids) in enumerate([("-1.50", [1, 2]), ("2.00", [3])]):
+        rel = f"d={text}/part-{i}.parquet"
+        (uri / rel).parent.mkdir(parents=True)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), uri / rel)
+        adds.append(AddAction(rel, os.path.getsize(uri / rel), {"d": text}, 0, True, None))  # type: ignore[arg-type]
+    schema = pa.schema([("id", pa.int64()), ("d", pa.decimal128(10, 2))])
+    create_table_with_add_actions(
+        str(uri), DeltaSchema.from_arrow(schema), adds, mode="error", partition_by=["d"]
+    )
+    return str(uri)
+
+
+def test_negative_decimal_partition_rows_are_refused(tmp_path: Path, engine: Engine) -> None:
+    """Rows in memory are written by delta-rs: refused before it can corrupt the log."""
+    db = DatabaseOps.create(
+        str(tmp_path / "t"),
+        {"id": "Int64", "d": "Decimal128(10,2)"},
+        engine=engine,
+        partition_by=["d"],
+    )
+    assert db.insert([{"id": 1, "d": Decimal("1.50")}, {"id": 2, "d": Decimal("-1.00")}]) == 2
+    version = db.version
+    for bad in ("-1.50", "-0.05"):
+        with pytest.raises(InvalidOperation, match=f"negative decimal partition value {bad}"):
+            db.insert({"id": 3, "d": Decimal(bad)})
+        with pytest.raises(InvalidOperation, match="negative decimal"):
+            db.merge([{"_op": "INSERT", "id": 3, "d": Decimal(bad)}], key="id")
+    assert db.version == version
+    expected = [{"id": 1, "d": Decimal("1.50")}, {"id": 2, "d": Decimal("-1.00")}]
+    assert reference(db.uri) == sort_rows(expected) == _ours(db)
+    if engine.name == "local":  # delta-rs' UPDATE would write the new partition
+        with pytest.raises(InvalidOperation, match="engine='spark'"):
+            db.update("id = 1", expressions={"d": "d - 3"})
+        assert db.version == version
+    else:  # the Spark engine's copy-on-write renders partition values itself
+        assert db.update("id = 1", expressions={"d": "d - 3"}) == 1
+        expected = [{"id": 1, "d": Decimal("-1.50")}, {"id": 2, "d": Decimal("-1.00")}]
+        assert reference(db.uri) == sort_rows(expected) == _ours(db)
+
+
+def test_other_writers_negative_decimal_partitions(tmp_path: Path, local_engine: Engine) -> None:
+    """Read right; delta-rs rewrites there are refused by name; appends elsewhere work."""
+    uri = _other_writers_decimal_table(tmp_path)
+    db = DatabaseOps.open(uri, engine=local_engine)
+    rows = [
+        {"id": 1, "d": Decimal("-1.50")},
+        {"id": 2, "d": Decimal("-1.50")},
+        {"id": 3, "d": Decimal("2.00")},
+    ]
+    assert reference(uri) == sort_rows(rows) == _ours(db)
+    version = db.version
+    for call in (
+        lambda: db.delete_rows_where("id = 1"),
+        lambda: db.update("id = 3", {"id": 30}),
+        lambda: db.optimize(),
+    ):
+        with pytest.raises(InvalidOperation, match="partition with the negative decimal"):
+            call()
+    assert db.version == version
+    assert db.insert({"id": 4, "d": Decimal("2.00")}) == 1
+    assert reference(uri) == sort_rows([*rows, {"id": 4, "d": Decimal("2.00")}]) == _ours(db)
