@@ -21,14 +21,17 @@ skipping columns), and nested fields.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.schema import Field as DeltaField
 
+from posixlake.delta._commit import TXN_KEY, _find_version
 from posixlake.delta._features import column_mapping_mode
-from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog
+from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog, _translated
 from posixlake.errors import DeltaLakeError, InvalidOperation, NotFound, SchemaError
 
 __all__ = ["drop_columns", "rename_column"]
@@ -148,6 +151,13 @@ def _check_changeable(
                 )
 
 
+def _files_at(log: DeltaLog, version: int) -> set[str]:
+    """Return the active files of ``version``."""
+    options = dict(log.storage_options) if log.storage_options else None
+    with _translated(f"list the files of version {version}"):
+        return set(DeltaTable(log.uri, version=version, storage_options=options).file_uris())
+
+
 def _split(value: str) -> list[str]:
     return [v.strip().strip("`") for v in value.split(",") if v.strip()]
 
@@ -167,26 +177,27 @@ def _commit_schema(
 
         def attempt() -> int:
             dt = log.table
+            read_version = int(dt.version())
             fields = list(dt.schema().fields)
             new = change(fields)
             # a filter no file can match (checked against the current schema): the
             # overwrite removes nothing
             column = (log.partition_columns or [f.name for f in fields])[0]
-            files = set(dt._table.get_add_file_sizes())
+            txn = uuid.uuid4().hex
             dt.create_write_transaction(
                 [],
                 mode="overwrite",
                 schema=DeltaSchema(new),
                 partition_by=list(log.partition_columns) or None,
                 partition_filters=[(column, "in", [])],
-                commit_properties=log._props(meta),
+                commit_properties=log._props({**meta, TXN_KEY: txn}),
             )
-            dt.update_incremental()
-            if set(dt._table.get_add_file_sizes()) != files:  # never expected
+            ours = _find_version(log, txn, read_version, log.refresh())
+            if _files_at(log, ours) != _files_at(log, ours - 1):  # never expected
                 raise DeltaLakeError(
                     f"{what}: delta-rs changed the table's files in a schema-only commit "
-                    f"(version {dt.version()}); restore the previous version"
+                    f"(version {ours}); restore version {ours - 1}"
                 )
-            return int(dt.version())
+            return ours
 
         return log._retrying(what, attempt)
