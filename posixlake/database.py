@@ -40,7 +40,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
@@ -61,7 +61,7 @@ from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
 from posixlake.delta import DeltaLog
 from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths
-from posixlake.errors import SchemaError, TableExists
+from posixlake.errors import InvalidOperation, SchemaError, TableExists
 from posixlake.storage import normalize_uri, storage_options_for
 from posixlake.types import DECLARED_TYPES_PROPERTY, Schema, declared_types, delta_schema
 
@@ -131,6 +131,7 @@ class DatabaseOps(
         create_bucket: bool | None = None,
         bootstrap: bool = False,
         change_data_feed: bool = False,
+        column_mapping: Literal["name", "id"] | None = None,
     ) -> DatabaseOps:
         """Create an empty table.
 
@@ -155,6 +156,10 @@ class DatabaseOps(
                 them (the original project's ``create_with_auth`` flow).
             change_data_feed: record the change data feed (``delta.enableChangeDataFeed``),
                 read with :meth:`changes`.
+            column_mapping: ``"name"`` or ``"id"`` (``delta.columnMapping.mode``): data
+                files use physical column names, so :meth:`rename_column` and
+                :meth:`drop_columns` change only metadata. delta-rs does not optimize or
+                evolve such tables (``UnsupportedTableFeature``).
 
         Raises:
             TableExists: (an AlreadyExists and a DeltaLakeError, as the original raised it)
@@ -193,6 +198,12 @@ class DatabaseOps(
             config = {**(config or {}), security.AUTH_PROPERTY: "true"}
         if change_data_feed:
             config = {**(config or {}), "delta.enableChangeDataFeed": "true"}
+        if column_mapping is not None:
+            if column_mapping not in ("name", "id"):
+                raise InvalidOperation(
+                    f"column_mapping must be 'name' or 'id', not {column_mapping!r}"
+                )
+            config = {**(config or {}), "delta.columnMapping.mode": column_mapping}
         eng = resolve_engine(engine, master=master, spark=spark)
         authorizer: Authorizer | None = None
         log = DeltaLog.create(

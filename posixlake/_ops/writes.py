@@ -138,6 +138,59 @@ class WriteOps(TableCore):
         with self._write("ADD COLUMNS"):
             return self._log.add_columns(fields)
 
+    def rename_column(self, old: str, new: str) -> int:
+        """Rename a column in one metadata-only commit (column-mapped tables).
+
+        Data files are not touched; older versions keep the old name.
+
+        Returns:
+            The new table version.
+
+        Raises:
+            InvalidOperation: the table has no column mapping (the Delta table feature
+                ``columnMapping``), or ``old`` is a partition or primary-key column.
+            NotFound: no column ``old``. SchemaError: ``new`` names another column.
+        """
+        from posixlake.delta._schema import rename_column
+
+        self._authorize("admin", "rename_column")
+        with self._write("RENAME COLUMN"):
+            return rename_column(
+                self._log,
+                old,
+                new,
+                metadata=self._metadata("RENAME COLUMN"),
+                guarded=self._guarded_columns(),
+            )
+
+    def drop_columns(self, names: str | Sequence[str]) -> int:
+        """Drop columns in one metadata-only commit (column-mapped tables).
+
+        Returns:
+            The new table version.
+
+        Raises:
+            InvalidOperation: no column mapping, a partition or primary-key column, or
+                every column named. NotFound: an unknown column.
+        """
+        from posixlake.delta._schema import drop_columns
+
+        self._authorize("admin", "drop_columns")
+        cols = [names] if isinstance(names, str) else list(names)
+        with self._write("DROP COLUMNS"):
+            return drop_columns(
+                self._log,
+                cols,
+                metadata=self._metadata("DROP COLUMNS"),
+                guarded=self._guarded_columns(),
+            )
+
+    def _guarded_columns(self) -> dict[str, str]:
+        """Return the columns table properties name, each with what names it."""
+        out = {c: "named in posixlake.declaredTypes" for c in self._declared}
+        out.update({c: "in the primary key" for c in self.key_columns})
+        return out
+
     @counted
     @timed("merge")
     def merge(

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties
 from deltalake.transaction import AddAction, RemoveAction
 
-from posixlake.delta._features import file_commit_blockers
+from posixlake.delta._features import file_commit_blockers, physical_schema
 from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog
 from posixlake.delta._retry import RetryPolicy
 from posixlake.delta._snapshot import DataFile, Snapshot
@@ -245,6 +245,7 @@ def commit_files(
     metadata: Mapping[str, Any] | None = None,
     strict: bool = False,
     operation: str | None = None,
+    physical_names: bool = False,
 ) -> int | None:
     """Commit added and removed files as ONE Delta transaction through ``log``.
 
@@ -263,6 +264,9 @@ def commit_files(
             rebase non-conflicting commits.
         operation: the logical operation (``DELETE``, ``UPDATE``, ``MERGE``) shown by
             ``DeltaLog.history`` instead of delta-rs' ``WRITE``.
+        physical_names: ``adds`` store the physical column names and field ids of the
+            column-mapped table (their partition values are still keyed by logical
+            names; the log gets physical ones).
 
     Returns:
         The committed version, or None when there was nothing to commit.
@@ -285,8 +289,9 @@ def commit_files(
         read_version = dt.version()
         with _translated("read schema"):
             schema_json = dt.schema().to_json()
+        rewrites = bool(removes) or mode == "overwrite"
         blockers = file_commit_blockers(
-            log.configuration, schema_json, rewrites=bool(removes) or mode == "overwrite"
+            log.configuration, schema_json, rewrites=rewrites, physical_names=physical_names
         )
         if any(f.deleted_rows for f in removes):
             blockers = (*blockers, "deletionVectors")
@@ -313,12 +318,15 @@ def commit_files(
                 f"internal: removing file(s) that are not active at version {read_version}: {stale[:3]}"
             )
         schema = log.arrow_schema
+        keys = _partition_keys(schema_json, schema) if physical_names else {}
         now = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
                 path=f.path,
                 size=int(f.size),
-                partition_values=dict(f.partition_values),
+                partition_values=_keyed(f.partition_values, keys)
+                if keys
+                else dict(f.partition_values),
                 modification_time=now,
                 data_change=True,
                 stats=f.stats,
@@ -360,6 +368,28 @@ def commit_files(
         except PosixLakeError as err:
             logger.warning("committed, but cannot read the new version back: %s", err)
             return read_version + 1
+
+
+def _partition_keys(schema_json: str, schema: pa.Schema) -> dict[str, str]:
+    """Return the physical name of each top-level column of a column-mapped table."""
+    physical = physical_schema(schema_json, schema)
+    names = physical.names if physical is not None else schema.names
+    return dict(zip(schema.names, names, strict=True))
+
+
+def _keyed(values: Mapping[str, str | None], keys: Mapping[str, str]) -> dict[str, str | None]:
+    """Key partition values by physical names.
+
+    Raises:
+        InvalidOperation: a column is gone (renamed since the files were written).
+    """
+    missing = [k for k in values if k not in keys]
+    if missing:
+        raise InvalidOperation(
+            f"partition column(s) {missing} were renamed since the files were written; "
+            "nothing was committed"
+        )
+    return {keys[k]: v for k, v in values.items()}
 
 
 def create_with_files(

@@ -39,13 +39,16 @@ __all__ = [
     "deleted_rows",
     "int96_out_of_range",
     "physical_schema",
+    "physical_write_schema",
     "to_logical",
+    "to_physical",
     "unsupported_feature",
 ]
 
 #: DataFusion session settings for every query: INT96 read as microseconds, never wrapped.
 QUERY_CONFIG: Final = {"datafusion.execution.parquet.coerce_int96": "us"}
 PHYSICAL_NAME_KEY: Final = "delta.columnMapping.physicalName"
+COLUMN_ID_KEY: Final = "delta.columnMapping.id"
 _UNSUPPORTED: Final = re.compile(
     r"unsupported (?:table|reader|writer) features?(?: required)?:?\s*\[?([^\]\n]*)\]?", re.I
 )
@@ -96,36 +99,38 @@ def column_mapping_mode(configuration: Mapping[str, str | None]) -> str:
 # -- column mapping ---------------------------------------------------------------------
 
 
-def _physical_type(t: pa.DataType, raw: Any) -> pa.DataType:
+def _physical_type(t: pa.DataType, raw: Any, ids: bool = False) -> pa.DataType:
     """Return ``t`` with the physical names of the Delta type JSON ``raw`` (nested fields)."""
     if isinstance(raw, dict) and raw.get("type") == "struct" and pa.types.is_struct(t):
         return pa.struct(
-            [_physical_field(t.field(i), raw["fields"][i]) for i in range(t.num_fields)]
+            [_physical_field(t.field(i), raw["fields"][i], ids) for i in range(t.num_fields)]
         )
     if isinstance(raw, dict) and raw.get("type") == "array" and pa.types.is_list(t):
         return pa.list_(
             pa.field(
                 t.value_field.name,
-                _physical_type(t.value_type, raw.get("elementType")),
+                _physical_type(t.value_type, raw.get("elementType"), ids),
                 t.value_field.nullable,
             )
         )
     if isinstance(raw, dict) and raw.get("type") == "map" and pa.types.is_map(t):
         return pa.map_(
-            _physical_type(t.key_type, raw.get("keyType")),
+            _physical_type(t.key_type, raw.get("keyType"), ids),
             pa.field(
                 t.item_field.name,
-                _physical_type(t.item_type, raw.get("valueType")),
+                _physical_type(t.item_type, raw.get("valueType"), ids),
                 t.item_field.nullable,
             ),
         )
     return t
 
 
-def _physical_field(f: pa.Field, raw: Mapping[str, Any]) -> pa.Field:
+def _physical_field(f: pa.Field, raw: Mapping[str, Any], ids: bool = False) -> pa.Field:
     meta = raw.get("metadata") or {}
     name = str(meta.get(PHYSICAL_NAME_KEY) or f.name)
-    return pa.field(name, _physical_type(f.type, raw.get("type")), f.nullable)
+    field_id = meta.get(COLUMN_ID_KEY)
+    extra = {b"PARQUET:field_id": str(field_id).encode()} if ids and field_id is not None else None
+    return pa.field(name, _physical_type(f.type, raw.get("type"), ids), f.nullable, extra)
 
 
 def physical_schema(delta_schema_json: str, schema: pa.Schema) -> pa.Schema | None:
@@ -139,6 +144,34 @@ def physical_schema(delta_schema_json: str, schema: pa.Schema) -> pa.Schema | No
     fields = [_physical_field(f, r) for f, r in zip(schema, raw["fields"], strict=True)]
     out = pa.schema(fields)
     return None if out.names == schema.names and out.equals(schema) else out
+
+
+def physical_write_schema(delta_schema_json: str, schema: pa.Schema) -> pa.Schema:
+    """Return ``schema`` as a writer of a column-mapped table stores it in Parquet.
+
+    Physical names at every level, and each field's column mapping id as its Parquet
+    field id (``PARQUET:field_id``), as Delta writers do (readers in ``id`` mode match
+    columns by it).
+
+    Args:
+        delta_schema_json: the Delta schema (with column mapping metadata).
+        schema: the logical Arrow schema of the same columns, in the same order.
+    """
+    raw = json.loads(delta_schema_json)
+    return pa.schema(
+        [_physical_field(f, r, True) for f, r in zip(schema, raw["fields"], strict=True)]
+    )
+
+
+def to_physical(table: pa.Table, physical: Mapping[str, pa.Field]) -> pa.Table:
+    """Rename a logically named table's columns (nested fields too) to ``physical``.
+
+    Args:
+        physical: the physical field of each logical column name of ``table``.
+    """
+    fields = [physical[name] for name in table.column_names]
+    arrays = [to_logical(table.column(i).combine_chunks(), f.type) for i, f in enumerate(fields)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def to_logical(arr: pa.Array, logical: pa.DataType) -> pa.Array:
@@ -289,12 +322,16 @@ def int96_out_of_range(
 
 
 def file_commit_blockers(
-    configuration: Mapping[str, str | None], schema_json: str, *, rewrites: bool
+    configuration: Mapping[str, str | None],
+    schema_json: str,
+    *,
+    rewrites: bool,
+    physical_names: bool = False,
 ) -> tuple[str, ...]:
     """Return the table features that a commit of files we wrote ourselves would break.
 
-    Such commits (:func:`posixlake.delta.commit_files`) add plain Parquet files with
-    logical column names and no value checks, and remove files without their deletion
+    Such commits (:func:`posixlake.delta.commit_files`) add plain Parquet files (with
+    logical column names, unless written with physical ones) and no value checks, and remove files without their deletion
     vector descriptors. delta-rs' own writers handle all of these.
 
     Args:
@@ -302,9 +339,11 @@ def file_commit_blockers(
         schema_json: the Delta schema JSON (generation expressions live in its metadata).
         rewrites: the commit removes rows (DELETE / UPDATE / MERGE): a change data feed
             would need change files too.
+        physical_names: the files use the physical column names and field ids of a
+            column-mapped table (:func:`physical_write_schema`): fine for appends.
     """
     found: list[str] = []
-    if column_mapping_mode(configuration) != "none":
+    if column_mapping_mode(configuration) != "none" and (rewrites or not physical_names):
         found.append("columnMapping")
     if rewrites and (configuration.get("delta.enableChangeDataFeed") or "").lower() == "true":
         found.append("changeDataFeed")

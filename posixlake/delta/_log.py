@@ -18,6 +18,13 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from posixlake.delta._arrow import _has_timestamps, _in_ns_range, plain_types
+from posixlake.delta._decimal_parts import (
+    DML_HINT,
+    INSERT_HINT,
+    check_partitions,
+    check_rows,
+    decimal_partitions,
+)
 from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
 from posixlake.delta._translate import _translated, quote_ident, translate
@@ -108,6 +115,9 @@ class DeltaLog(LoadedTable):
         from posixlake.errors import UnsupportedTableFeature
 
         schema = self.arrow_schema
+        risky = decimal_partitions(schema, self.partition_columns)
+        if risky:
+            check_partitions(self._dt.partitions(), risky, what=what)
         if not _has_timestamps(schema):
             return
         bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
@@ -118,6 +128,30 @@ class DeltaLog(LoadedTable):
                 "use engine='spark' for this write",
                 ("int96Timestamps",),
             )
+
+    def check_new_rows(self, rows: pa.Table, what: str, *, dml: bool = False) -> None:
+        """Refuse rows whose partition values delta-rs would write wrongly.
+
+        Raises:
+            InvalidOperation: see :mod:`posixlake.delta._decimal_parts`.
+        """
+        risky = decimal_partitions(self.arrow_schema, self.partition_columns)
+        if risky:
+            check_rows(rows, risky, what=what, hint=DML_HINT if dml else INSERT_HINT)
+
+    def _check_updated_partitions(self, predicate: str | None, updates: Mapping[str, str]) -> None:
+        """Refuse an UPDATE that would set a decimal partition column to a value delta-rs
+        writes wrongly (the new values are computed by a query first)."""
+        risky = decimal_partitions(self.arrow_schema, self.partition_columns)
+        exprs = {c: updates[quote_ident(c)] for c in risky if quote_ident(c) in updates}
+        if not exprs:
+            return
+        where = f" WHERE {predicate}" if predicate else ""
+        select = ", ".join(f"{e} AS {quote_ident(c)}" for c, e in exprs.items())
+        with _translated("update", query=True):
+            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+            values = pa.table(reader.execute(f"SELECT DISTINCT {select} FROM t{where}").read_all())
+        check_rows(values, list(exprs), what="update", hint=DML_HINT)
 
     def append(
         self,
@@ -136,6 +170,7 @@ class DeltaLog(LoadedTable):
                 ``txn`` action), so a replay can tell that these rows were committed.
         """
         self._check_writable()
+        self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
 
@@ -201,6 +236,7 @@ class DeltaLog(LoadedTable):
             CommitConflict: still conflicting at the policy's bound. Whatever ``check`` raises.
         """
         self._check_writable()
+        self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction, strict=True)
 
         def attempt(_n: int) -> int:
@@ -287,6 +323,7 @@ class DeltaLog(LoadedTable):
                 )
 
             self._check_rewrite_safe("update")
+            self._check_updated_partitions(predicate, updates)
             result, version = self._retrying("update", attempt, query=True)
             return int(result.get("num_updated_rows", 0) or 0), version
 
@@ -341,6 +378,7 @@ class DeltaLog(LoadedTable):
                 return merger.execute()
 
             self._check_rewrite_safe("merge")
+            self.check_new_rows(source, "merge", dml=True)
             result, version = self._retrying("merge", lambda: self._committed(merge))
             return (
                 int(result.get("num_target_rows_inserted", 0) or 0),

@@ -155,6 +155,7 @@ def replace_rows(
     predicate = f"s.{quote_ident(_OP)} = 'DELETE' AND {match}"
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     log._check_rewrite_safe("replace rows")
+    log.check_new_rows(insert, "replace rows")
     with log.lock:
         counted = {"deleted": 0}
 

@@ -155,19 +155,24 @@ def test_int96_out_of_range_rewrites(tmp_path: Path, engine: Engine) -> None:
 
 
 @pytest.mark.spark
-def test_spark_files_into_column_mapping_are_refused(tmp_path: Path, spark_session: Any) -> None:
-    """A Spark job's files use logical names: refused on a column-mapped table, by name."""
+def test_spark_files_into_column_mapping(tmp_path: Path, spark_session: Any) -> None:
+    """A Spark job's files into a column-mapped table store the physical names."""
     from posixlake.engines.spark import SparkEngine
 
     uri = KINDS["column-mapping-name"](tmp_path)
     db = DatabaseOps.open(uri, engine=SparkEngine(spark=spark_session))
+    before = reference(uri)
     frame = spark_session.createDataFrame(
         [(9, "n", "p")], "id long, `Super Name` string, part string"
     )
-    with pytest.raises(UnsupportedTableFeature, match="columnMapping"):
-        db.insert(frame)
-    db.insert([{"id": 9, "Super Name": "n", "part": "p"}])  # rows in memory: delta-rs writes them
-    assert len(reference(uri)) == 4
+    assert db.insert(frame) == 1
+    db.insert([{"id": 10, "Super Name": "m", "part": "p"}])  # rows in memory: delta-rs
+    new = [
+        {"id": 9, "Super Name": "n", "part": "p", "nested": None},
+        {"id": 10, "Super Name": "m", "part": "p", "nested": None},
+    ]
+    assert reference(uri) == sort_rows([*before, *new])
+    assert sort_rows(db.query("SELECT * FROM data").to_pylist()) == reference(uri)
 
 
 @pytest.mark.spark

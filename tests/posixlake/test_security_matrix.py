@@ -97,6 +97,16 @@ def _changes(db: DatabaseOps) -> None:
         assert "change data feed" in str(err)
 
 
+def _renamed(db: DatabaseOps, *, drop: bool) -> None:
+    """Rename / drop: permitted means past the check, to "no column mapping" (the table
+    of this world has none)."""
+    with pytest.raises(InvalidOperation, match="columnMapping"):
+        if drop:
+            db.drop_columns("name")
+        else:
+            db.rename_column("name", "label")
+
+
 OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     # read
     ("query", "query", frozenset({"read"}), lambda db, w, u: db.query("SELECT * FROM data")),
@@ -249,6 +259,18 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
         "add_columns",
         frozenset({"admin"}),
         lambda db, w, u: db.add_columns({"extra": "Int32"}),
+    ),
+    (
+        "rename_column",
+        "rename_column",
+        frozenset({"admin"}),
+        lambda db, w, u: _renamed(db, drop=False),
+    ),
+    (
+        "drop_columns",
+        "drop_columns",
+        frozenset({"admin"}),
+        lambda db, w, u: _renamed(db, drop=True),
     ),
     ("vacuum_dry_run", "vacuum", frozenset({"admin"}), lambda db, w, u: db.vacuum_dry_run(168)),
     (

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any, Final, TypeVar
 
@@ -22,7 +22,11 @@ import pyarrow as pa
 
 from posixlake.delta import DeltaLog, plain_types
 from posixlake.delta._commit import WrittenFile, commit_files
-from posixlake.delta._features import file_commit_blockers
+from posixlake.delta._features import (
+    column_mapping_mode,
+    file_commit_blockers,
+    physical_write_schema,
+)
 from posixlake.delta._retry import MAX_PLANNINGS
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.engines.base import FileFormat, MergeOutcome, WriteOutcome
@@ -344,6 +348,7 @@ class SparkEngine:
                 metadata=metadata,
                 strict=strict,
                 operation=operation,
+                physical_names=spec.physical is not None,
             )
         except CommitConflict:
             if not reuse:
@@ -395,13 +400,17 @@ class SparkEngine:
         written = write_frame(out, spec, what=what)
         return spec, [w for w, _ in written]
 
-    def _delta_rs_only(self, log: DeltaLog, *, rewrites: bool) -> tuple[str, ...]:
+    def _delta_rs_only(
+        self, log: DeltaLog, *, rewrites: bool, physical_names: bool = False
+    ) -> tuple[str, ...]:
         """Return the table features that only delta-rs' own writers honour (see
         :func:`posixlake.delta._features.file_commit_blockers`); deletion vectors count
         for rewrites (our removes cannot carry a deletion vector descriptor)."""
         with log.lock:
             schema_json = log.table.schema().to_json()
-        found = file_commit_blockers(log.configuration, schema_json, rewrites=rewrites)
+        found = file_commit_blockers(
+            log.configuration, schema_json, rewrites=rewrites, physical_names=physical_names
+        )
         if rewrites and any(f.deleted_rows for f in self.snapshot(log).files):
             found = (*found, "deletionVectors")
         return found
@@ -695,7 +704,7 @@ class SparkEngine:
         key: Sequence[str],
         metadata: Mapping[str, Any],
     ) -> WriteOutcome:
-        features = self._delta_rs_only(log, rewrites=False)
+        features = self._delta_rs_only(log, rewrites=False, physical_names=True)
         if features:
             raise UnsupportedTableFeature(
                 f"insert: the table at {log.uri} uses the Delta table feature(s) "
@@ -706,6 +715,11 @@ class SparkEngine:
         schema = log.arrow_schema
         parts = tuple(log.partition_columns)
         spec = WriteSpec.new(log.uri, log.storage_options, schema, parts)
+        if column_mapping_mode(log.configuration) != "none":
+            with log.lock:  # the schema of the same version
+                schema = log.arrow_schema
+                schema_json = log.table.schema().to_json()
+            spec = replace(spec, schema=schema, physical=physical_write_schema(schema_json, schema))
         spark = self.spark
         if source[0] == "frame":
             df = source[1]

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from posixlake._convert import conform, to_arrow
 from posixlake.delta._commit import WrittenFile, file_stats
+from posixlake.delta._features import to_physical
 from posixlake.delta._snapshot import DataFile, serialize_partition_value
 from posixlake.errors import IoError, NotFound, SchemaError, SerializationError
 from posixlake.storage import is_local, normalize_uri
@@ -292,6 +293,9 @@ class WriteSpec:
             schema is not known yet.
         partition_by: partition columns (not stored in the files).
         max_rows_per_file: rows per file before a new one is started.
+        physical: for a column-mapped table, ``schema`` with the physical names and
+            field ids the files store (see ``physical_write_schema``); None: the files
+            use the logical names.
     """
 
     uri: str
@@ -300,6 +304,7 @@ class WriteSpec:
     schema: pa.Schema | None
     partition_by: tuple[str, ...] = ()
     max_rows_per_file: int = MAX_ROWS_PER_FILE
+    physical: pa.Schema | None = None
 
     @classmethod
     def new(
@@ -369,6 +374,9 @@ class _Writer:
         self, key: tuple[Any, ...], values: dict[str, str | None], table: pa.Table
     ) -> None:
         data = table.drop_columns(list(self.spec.partition_by)) if self.spec.partition_by else table
+        if self.spec.physical is not None and self.spec.schema is not None:
+            names = dict(zip(self.spec.schema.names, self.spec.physical, strict=True))
+            data = to_physical(data, names)
         start = 0
         while start < data.num_rows:
             handle = self.open_files.get(key)
