@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
 from posixlake._authz import PERMISSIONS, AllowAll, Permission
-from posixlake._objstore import LocalStore, ObjectStore, check_key, join_uri, open_store
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -55,7 +54,7 @@ from posixlake.errors import (
     StorageError,
     VersionError,
 )
-from posixlake.storage import is_local
+from posixlake.storage import LocalStore, ObjectStore, check_key, is_local, join_uri, open_store
 
 if TYPE_CHECKING:
     from posixlake.backup import BackupMetadata, Progress, RestoreResult, VerifyReport

@@ -70,15 +70,6 @@ from urllib.parse import unquote
 
 from posixlake import _original
 from posixlake._authz import Authorizer, Permission
-from posixlake._objstore import (
-    TEMP_MARK,
-    FileEntry,
-    LocalStore,
-    ObjectStore,
-    check_key,
-    join_uri,
-    open_store,
-)
 from posixlake.errors import (
     AlreadyExists,
     DeltaLakeError,
@@ -89,7 +80,17 @@ from posixlake.errors import (
     StorageError,
     VersionError,
 )
-from posixlake.storage import is_local, normalize_uri
+from posixlake.storage import (
+    TEMP_MARK,
+    FileEntry,
+    LocalStore,
+    ObjectStore,
+    check_key,
+    is_local,
+    join_uri,
+    normalize_uri,
+    open_store,
+)
 
 if TYPE_CHECKING:
     from posixlake.delta import DeltaLog

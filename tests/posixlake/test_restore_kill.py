@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from posixlake import DatabaseOps, Field, S3Config, Schema
-from posixlake._objstore import open_store
 from posixlake.backup import RESTORE_MARKER, restore_in_progress
+from posixlake.storage import open_store
 from tests.storage.servers import LocalServer
 
 SCHEMA = Schema([Field("id", "Int64", False), Field("v", "String")])
