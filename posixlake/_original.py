@@ -425,7 +425,8 @@ def verify_backup(
     ``backup_metadata.json``. An incremental backup is checked on its own entries and
     the data files they add (restoring it needs its base, see :func:`restore_backup`).
     """
-    from posixlake.backup import VerifyReport, _Meter, _parallel_map
+    from posixlake.backup import VerifyReport
+    from posixlake.backup.transfer import _Meter, _parallel_map
 
     listing = {e.key: e.size for e in store.list()}
     doc = _read_metadata_doc(store)
@@ -499,7 +500,7 @@ def verify_backup(
 
 
 def _target(scan: _Scan, version: int | None, as_of: Any) -> int:
-    from posixlake.backup import _as_of_ms
+    from posixlake.backup.restore import _as_of_ms
 
     if version is not None and as_of is not None:
         raise InvalidOperation("give version or as_of, not both")
@@ -574,7 +575,8 @@ def restore_backup(
         AuthenticationError / PermissionDenied: a backup with users and no restore right.
     """
     from posixlake import security
-    from posixlake.backup import BackupCorrupted, RestoreResult, _hashed, _Meter, _parallel_map
+    from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
     from posixlake.delta import DeltaLog
 
     listing = {e.key: e.size for e in store.list()}
@@ -714,7 +716,8 @@ def _apply_incremental(
         InvalidOperation: no table at ``dest_uri``, or not at the right version.
     """
     from posixlake import security
-    from posixlake.backup import BackupCorrupted, RestoreResult, _hashed, _Meter, _parallel_map
+    from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
     from posixlake.delta import DeltaLog
 
     hint = (

@@ -102,7 +102,8 @@ def test_a_killed_restore_leaves_nothing_partial(tmp_path: Path) -> None:
 
 
 def test_a_leftover_build_of_a_running_restore_is_kept(tmp_path: Path) -> None:
-    from posixlake.backup import _Staging, clean_restore_leftovers
+    from posixlake.backup import clean_restore_leftovers
+    from posixlake.backup.staging import _Staging
 
     dest = str(tmp_path / "dest")
     running = _Staging.begin(dest)

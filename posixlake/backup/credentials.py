@@ -1,0 +1,119 @@
+"""Who may restore a backup: the users stored in it (ours, or the original posixlake's)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from posixlake import _original
+from posixlake._authz import Permission
+from posixlake.backup.chain import _Backup, _chain, _open_backup
+from posixlake.backup.manifest import FILES_DIR, BackupCorrupted
+from posixlake.backup.transfer import _hashed
+from posixlake.errors import (
+    PermissionDenied,
+)
+from posixlake.storage import (
+    normalize_uri,
+)
+
+__all__ = [
+    "check_backup_credentials",
+]
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+_USERS_FILE = re.compile(r"^_posixlake/users/(\d{20})\.json$")
+
+
+def check_backup_credentials(
+    path: str | os.PathLike[str],
+    credentials: Any,
+    permission: Permission = "read",
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> str | None:
+    """Authenticate ``credentials`` against the users stored in a backup.
+
+    Returns the user name, or None for a backup of a table without users (credentials
+    are then not needed and ignored, as when opening such a table).
+
+    Raises:
+        NotFound: no backup at ``path``. AuthenticationError: missing or wrong
+            credentials. PermissionDenied: the user lacks ``permission``.
+    """
+    uri = normalize_uri(path)
+    top = _open_backup(uri, storage_options)
+    if not top.manifest.auth:
+        return None
+    return _check_restore_credentials(top, _chain(top, storage_options), credentials, permission)
+
+
+def _check_restore_credentials(
+    top: _Backup,
+    chain: Mapping[str, _Backup],
+    credentials: Any,
+    permission: Permission = "restore",
+) -> str | None:
+    from posixlake import security
+
+    m = top.manifest
+    if not m.auth:
+        return None
+    users = sorted(
+        (int(mm.group(1)), f)
+        for f in m.files.values()
+        if (mm := _USERS_FILE.match(f.path)) is not None
+    )
+    if not users and _original.USERS_FILE in m.files:
+        return _check_original_credentials(top, chain, credentials)
+    if not users:
+        raise BackupCorrupted(
+            f"{top.uri}: a backup of an auth-enabled table without its user database"
+        )
+    version, f = users[-1]
+    holder = chain[f.backup_id]
+    data = b"".join(
+        _hashed(
+            holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
+            expect_sha=f.sha256,
+            expect_size=f.size,
+            where=holder.file_uri(f.path),
+            meter=None,
+        )
+    )
+    db = security.UserDb.parse(data, version=version)
+    name = security.check_credentials(db, credentials)
+    if permission not in db.permissions(name):
+        raise PermissionDenied(f"{permission}: user {name!r} lacks the {permission!r} permission")
+    return name
+
+
+def _check_original_credentials(
+    top: _Backup, chain: Mapping[str, _Backup], credentials: Any
+) -> str:
+    """Check credentials against the original posixlake's users held in a backup."""
+    from posixlake import security
+
+    f = top.manifest.files[_original.USERS_FILE]
+    holder = chain[f.backup_id]
+    data = b"".join(
+        _hashed(
+            holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
+            expect_sha=f.sha256,
+            expect_size=f.size,
+            where=holder.file_uri(f.path),
+            meter=None,
+        )
+    )
+    users = _original.parse_users(data, holder.file_uri(f.path))
+    db = security.UserDb(0, {n: _original.user_record(u) for n, u in users.items()})
+    name = security.check_credentials(db, credentials)
+    if "restore" not in users[name].permissions:
+        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
+    return name
