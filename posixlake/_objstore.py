@@ -1,32 +1,9 @@
 """Former home of the byte-level object stores, now :mod:`posixlake.storage`.
 
-Kept as an alias while callers outside the storage package move their imports.
+Kept as an alias of :func:`posixlake.storage.open_store` until the last caller
+(``posixlake.delta._log``) imports it from :mod:`posixlake.storage`.
 """
 
-from posixlake.storage.files import (
-    CHUNK_SIZE,
-    TEMP_MARK,
-    FileEntry,
-    ObjectStore,
-    StoreFactory,
-    check_key,
-    copy_file,
-    join_uri,
-    open_store,
-    register_scheme,
-)
-from posixlake.storage.local import LocalStore
+from posixlake.storage.files import open_store
 
-__all__ = [
-    "CHUNK_SIZE",
-    "TEMP_MARK",
-    "FileEntry",
-    "LocalStore",
-    "ObjectStore",
-    "StoreFactory",
-    "check_key",
-    "copy_file",
-    "join_uri",
-    "open_store",
-    "register_scheme",
-]
+__all__ = ["open_store"]

@@ -46,7 +46,6 @@ from posixlake._authz import PERMISSIONS, AllowAll, Permission
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
-    DeltaLakeError,
     InvalidOperation,
     NotFound,
     PermissionDenied,
@@ -54,10 +53,11 @@ from posixlake.errors import (
     StorageError,
     VersionError,
 )
-from posixlake.storage import LocalStore, ObjectStore, check_key, is_local, join_uri, open_store
+from posixlake.storage import ObjectStore, check_key, is_local, join_uri, open_store
 
 if TYPE_CHECKING:
     from posixlake.backup import BackupMetadata, Progress, RestoreResult, VerifyReport
+    from posixlake.security import UserDb
 
 __all__ = [
     "BACKUP_METADATA",
@@ -72,6 +72,8 @@ __all__ = [
     "primary_key",
     "read_users",
     "restore_backup",
+    "restore_user",
+    "user_db",
     "user_record",
     "verify_backup",
 ]
@@ -220,6 +222,31 @@ def user_record(user: OriginalUser) -> dict[str, Any]:
     }
 
 
+def user_db(users: Mapping[str, OriginalUser]) -> UserDb:
+    """Return ``users`` as a user database of ours (version 0, their bcrypt hashes kept)."""
+    from posixlake.security import UserDb
+
+    return UserDb(0, {name: user_record(u) for name, u in users.items()})
+
+
+def restore_user(users: Mapping[str, OriginalUser], credentials: Any) -> str:
+    """Return the user that ``credentials`` log in as, if it may restore.
+
+    Checked as every login is (:func:`posixlake.security.check_credentials`): one message
+    and one cost for an unknown user and a wrong password.
+
+    Raises:
+        AuthenticationError: missing or wrong credentials.
+        PermissionDenied: the user lacks the original's restore permission.
+    """
+    from posixlake.security import check_credentials
+
+    name = check_credentials(user_db(users), credentials)
+    if "restore" not in users[name].permissions:
+        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
+    return name
+
+
 # -- primary key -----------------------------------------------------------------------------
 
 
@@ -289,6 +316,14 @@ class _Scan:
     @property
     def incremental(self) -> bool:
         return 0 not in self.commits
+
+    def commit_times(self, upto: int) -> dict[str, float]:
+        """Return each commit file up to ``upto`` with its commit time (epoch seconds)."""
+        return {
+            key: self.timestamps[v] / 1000
+            for v, key in self.commits.items()
+            if v <= upto and v in self.timestamps
+        }
 
     def live(self, version: int) -> dict[str, _File]:
         return {
@@ -531,19 +566,7 @@ def _check_credentials(store: ObjectStore, credentials: Any) -> str | None:
             "this backup is of a table with users: restore it with credentials=(user, "
             "password) of a user holding the restore permission"
         )
-    if (
-        not isinstance(credentials, tuple | list)
-        or len(credentials) != 2
-        or not all(isinstance(c, str) for c in credentials)
-    ):
-        raise AuthenticationError("credentials must be a (username, password) pair of strings")
-    name, password = credentials
-    user = users.get(name)
-    if user is None or not check_password(password, user.password_hash):
-        raise AuthenticationError("authentication failed: invalid username or password")
-    if "restore" not in user.permissions:
-        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
-    return str(name)
+    return restore_user(users, credentials)
 
 
 def restore_backup(
@@ -576,8 +599,8 @@ def restore_backup(
     """
     from posixlake import security
     from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.staging import settle_log
     from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
-    from posixlake.delta import DeltaLog
 
     listing = {e.key: e.size for e in store.list()}
     scan = _scan(store, listing)
@@ -650,16 +673,7 @@ def restore_backup(
         _parallel_map(copy_one, [*data, *metas], workers)
         for key in logs:  # in version order, last
             copy_one(key)
-        if isinstance(out, LocalStore):
-            for v, key in scan.commits.items():
-                if v <= target and v in scan.timestamps:
-                    stamp = scan.timestamps[v] / 1000
-                    os.utime(out.path(key), (stamp, stamp))
-        restored = DeltaLog.open(build_uri, storage_options)
-        if restored.version != target:
-            raise DeltaLakeError(
-                f"restore: the rebuilt table opens at version {restored.version}, not {target}"
-            )
+        settle_log(out, scan.commit_times(target), build_uri, storage_options, target)
     except BaseException:
         with contextlib.suppress(PosixLakeError, OSError):
             out.delete_prefix()
@@ -717,6 +731,7 @@ def _apply_incremental(
     """
     from posixlake import security
     from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.staging import settle_log
     from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
     from posixlake.delta import DeltaLog
 
@@ -766,16 +781,8 @@ def _apply_incremental(
         _parallel_map(copy_one, data, workers)
         for key in logs:
             copy_one(key, if_absent=True)  # a writer may have moved the table on meanwhile
-        if isinstance(out, LocalStore):
-            for v, key in scan.commits.items():
-                if v <= target and v in scan.timestamps:
-                    stamp = scan.timestamps[v] / 1000
-                    os.utime(out.path(key), (stamp, stamp))
-        restored = DeltaLog.open(dest_uri, storage_options)
-        if restored.version != target:
-            raise DeltaLakeError(
-                f"restore: the continued table opens at version {restored.version}, not {target}"
-            )
+        times = scan.commit_times(target)
+        settle_log(out, times, dest_uri, storage_options, target, what="continued")
     except BaseException:
         for key in reversed(written):
             with contextlib.suppress(PosixLakeError, OSError):

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 from posixlake import _original
-from posixlake.backup.manifest import FILES_DIR, MANIFEST_NAME, BackupCorrupted, _Manifest
+from posixlake.backup.manifest import (
+    FILES_DIR,
+    MANIFEST_NAME,
+    BackupCorrupted,
+    BackupFile,
+    _Manifest,
+)
+from posixlake.backup.transfer import _hashed
 from posixlake.errors import (
     NotFound,
     PosixLakeError,
@@ -24,7 +30,6 @@ from posixlake.storage import (
 
 __all__ = []
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -39,7 +44,24 @@ class _Backup:
     manifest_sha256: str
 
     def file_uri(self, path: str) -> str:
+        """Return the full location of the copy of ``path`` in this backup."""
         return join_uri(self.uri, FILES_DIR, path)
+
+    def read(self, f: BackupFile) -> bytes:
+        """Return the bytes of ``f`` (stored here), checked against its size and SHA-256.
+
+        Raises:
+            BackupCorrupted: the copy differs. NotFound: it is missing.
+        """
+        return b"".join(
+            _hashed(
+                self.store.read_chunks(f"{FILES_DIR}/{f.path}"),
+                expect_sha=f.sha256,
+                expect_size=f.size,
+                where=self.file_uri(f.path),
+                meter=None,
+            )
+        )
 
 
 def _open_backup(uri: str, options: Mapping[str, str] | None) -> _Backup:

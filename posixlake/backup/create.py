@@ -341,16 +341,7 @@ def create_backup(
         if key in listing:
             return source.read_bytes(key)
         bf = base_files[key]
-        holder = chain[bf.backup_id]
-        return b"".join(
-            _hashed(
-                holder.store.read_chunks(f"{FILES_DIR}/{key}"),
-                expect_sha=bf.sha256,
-                expect_size=bf.size,
-                where=holder.file_uri(key),
-                meter=None,
-            )
-        )
+        return chain[bf.backup_id].read(bf)
 
     modified = {
         k: listing[k].modified if k in listing else base_files[k].modified for k in log_keys

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Mapping
@@ -11,8 +10,7 @@ from typing import Any, TypeVar
 from posixlake import _original
 from posixlake._authz import Permission
 from posixlake.backup.chain import _Backup, _chain, _open_backup
-from posixlake.backup.manifest import FILES_DIR, BackupCorrupted
-from posixlake.backup.transfer import _hashed
+from posixlake.backup.manifest import BackupCorrupted
 from posixlake.errors import (
     PermissionDenied,
 )
@@ -24,7 +22,6 @@ __all__ = [
     "check_backup_credentials",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -77,17 +74,7 @@ def _check_restore_credentials(
             f"{top.uri}: a backup of an auth-enabled table without its user database"
         )
     version, f = users[-1]
-    holder = chain[f.backup_id]
-    data = b"".join(
-        _hashed(
-            holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
-            expect_sha=f.sha256,
-            expect_size=f.size,
-            where=holder.file_uri(f.path),
-            meter=None,
-        )
-    )
-    db = security.UserDb.parse(data, version=version)
+    db = security.UserDb.parse(chain[f.backup_id].read(f), version=version)
     name = security.check_credentials(db, credentials)
     if permission not in db.permissions(name):
         raise PermissionDenied(f"{permission}: user {name!r} lacks the {permission!r} permission")
@@ -98,22 +85,7 @@ def _check_original_credentials(
     top: _Backup, chain: Mapping[str, _Backup], credentials: Any
 ) -> str:
     """Check credentials against the original posixlake's users held in a backup."""
-    from posixlake import security
-
     f = top.manifest.files[_original.USERS_FILE]
     holder = chain[f.backup_id]
-    data = b"".join(
-        _hashed(
-            holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
-            expect_sha=f.sha256,
-            expect_size=f.size,
-            where=holder.file_uri(f.path),
-            meter=None,
-        )
-    )
-    users = _original.parse_users(data, holder.file_uri(f.path))
-    db = security.UserDb(0, {n: _original.user_record(u) for n, u in users.items()})
-    name = security.check_credentials(db, credentials)
-    if "restore" not in users[name].permissions:
-        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
-    return name
+    users = _original.parse_users(holder.read(f), holder.file_uri(f.path))
+    return _original.restore_user(users, credentials)

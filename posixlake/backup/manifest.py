@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ __all__ = [
     "FileKind",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 

@@ -16,19 +16,17 @@ from posixlake.backup.chain import _chain, _open_backup, _original_backup
 from posixlake.backup.credentials import _check_restore_credentials
 from posixlake.backup.manifest import FILES_DIR, BackupCorrupted, BackupFile, _Manifest, _public_uri
 from posixlake.backup.results import RestoreResult
-from posixlake.backup.staging import RESTORE_MARKER, _Staging, clean_restore_leftovers
+from posixlake.backup.staging import RESTORE_MARKER, _Staging, clean_restore_leftovers, settle_log
 from posixlake.backup.transfer import DEFAULT_WORKERS, Progress, _hashed, _Meter, _parallel_map
 from posixlake.backup.verify import verify_backup
 from posixlake.errors import (
     AlreadyExists,
-    DeltaLakeError,
     InvalidOperation,
     NotFound,
     PosixLakeError,
     VersionError,
 )
 from posixlake.storage import (
-    LocalStore,
     is_local,
     normalize_uri,
     open_store,
@@ -139,7 +137,6 @@ def restore(
         in the backup. AuthenticationError / PermissionDenied: see ``credentials``.
     """
     from posixlake import security
-    from posixlake.delta import DeltaLog
 
     backup_uri = normalize_uri(backup)
     dest_uri = normalize_uri(dest)
@@ -247,15 +244,8 @@ def restore(
     try:
         _parallel_map(copy_one, body, workers)
         _parallel_map(copy_one, log_files, workers)
-        if isinstance(out, LocalStore):
-            for f in log_files:
-                if f.modified is not None:
-                    os.utime(out.path(f.path), (f.modified, f.modified))
-        restored = DeltaLog.open(build_uri, storage_options)
-        if restored.version != target:
-            raise DeltaLakeError(
-                f"restore: the rebuilt table opens at version {restored.version}, not {target}"
-            )
+        times = {f.path: f.modified for f in log_files if f.modified is not None}
+        settle_log(out, times, build_uri, storage_options, target)
     except BaseException:
         with contextlib.suppress(PosixLakeError, OSError):
             if staging is not None:

@@ -1,4 +1,4 @@
-"""Where a restore is built: beside a local destination (then renamed), or marked in an object store."""
+"""Where a restore is built (beside a local destination, or marked in an object store) and how it ends."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from posixlake.storage import (
-    is_local,
-    open_store,
-)
+from posixlake.errors import DeltaLakeError
+from posixlake.storage import LocalStore, ObjectStore, is_local, open_store
 
 __all__ = [
     "RESTORE_MARKER",
     "clean_restore_leftovers",
     "restore_in_progress",
+    "settle_log",
 ]
 
 logger = logging.getLogger(__name__)
@@ -151,6 +150,35 @@ class _Staging:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.lock_path)
         os.close(self.lock_fd)
+
+
+def settle_log(
+    out: ObjectStore,
+    times: Mapping[str, float],
+    uri: str,
+    storage_options: Mapping[str, str] | None,
+    target: int,
+    *,
+    what: str = "rebuilt",
+) -> None:
+    """Finish a restored log: modification times back, then check what delta-rs opens.
+
+    Local log files get ``times`` (key -> seconds since the epoch) as modification
+    times, since delta-rs time travel by timestamp uses them.
+
+    Raises:
+        DeltaLakeError: the table at ``uri`` does not open at version ``target``.
+    """
+    from posixlake.delta import DeltaLog
+
+    if isinstance(out, LocalStore):
+        for key, stamp in times.items():
+            os.utime(out.path(key), (stamp, stamp))
+    restored = DeltaLog.open(uri, storage_options)
+    if restored.version != target:
+        raise DeltaLakeError(
+            f"restore: the {what} table opens at version {restored.version}, not {target}"
+        )
 
 
 def _fsync_dir(path: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -16,7 +15,6 @@ __all__ = [
     "Progress",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
@@ -37,7 +36,6 @@ __all__ = [
     "verify_backup",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
 __all__ = []
-
-logger = logging.getLogger(__name__)
 
 
 def _now() -> datetime:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,7 +40,6 @@ __all__ = [
     "record_event",
 ]
 
-logger = logging.getLogger(__name__)
 
 BOOTSTRAP_USER: Final = "system"
 """The name of the session that creates an auth table without a first admin (the

@@ -31,6 +31,7 @@ from posixlake.security.users import (
     UserStore,
     _check_user_name,
     check_credentials,
+    credential_pair,
 )
 from posixlake.storage import ObjectStore, open_store
 
@@ -70,13 +71,7 @@ def initial_admin(credentials: Any) -> tuple[str, str]:
                 f"(or ${ADMIN_PASSWORD_ENV}, with ${ADMIN_USER_ENV} defaulting to 'admin')"
             )
         credentials = (os.environ.get(ADMIN_USER_ENV) or "admin", password)
-    if (
-        not isinstance(credentials, tuple | list)
-        or len(credentials) != 2
-        or not all(isinstance(c, str) for c in credentials)
-    ):
-        raise AuthenticationError("credentials must be a (username, password) pair of strings")
-    name, password = credentials
+    name, password = credential_pair(credentials)
     return _check_user_name(name), check_password_policy(password)
 
 
@@ -213,7 +208,7 @@ def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> A
     if found is None:
         return None
     audit = AuditLog(store)
-    db = UserDb(0, {name: _original.user_record(u) for name, u in found.items()})
+    db = _original.user_db(found)
     name = _authenticate(audit, store, db, credentials)
     if "admin" not in found[name].permissions:
         return OriginalSession(name, found[name].permissions, audit)

@@ -31,6 +31,7 @@ __all__ = [
     "UserInfo",
     "UserStore",
     "check_credentials",
+    "credential_pair",
 ]
 
 logger = logging.getLogger(__name__)
@@ -178,6 +179,21 @@ class UserDb:
         return [n for n in self.users if "admin" in self.permissions(n)]
 
 
+def credential_pair(credentials: Any) -> tuple[str, str]:
+    """Return ``credentials`` as a (user, password) pair.
+
+    Raises:
+        AuthenticationError: not a pair of strings.
+    """
+    if (
+        not isinstance(credentials, tuple | list)
+        or len(credentials) != 2
+        or not all(isinstance(c, str) for c in credentials)
+    ):
+        raise AuthenticationError("credentials must be a (username, password) pair of strings")
+    return str(credentials[0]), str(credentials[1])
+
+
 def check_credentials(db: UserDb, credentials: Any) -> str:
     """Return the user name if ``credentials`` match a user of ``db``.
 
@@ -189,13 +205,7 @@ def check_credentials(db: UserDb, credentials: Any) -> str:
         raise AuthenticationError(
             "this table requires credentials: open(path, credentials=(user, password))"
         )
-    if (
-        not isinstance(credentials, tuple | list)
-        or len(credentials) != 2
-        or not all(isinstance(c, str) for c in credentials)
-    ):
-        raise AuthenticationError("credentials must be a (username, password) pair of strings")
-    name, password = credentials
+    name, password = credential_pair(credentials)
     rec = db.users.get(name)
     if rec is None or len(password) > MAX_PASSWORD_LENGTH:
         _burn_equal_time(password[:MAX_PASSWORD_LENGTH])

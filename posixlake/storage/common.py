@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ __all__ = [
     "parse_uri",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 S3_SCHEMES: Final = frozenset({"s3", "s3a"})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -19,7 +18,6 @@ __all__ = [
     "storage_options_for",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 

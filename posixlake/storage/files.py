@@ -20,7 +20,6 @@ local disk through ``link(2)`` of a complete temporary file, S3 through
 from __future__ import annotations
 
 import io
-import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ __all__ = [
     "register_scheme",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 CHUNK_SIZE: Final = 4 * 1024 * 1024

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -23,7 +22,6 @@ __all__ = [
     "LocalStore",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 

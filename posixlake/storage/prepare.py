@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,7 +21,6 @@ __all__ = [
     "usage",
 ]
 
-logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
