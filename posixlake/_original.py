@@ -461,7 +461,7 @@ def verify_backup(
     the data files they add (restoring it needs its base, see :func:`restore_backup`).
     """
     from posixlake.backup import VerifyReport
-    from posixlake.backup.transfer import _Meter, _parallel_map
+    from posixlake.backup.transfer import Meter, parallel_map
 
     listing = {e.key: e.size for e in store.list()}
     doc = _read_metadata_doc(store)
@@ -490,7 +490,7 @@ def verify_backup(
         else:
             todo.append((key, f))
     metas = sorted(k for k in listing if k.startswith(METADATA_DIR + "/") and k.endswith(".json"))
-    meter = _Meter(sum(listing[k] for k, _f in todo) + sum(listing[k] for k in metas), progress)
+    meter = Meter(sum(listing[k] for k, _f in todo) + sum(listing[k] for k in metas), progress)
 
     def check(item: tuple[str, _File]) -> str | None:
         key, f = item
@@ -503,7 +503,7 @@ def verify_backup(
         why = _check_parquet(data, f.rows)
         return None if why is None else join_uri(uri, key)
 
-    corrupted += [w for w in _parallel_map(check, todo, workers) if w]
+    corrupted += [w for w in parallel_map(check, todo, workers) if w]
     for key in metas:
         data = store.read_bytes(key)
         meter.add(len(data))
@@ -535,12 +535,12 @@ def verify_backup(
 
 
 def _target(scan: _Scan, version: int | None, as_of: Any) -> int:
-    from posixlake.backup.restore import _as_of_ms
+    from posixlake.backup.restore import as_of_ms
 
     if version is not None and as_of is not None:
         raise InvalidOperation("give version or as_of, not both")
     if as_of is not None:
-        when = _as_of_ms(as_of)
+        when = as_of_ms(as_of)
         candidates = [v for v, ts in scan.timestamps.items() if ts <= when]
         if not candidates:
             raise VersionError(f"the backup has no version at or before {as_of!r}")
@@ -600,7 +600,7 @@ def restore_backup(
     from posixlake import security
     from posixlake.backup import BackupCorrupted, RestoreResult
     from posixlake.backup.staging import settle_log
-    from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
+    from posixlake.backup.transfer import Meter, hashed, parallel_map
 
     listing = {e.key: e.size for e in store.list()}
     scan = _scan(store, listing)
@@ -651,14 +651,14 @@ def restore_backup(
     build_uri = staging or dest_uri
     out = open_store(build_uri, storage_options)
     created_dir = is_local(build_uri) and not os.path.exists(build_uri)
-    meter = _Meter(sum(listing[k] for k in (*data, *metas, *logs)), progress)
+    meter = Meter(sum(listing[k] for k in (*data, *metas, *logs)), progress)
 
     def copy_one(key: str) -> None:
         where = join_uri(backup_uri, key)
         try:
             out.write_chunks(
                 key,
-                _hashed(
+                hashed(
                     store.read_chunks(key),
                     expect_sha=None,
                     expect_size=listing[key],
@@ -670,7 +670,7 @@ def restore_backup(
             raise BackupCorrupted(f"restore refused: {where} is missing") from err
 
     try:
-        _parallel_map(copy_one, [*data, *metas], workers)
+        parallel_map(copy_one, [*data, *metas], workers)
         for key in logs:  # in version order, last
             copy_one(key)
         settle_log(out, scan.commit_times(target), build_uri, storage_options, target)
@@ -732,7 +732,7 @@ def _apply_incremental(
     from posixlake import security
     from posixlake.backup import BackupCorrupted, RestoreResult
     from posixlake.backup.staging import settle_log
-    from posixlake.backup.transfer import _hashed, _Meter, _parallel_map
+    from posixlake.backup.transfer import Meter, hashed, parallel_map
     from posixlake.delta import DeltaLog
 
     hint = (
@@ -760,11 +760,11 @@ def _apply_incremental(
     data = [k for k, f in sorted(scan.files.items()) if f.added <= target and k in listing]
     data = [k for k in data if not out.exists(k)]
     logs = [scan.commits[v] for v in sorted(scan.commits) if v <= target]
-    meter = _Meter(sum(listing[k] for k in (*data, *logs)), progress)
+    meter = Meter(sum(listing[k] for k in (*data, *logs)), progress)
     written: list[str] = []
 
     def copy_one(key: str, *, if_absent: bool = False) -> None:
-        chunks = _hashed(
+        chunks = hashed(
             store.read_chunks(key),
             expect_sha=None,
             expect_size=listing[key],
@@ -778,7 +778,7 @@ def _apply_incremental(
         written.append(key)
 
     try:
-        _parallel_map(copy_one, data, workers)
+        parallel_map(copy_one, data, workers)
         for key in logs:
             copy_one(key, if_absent=True)  # a writer may have moved the table on meanwhile
         times = scan.commit_times(target)

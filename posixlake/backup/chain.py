@@ -6,7 +6,6 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 from posixlake import _original
 from posixlake.backup.manifest import (
@@ -14,33 +13,28 @@ from posixlake.backup.manifest import (
     MANIFEST_NAME,
     BackupCorrupted,
     BackupFile,
-    _Manifest,
+    Manifest,
 )
-from posixlake.backup.transfer import _hashed
-from posixlake.errors import (
-    NotFound,
-    PosixLakeError,
-)
-from posixlake.storage import (
-    ObjectStore,
-    is_local,
-    join_uri,
-    open_store,
-)
+from posixlake.backup.transfer import hashed
+from posixlake.errors import NotFound, PosixLakeError
+from posixlake.storage import ObjectStore, is_local, join_uri, open_store
 
-__all__ = []
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
+__all__ = [
+    "StoredBackup",
+    "backup_chain",
+    "open_backup",
+    "original_backup_store",
+    "relative_location",
+]
 
 
 @dataclass
-class _Backup:
+class StoredBackup:
     """One opened backup: its store, its manifest and the manifest's SHA-256."""
 
     uri: str
     store: ObjectStore
-    manifest: _Manifest
+    manifest: Manifest
     manifest_sha256: str
 
     def file_uri(self, path: str) -> str:
@@ -54,7 +48,7 @@ class _Backup:
             BackupCorrupted: the copy differs. NotFound: it is missing.
         """
         return b"".join(
-            _hashed(
+            hashed(
                 self.store.read_chunks(f"{FILES_DIR}/{f.path}"),
                 expect_sha=f.sha256,
                 expect_size=f.size,
@@ -64,7 +58,7 @@ class _Backup:
         )
 
 
-def _open_backup(uri: str, options: Mapping[str, str] | None) -> _Backup:
+def open_backup(uri: str, options: Mapping[str, str] | None) -> StoredBackup:
     store = open_store(uri, options)
     try:
         data = store.read_bytes(MANIFEST_NAME)
@@ -74,11 +68,11 @@ def _open_backup(uri: str, options: Mapping[str, str] | None) -> _Backup:
                 f"{uri}: no {MANIFEST_NAME} (an interrupted backup, or not a backup)"
             ) from err
         raise NotFound(f"no backup at {uri}") from err
-    manifest = _Manifest.decode(data, f"{uri}/{MANIFEST_NAME}")
-    return _Backup(uri, store, manifest, hashlib.sha256(data).hexdigest())
+    manifest = Manifest.decode(data, f"{uri}/{MANIFEST_NAME}")
+    return StoredBackup(uri, store, manifest, hashlib.sha256(data).hexdigest())
 
 
-def _resolve_base(child: _Backup, options: Mapping[str, str] | None) -> _Backup:
+def _resolve_base(child: StoredBackup, options: Mapping[str, str] | None) -> StoredBackup:
     ref = child.manifest.base
     assert ref is not None
     candidates: list[str] = []
@@ -93,7 +87,7 @@ def _resolve_base(child: _Backup, options: Mapping[str, str] | None) -> _Backup:
     last: PosixLakeError | None = None
     for cand in dict.fromkeys(candidates):
         try:
-            base = _open_backup(cand, options)
+            base = open_backup(cand, options)
         except NotFound as err:
             last = err
             continue
@@ -123,7 +117,7 @@ def _join_relative(uri: str, relative: str) -> str:
     return f"{scheme}://{'/'.join(parts)}"
 
 
-def _relative(from_uri: str, to_uri: str) -> str | None:
+def relative_location(from_uri: str, to_uri: str) -> str | None:
     if is_local(from_uri) and is_local(to_uri):
         return os.path.relpath(to_uri, from_uri).replace(os.sep, "/")
     if is_local(from_uri) or is_local(to_uri):
@@ -139,7 +133,7 @@ def _relative(from_uri: str, to_uri: str) -> str | None:
     return "/".join([".."] * (len(a_parts) - common) + b_parts[common:]) or "."
 
 
-def _chain(top: _Backup, options: Mapping[str, str] | None) -> dict[str, _Backup]:
+def backup_chain(top: StoredBackup, options: Mapping[str, str] | None) -> dict[str, StoredBackup]:
     """Return the backups of the chain by id (top first), checking each link."""
     out = {top.manifest.backup_id: top}
     current = top
@@ -152,7 +146,7 @@ def _chain(top: _Backup, options: Mapping[str, str] | None) -> dict[str, _Backup
     return out
 
 
-def _original_backup(uri: str, options: Mapping[str, str] | None) -> ObjectStore | None:
+def original_backup_store(uri: str, options: Mapping[str, str] | None) -> ObjectStore | None:
     """Return the store of ``uri`` if it holds a backup made by the original posixlake."""
     store = open_store(uri, options)
     if store.exists(MANIFEST_NAME) or not _original.is_original_backup(store):

@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 
 from posixlake import _original
 from posixlake._authz import Authorizer
-from posixlake.backup.chain import _Backup, _chain, _open_backup, _relative
+from posixlake.backup.chain import StoredBackup, backup_chain, open_backup, relative_location
 from posixlake.backup.log import LogFiles, log_keys_of, read_log
 from posixlake.backup.manifest import (
     FILES_DIR,
@@ -24,12 +24,12 @@ from posixlake.backup.manifest import (
     BackupCorrupted,
     BackupFile,
     FileKind,
-    _Manifest,
-    _metadata,
-    _public_uri,
+    Manifest,
+    metadata_of,
+    public_uri,
 )
 from posixlake.backup.results import BackupMetadata
-from posixlake.backup.transfer import DEFAULT_WORKERS, Progress, _hashed, _Meter, _parallel_map
+from posixlake.backup.transfer import DEFAULT_WORKERS, Meter, Progress, hashed, parallel_map
 from posixlake.delta import FileSpan
 from posixlake.errors import (
     AlreadyExists,
@@ -39,14 +39,7 @@ from posixlake.errors import (
     PosixLakeError,
     StorageError,
 )
-from posixlake.storage import (
-    TEMP_MARK,
-    FileEntry,
-    ObjectStore,
-    is_local,
-    normalize_uri,
-    open_store,
-)
+from posixlake.storage import TEMP_MARK, FileEntry, ObjectStore, is_local, normalize_uri, open_store
 
 if TYPE_CHECKING:
     from posixlake.delta import DeltaLog
@@ -56,8 +49,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 def _new_id(now: datetime) -> str:
@@ -231,7 +222,7 @@ def _copy_to_backup(
     dest: ObjectStore,
     backup_id: str,
     prior: BackupFile | None,
-    meter: _Meter,
+    meter: Meter,
     where: str,
 ) -> BackupFile | None:
     """Copy one file into the backup, hashing it; None for an old file vacuumed meanwhile."""
@@ -250,7 +241,7 @@ def _copy_to_backup(
     try:
         written = dest.write_chunks(
             f"{FILES_DIR}/{item.key}",
-            _hashed(
+            hashed(
                 source.read_chunks(item.key),
                 expect_sha=None,
                 expect_size=item.size if item.kind != "meta" else None,
@@ -324,11 +315,11 @@ def create_backup(
         and os.path.commonpath([dest_uri, log.uri]) == log.uri
     ):
         raise InvalidOperation(f"the backup destination {dest_uri} lies inside the table")
-    chain: dict[str, _Backup] = {}
-    base_backup: _Backup | None = None
+    chain: dict[str, StoredBackup] = {}
+    base_backup: StoredBackup | None = None
     if base is not None:
-        base_backup = _open_backup(normalize_uri(base), base_storage_options or storage_options)
-        chain = _chain(base_backup, base_storage_options or storage_options)
+        base_backup = open_backup(normalize_uri(base), base_storage_options or storage_options)
+        chain = backup_chain(base_backup, base_storage_options or storage_options)
     base_files: dict[str, BackupFile] = dict(base_backup.manifest.files) if base_backup else {}
     pin = _pin(log, source)
     listing = {e.key: e for e in source.list() if TEMP_MARK not in e.key}
@@ -363,7 +354,7 @@ def create_backup(
     now = datetime.now(UTC)
     backup_id = _new_id(now)
     dest_store = _dest_store(dest_uri, storage_options, overwrite=overwrite)
-    meter = _Meter(sum(i.size for i in plan.to_copy), progress)
+    meter = Meter(sum(i.size for i in plan.to_copy), progress)
 
     def copy_one(item: _Item) -> BackupFile | None:
         return _copy_to_backup(
@@ -378,7 +369,7 @@ def create_backup(
 
     try:
         files = dict(plan.files)
-        copied = _parallel_map(copy_one, plan.to_copy, workers)
+        copied = parallel_map(copy_one, plan.to_copy, workers)
         for item, done in zip(plan.to_copy, copied, strict=True):
             if done is not None:
                 files[done.path] = done
@@ -392,12 +383,12 @@ def create_backup(
         with contextlib.suppress(PosixLakeError):
             dest_store.delete_prefix()
         raise
-    meta = _metadata(dest_uri, manifest)
+    meta = metadata_of(dest_uri, manifest)
     if authorizer is not None:
         security.record_event(
             authorizer,
             "backup",
-            target=_public_uri(dest_uri),
+            target=public_uri(dest_uri),
             detail={"backup_id": backup_id, "kind": manifest.kind, "version": pin.version},
         )
     logger.info(
@@ -421,8 +412,8 @@ def _new_manifest(
     scan: LogFiles,
     plan: _Plan,
     files: dict[str, BackupFile],
-    base: _Backup | None,
-) -> _Manifest:
+    base: StoredBackup | None,
+) -> Manifest:
     bm = base.manifest if base is not None else None
     # the log replay ran over the union of the source's and the chain's log entries;
     # versions before the last removal of a vacuumed file cannot be rebuilt
@@ -434,12 +425,12 @@ def _new_manifest(
     )
     timestamps = dict(bm.timestamps) if bm else {}
     timestamps.update(scan.timestamps)
-    return _Manifest(
+    return Manifest(
         backup_id=backup_id,
         kind="incremental" if base is not None else "full",
         created_at=now,
         created_by=user,
-        source=_public_uri(source_uri),
+        source=public_uri(source_uri),
         table_id=scan.table_id,
         table_version=pin.version,
         min_version=min_version,
@@ -452,7 +443,7 @@ def _new_manifest(
             {
                 "backup_id": bm.backup_id,
                 "uri": base.uri,
-                "relative": _relative(dest_uri, base.uri),
+                "relative": relative_location(dest_uri, base.uri),
                 "manifest_sha256": base.manifest_sha256,
                 "table_version": bm.table_version,
             }

@@ -5,25 +5,20 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from posixlake import _original
 from posixlake._authz import Permission
-from posixlake.backup.chain import _Backup, _chain, _open_backup
+from posixlake.backup.chain import StoredBackup, backup_chain, open_backup
 from posixlake.backup.manifest import BackupCorrupted
-from posixlake.errors import (
-    PermissionDenied,
-)
-from posixlake.storage import (
-    normalize_uri,
-)
+from posixlake.errors import PermissionDenied
+from posixlake.storage import normalize_uri
 
 __all__ = [
     "check_backup_credentials",
+    "check_restore_credentials",
 ]
 
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 _USERS_FILE = re.compile(r"^_posixlake/users/(\d{20})\.json$")
 
@@ -45,15 +40,17 @@ def check_backup_credentials(
             credentials. PermissionDenied: the user lacks ``permission``.
     """
     uri = normalize_uri(path)
-    top = _open_backup(uri, storage_options)
+    top = open_backup(uri, storage_options)
     if not top.manifest.auth:
         return None
-    return _check_restore_credentials(top, _chain(top, storage_options), credentials, permission)
+    return check_restore_credentials(
+        top, backup_chain(top, storage_options), credentials, permission
+    )
 
 
-def _check_restore_credentials(
-    top: _Backup,
-    chain: Mapping[str, _Backup],
+def check_restore_credentials(
+    top: StoredBackup,
+    chain: Mapping[str, StoredBackup],
     credentials: Any,
     permission: Permission = "restore",
 ) -> str | None:
@@ -82,7 +79,7 @@ def _check_restore_credentials(
 
 
 def _check_original_credentials(
-    top: _Backup, chain: Mapping[str, _Backup], credentials: Any
+    top: StoredBackup, chain: Mapping[str, StoredBackup], credentials: Any
 ) -> str:
     """Check credentials against the original posixlake's users held in a backup."""
     f = top.manifest.files[_original.USERS_FILE]

@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 
-from posixlake.backup.transfer import _parallel_map
+from posixlake.backup.transfer import parallel_map
 from posixlake.delta import LOG_DIR, TableFiles, log_entry_version, table_files
 
 __all__ = ["LogFiles", "log_keys_of", "read_log"]
@@ -73,7 +73,7 @@ def read_log(
             if stamp is not None:
                 os.utime(path, (stamp, stamp))
 
-        _parallel_map(fetch, sorted(log_keys), workers)
+        parallel_map(fetch, sorted(log_keys), workers)
         return table_files(
             scratch,
             version,

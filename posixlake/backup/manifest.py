@@ -8,16 +8,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 from posixlake.backup.results import BackupMetadata
-from posixlake.errors import (
-    InvalidOperation,
-    StorageError,
-)
-from posixlake.storage import (
-    check_key,
-)
+from posixlake.errors import InvalidOperation, StorageError
+from posixlake.storage import check_key
 
 __all__ = [
     "FILES_DIR",
@@ -27,10 +22,11 @@ __all__ = [
     "BackupCorrupted",
     "BackupFile",
     "FileKind",
+    "Manifest",
+    "metadata_of",
+    "public_uri",
 ]
 
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 MANIFEST_NAME: Final = "posixlake-backup.json"
 FILES_DIR: Final = "files"
@@ -104,7 +100,7 @@ def _opt_int(value: Any) -> int | None:
 
 
 @dataclass
-class _Manifest:
+class Manifest:
     backup_id: str
     kind: Literal["full", "incremental"]
     created_at: datetime
@@ -146,7 +142,7 @@ class _Manifest:
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes, where: str) -> _Manifest:
+    def decode(cls, data: bytes, where: str) -> Manifest:
         try:
             doc = json.loads(data)
             if not isinstance(doc, dict):
@@ -189,7 +185,7 @@ def _checksum(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def _public_uri(uri: str) -> str:
+def public_uri(uri: str) -> str:
     """Drop any user info (``scheme://user:secret@host``) from a URI."""
     if "://" in uri:
         scheme, rest = uri.split("://", 1)
@@ -200,7 +196,7 @@ def _public_uri(uri: str) -> str:
     return uri
 
 
-def _metadata(uri: str, m: _Manifest) -> BackupMetadata:
+def metadata_of(uri: str, m: Manifest) -> BackupMetadata:
     own = [f for f in m.files.values() if f.backup_id == m.backup_id]
     return BackupMetadata(
         path=uri,

@@ -9,37 +9,26 @@ import os
 import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Final, TypeVar
+from typing import Final
 
 from posixlake import _original
-from posixlake.backup.chain import _chain, _open_backup, _original_backup
-from posixlake.backup.credentials import _check_restore_credentials
-from posixlake.backup.manifest import FILES_DIR, BackupCorrupted, BackupFile, _Manifest, _public_uri
+from posixlake.backup.chain import backup_chain, open_backup, original_backup_store
+from posixlake.backup.credentials import check_restore_credentials
+from posixlake.backup.manifest import FILES_DIR, BackupCorrupted, BackupFile, Manifest, public_uri
 from posixlake.backup.results import RestoreResult
-from posixlake.backup.staging import RESTORE_MARKER, _Staging, clean_restore_leftovers, settle_log
-from posixlake.backup.transfer import DEFAULT_WORKERS, Progress, _hashed, _Meter, _parallel_map
+from posixlake.backup.staging import RESTORE_MARKER, Staging, clean_restore_leftovers, settle_log
+from posixlake.backup.transfer import DEFAULT_WORKERS, Meter, Progress, hashed, parallel_map
 from posixlake.backup.verify import verify_backup
-from posixlake.errors import (
-    AlreadyExists,
-    InvalidOperation,
-    NotFound,
-    PosixLakeError,
-    VersionError,
-)
-from posixlake.storage import (
-    is_local,
-    normalize_uri,
-    open_store,
-)
+from posixlake.errors import AlreadyExists, InvalidOperation, NotFound, PosixLakeError, VersionError
+from posixlake.storage import is_local, normalize_uri, open_store
 
 __all__ = [
     "EPOCH_MS_THRESHOLD",
+    "as_of_ms",
     "restore",
 ]
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 EPOCH_MS_THRESHOLD: Final = 10**11
 """``restore_to_transaction`` treats an int at least this large as epoch milliseconds (the
@@ -47,12 +36,12 @@ original project's meaning); smaller ints are versions."""
 
 
 def _target_version(
-    m: _Manifest, version: int | None, as_of: datetime | int | float | str | None
+    m: Manifest, version: int | None, as_of: datetime | int | float | str | None
 ) -> int:
     if version is not None and as_of is not None:
         raise InvalidOperation("give version or as_of, not both")
     if as_of is not None:
-        when = _as_of_ms(as_of)
+        when = as_of_ms(as_of)
         candidates = [v for v, ts in m.timestamps.items() if ts <= when and v <= m.table_version]
         if not candidates:
             first = min(m.timestamps.values(), default=None)
@@ -81,7 +70,7 @@ def _target_version(
     return version
 
 
-def _as_of_ms(value: datetime | int | float | str) -> int:
+def as_of_ms(value: datetime | int | float | str) -> int:
     if isinstance(value, datetime):
         when = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(when.timestamp() * 1000)
@@ -94,7 +83,7 @@ def _as_of_ms(value: datetime | int | float | str) -> int:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError as err:
             raise VersionError(f"as_of: not an ISO timestamp: {value!r}") from err
-        return _as_of_ms(parsed)
+        return as_of_ms(parsed)
     raise VersionError(
         f"as_of must be a datetime, epoch milliseconds or an ISO string, not {type(value).__name__}"
     )
@@ -141,7 +130,7 @@ def restore(
     backup_uri = normalize_uri(backup)
     dest_uri = normalize_uri(dest)
     b_opts = backup_storage_options if backup_storage_options is not None else storage_options
-    original = _original_backup(backup_uri, b_opts)
+    original = original_backup_store(backup_uri, b_opts)
     if original is not None:
         return _original.restore_backup(
             backup_uri,
@@ -155,11 +144,11 @@ def restore(
             progress=progress,
             workers=workers,
         )
-    top = _open_backup(backup_uri, b_opts)
-    chain = _chain(top, b_opts)
+    top = open_backup(backup_uri, b_opts)
+    chain = backup_chain(top, b_opts)
     m = top.manifest
     target = _target_version(m, version, as_of)
-    user = _check_restore_credentials(top, chain, credentials)
+    user = check_restore_credentials(top, chain, credentials)
     selected = [
         f
         for f in m.files.values()
@@ -190,7 +179,7 @@ def restore(
     if local:
         clean_restore_leftovers(dest_uri)
     probe = open_store(dest_uri, storage_options)
-    staging: _Staging | None = None
+    staging: Staging | None = None
     partial = not local and probe.exists(RESTORE_MARKER)
     if partial:
         logger.warning("restore: %s holds a partial restore; deleting it", dest_uri)
@@ -202,7 +191,7 @@ def restore(
     if local:
         # built beside the destination and renamed into place: a killed restore leaves
         # no partial table at dest, only a locked build that the next run removes
-        staging = _Staging.begin(dest_uri)
+        staging = Staging.begin(dest_uri)
     elif probe.has_any():
         report = verify_backup(backup_uri, storage_options=b_opts, workers=workers)
         if report.corrupted or report.missing:
@@ -214,9 +203,9 @@ def restore(
     if staging is None:
         # object stores cannot rename a prefix: the marker says "partial" until the end
         # (health reports it, and the next restore deletes the partial table)
-        out.write_bytes(RESTORE_MARKER, json.dumps({"backup": _public_uri(backup_uri)}).encode())
+        out.write_bytes(RESTORE_MARKER, json.dumps({"backup": public_uri(backup_uri)}).encode())
     created_dir = False
-    meter = _Meter(sum(f.size for f in selected), progress)
+    meter = Meter(sum(f.size for f in selected), progress)
 
     def copy_one(f: BackupFile) -> None:
         holder = chain[f.backup_id]
@@ -224,7 +213,7 @@ def restore(
         try:
             out.write_chunks(
                 f.path,
-                _hashed(
+                hashed(
                     holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
                     expect_sha=f.sha256,
                     expect_size=f.size,
@@ -242,8 +231,8 @@ def restore(
         (f for f in selected if f.kind == "log"), key=lambda f: (f.version or 0, f.path)
     )
     try:
-        _parallel_map(copy_one, body, workers)
-        _parallel_map(copy_one, log_files, workers)
+        parallel_map(copy_one, body, workers)
+        parallel_map(copy_one, log_files, workers)
         times = {f.path: f.modified for f in log_files if f.modified is not None}
         settle_log(out, times, build_uri, storage_options, target)
     except BaseException:
@@ -263,7 +252,7 @@ def restore(
         security.AuditLog(open_store(dest_uri, storage_options)).record(
             user,
             "restore",
-            target=_public_uri(dest_uri),
-            detail={"backup_id": m.backup_id, "backup": _public_uri(backup_uri), "version": target},
+            target=public_uri(dest_uri),
+            detail={"backup_id": m.backup_id, "backup": public_uri(backup_uri), "version": target},
         )
     return RestoreResult(dest_uri, target, m.backup_id, len(selected), meter.done)

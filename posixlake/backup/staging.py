@@ -10,21 +10,20 @@ import shutil
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final
 
 from posixlake.errors import DeltaLakeError
 from posixlake.storage import LocalStore, ObjectStore, is_local, open_store
 
 __all__ = [
     "RESTORE_MARKER",
+    "Staging",
     "clean_restore_leftovers",
     "restore_in_progress",
     "settle_log",
 ]
 
 logger = logging.getLogger(__name__)
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 #: written first and deleted last by a restore into an object store (no atomic rename)
 RESTORE_MARKER: Final = "_posixlake/restore-in-progress"
@@ -102,7 +101,7 @@ def clean_restore_leftovers(dest: str) -> list[str]:
 
 
 @dataclass
-class _Staging:
+class Staging:
     """A local restore built beside its destination, locked while this process runs."""
 
     dest: str
@@ -111,7 +110,7 @@ class _Staging:
     lock_fd: int
 
     @classmethod
-    def begin(cls, dest: str) -> _Staging:
+    def begin(cls, dest: str) -> Staging:
         import fcntl
 
         dest = os.path.abspath(dest)

@@ -12,7 +12,10 @@ from posixlake.backup.manifest import BackupCorrupted
 
 __all__ = [
     "DEFAULT_WORKERS",
+    "Meter",
     "Progress",
+    "hashed",
+    "parallel_map",
 ]
 
 _T = TypeVar("_T")
@@ -24,7 +27,7 @@ Progress = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)``; called from worker threads, one call at a time."""
 
 
-class _Meter:
+class Meter:
     """Shared progress counter (thread-safe), calling ``progress`` one call at a time."""
 
     def __init__(self, total: int, progress: Progress | None) -> None:
@@ -42,13 +45,13 @@ class _Meter:
                 self._progress(self.done, self.total)
 
 
-def _hashed(
+def hashed(
     chunks: Iterable[bytes],
     *,
     expect_sha: str | None,
     expect_size: int | None,
     where: str,
-    meter: _Meter | None,
+    meter: Meter | None,
     digest_out: list[str] | None = None,
 ) -> Iterator[bytes]:
     """Pass chunks through, hashing; raise BackupCorrupted before the end on a mismatch."""
@@ -73,7 +76,7 @@ def _hashed(
         digest_out.append(digest)
 
 
-def _parallel_map(fn: Callable[[_T], _R], items: Sequence[_T], workers: int) -> list[_R]:
+def parallel_map(fn: Callable[[_T], _R], items: Sequence[_T], workers: int) -> list[_R]:
     """Return ``[fn(x) for x in items]`` computed on a thread pool; raise the first error."""
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]

@@ -5,39 +5,28 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from posixlake import _original
-from posixlake.backup.chain import _Backup, _chain, _open_backup, _original_backup
+from posixlake.backup.chain import StoredBackup, backup_chain, open_backup, original_backup_store
 from posixlake.backup.log import LogFiles, read_log
 from posixlake.backup.manifest import (
     FILES_DIR,
     MANIFEST_NAME,
     BackupCorrupted,
     BackupFile,
-    _Manifest,
-    _metadata,
+    Manifest,
+    metadata_of,
 )
 from posixlake.backup.results import BackupMetadata, VerifyReport
-from posixlake.backup.transfer import DEFAULT_WORKERS, Progress, _hashed, _Meter, _parallel_map
-from posixlake.errors import (
-    DeltaLakeError,
-    InvalidOperation,
-    NotFound,
-)
-from posixlake.storage import (
-    FileEntry,
-    join_uri,
-    normalize_uri,
-)
+from posixlake.backup.transfer import DEFAULT_WORKERS, Meter, Progress, hashed, parallel_map
+from posixlake.errors import DeltaLakeError, InvalidOperation, NotFound
+from posixlake.storage import FileEntry, join_uri, normalize_uri
 
 __all__ = [
     "get_backup_metadata",
     "verify_backup",
 ]
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 def get_backup_metadata(
@@ -49,10 +38,10 @@ def get_backup_metadata(
         NotFound: no backup there. BackupCorrupted: a damaged manifest.
     """
     uri = normalize_uri(path)
-    original = _original_backup(uri, storage_options)
+    original = original_backup_store(uri, storage_options)
     if original is not None:
         return _original.backup_metadata(uri, original)
-    return _metadata(uri, _open_backup(uri, storage_options).manifest)
+    return metadata_of(uri, open_backup(uri, storage_options).manifest)
 
 
 def verify_backup(
@@ -70,17 +59,17 @@ def verify_backup(
         NotFound: there is no backup (nor anything else) at ``path``.
     """
     uri = normalize_uri(path)
-    original = _original_backup(uri, storage_options)
+    original = original_backup_store(uri, storage_options)
     if original is not None:
         return _original.verify_backup(uri, original, progress=progress, workers=workers)
     try:
-        top = _open_backup(uri, storage_options)
+        top = open_backup(uri, storage_options)
     except BackupCorrupted as err:
         return VerifyReport(uri, None, None, (uri,), 0, 0, errors=(str(err),))
     m = top.manifest
     errors: list[str] = []
     try:
-        chain = _chain(top, storage_options)
+        chain = backup_chain(top, storage_options)
     except (BackupCorrupted, InvalidOperation) as err:
         errors.append(str(err))
         chain = {m.backup_id: top}
@@ -115,7 +104,7 @@ def verify_backup(
     own = {f.path for f in m.files.values() if f.backup_id == m.backup_id}
     extra = [top.file_uri(k) for k in sorted(listings[m.backup_id]) if k not in own]
     extra += sorted(stray)
-    meter = _Meter(sum(f.size for f in todo), progress)
+    meter = Meter(sum(f.size for f in todo), progress)
 
     tails: dict[str, bytes] = {}  # the last bytes of each data file: its Parquet footer
 
@@ -124,7 +113,7 @@ def verify_backup(
         where = holder.file_uri(f.path)
         tail = b""
         try:
-            for chunk in _hashed(
+            for chunk in hashed(
                 holder.store.read_chunks(f"{FILES_DIR}/{f.path}"),
                 expect_sha=f.sha256,
                 expect_size=f.size,
@@ -142,7 +131,7 @@ def verify_backup(
             tails[f.path] = tail
         return None
 
-    bad = [w for w in _parallel_map(check, todo, workers) if w]
+    bad = [w for w in parallel_map(check, todo, workers) if w]
     corrupted.extend(bad)
     schema_errors: list[str] = []
     schema_checked = False
@@ -169,7 +158,7 @@ def verify_backup(
 
 
 def _check_log(
-    m: _Manifest, chain: Mapping[str, _Backup], workers: int
+    m: Manifest, chain: Mapping[str, StoredBackup], workers: int
 ) -> tuple[list[str], LogFiles | None]:
     """Cross-check the manifest against the (verified) Delta log it holds.
 
@@ -271,7 +260,7 @@ def _delta_type_matches(delta_type: Any, arrow_type: Any) -> str | None:
     return f"unknown Delta type {delta_type!r}"
 
 
-def _check_schema(m: _Manifest, scan: LogFiles, tails: Mapping[str, bytes]) -> list[str]:
+def _check_schema(m: Manifest, scan: LogFiles, tails: Mapping[str, bytes]) -> list[str]:
     """Check the Delta log's schema and that each live data file matches it."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -5,18 +5,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = []
+__all__ = [
+    "iso",
+    "now",
+    "parse_time",
+]
 
 
-def _now() -> datetime:
+def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _iso(when: datetime) -> str:
+def iso(when: datetime) -> str:
     return when.isoformat(timespec="milliseconds")
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:

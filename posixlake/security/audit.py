@@ -13,12 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from posixlake.errors import (
-    AlreadyExists,
-    NotFound,
-    PosixLakeError,
-)
-from posixlake.security._time import _now, _parse_time
+from posixlake.errors import AlreadyExists, NotFound, PosixLakeError
+from posixlake.security._time import now, parse_time
 from posixlake.storage import ObjectStore
 
 __all__ = [
@@ -66,7 +62,7 @@ class AuditEvent:
 class AuditLog:
     """The append-only audit events of one table."""
 
-    def __init__(self, store: ObjectStore, *, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(self, store: ObjectStore, *, clock: Callable[[], datetime] = now) -> None:
         """Use ``store``, rooted at the table."""
         self.store = store
         self._clock = clock
@@ -101,7 +97,7 @@ class AuditLog:
         for key in keys:
             try:
                 doc = json.loads(self.store.read_bytes(key))
-                when = _parse_time(doc.get("timestamp"))
+                when = parse_time(doc.get("timestamp"))
                 if when is None:
                     raise ValueError("no timestamp")
                 out.append(

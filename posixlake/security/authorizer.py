@@ -16,17 +16,17 @@ from posixlake.errors import (
     PermissionDenied,
     PosixLakeError,
 )
-from posixlake.security._time import _iso, _now
+from posixlake.security._time import iso, now
 from posixlake.security.audit import AuditEvent, AuditLog
 from posixlake.security.passwords import check_password_policy, hash_password
 from posixlake.security.users import (
     UserDb,
     UserInfo,
     UserStore,
-    _check_roles,
-    _check_user_name,
-    _keep_an_admin,
     check_credentials,
+    check_roles,
+    check_user_name,
+    keep_an_admin,
 )
 from posixlake.types import CommitInfo
 
@@ -45,6 +45,14 @@ BOOTSTRAP_USER: Final = "system"
 """The name of the session that creates an auth table without a first admin (the
 original's ``create_with_auth`` flow): it holds every permission until it is closed."""
 SESSION_REFRESH_SECONDS: Final = 5.0
+
+
+def _denied(audit: AuditLog, user: str, permission: Permission, operation: str) -> PermissionDenied:
+    """Record that ``user`` was refused ``operation``; return the error to raise."""
+    audit.record(
+        user, "permission_denied", ok=False, target=operation, detail={"permission": permission}
+    )
+    return PermissionDenied(f"{operation}: user {user!r} lacks the {permission!r} permission")
 
 
 class TableAuthorizer:
@@ -104,16 +112,7 @@ class TableAuthorizer:
         """
         if permission in self.permissions:
             return
-        self._audit.record(
-            self._user,
-            "permission_denied",
-            ok=False,
-            target=operation,
-            detail={"permission": permission},
-        )
-        raise PermissionDenied(
-            f"{operation}: user {self._user!r} lacks the {permission!r} permission"
-        )
+        raise _denied(self._audit, self._user, permission, operation)
 
     def allows(self, permission: Permission) -> bool:
         """Return whether the user holds ``permission``."""
@@ -184,14 +183,14 @@ class TableAuthorizer:
         Raises:
             AlreadyExists: the name is taken. InvalidOperation: bad name, password, role.
         """
-        _check_user_name(name)
+        check_user_name(name)
         check_password_policy(password, min_length=min_length)
-        role_t, grants = _check_roles(roles, permissions)
+        role_t, grants = check_roles(roles, permissions)
         record = {
             "roles": list(role_t),
             "grants": list(grants),
             "password": hash_password(password),
-            "created_at": _iso(_now()),
+            "created_at": iso(now()),
             "created_by": self._user,
             "password_changed_at": None,
         }
@@ -217,7 +216,7 @@ class TableAuthorizer:
             if name not in users:
                 raise NotFound(f"no user {name!r}")
             del users[name]
-            _keep_an_admin(users)
+            keep_an_admin(users)
 
         self._commit(change, "delete_user", name, {})
 
@@ -233,14 +232,14 @@ class TableAuthorizer:
         Raises:
             NotFound: no such user. InvalidOperation: bad role, or it removes the last admin.
         """
-        role_t, grants = _check_roles(roles, permissions)
+        role_t, grants = check_roles(roles, permissions)
 
         def change(users: dict[str, dict[str, Any]]) -> None:
             if name not in users:
                 raise NotFound(f"no user {name!r}")
             users[name]["roles"] = list(role_t)
             users[name]["grants"] = list(grants)
-            _keep_an_admin(users)
+            keep_an_admin(users)
 
         self._commit(change, "set_roles", name, {"roles": list(role_t), "grants": list(grants)})
         return self._db.info(name)
@@ -272,7 +271,7 @@ class TableAuthorizer:
                 self._audit.record(self._user, "change_password", ok=False, target=name)
                 raise
         record = hash_password(new_password)
-        stamp = _iso(_now())
+        stamp = iso(now())
 
         def change(users: dict[str, dict[str, Any]]) -> None:
             if name not in users:
@@ -339,16 +338,7 @@ class OriginalSession:
         """
         if permission in self._permissions:
             return
-        self._audit.record(
-            self._name,
-            "permission_denied",
-            ok=False,
-            target=operation,
-            detail={"permission": permission},
-        )
-        raise PermissionDenied(
-            f"{operation}: user {self._name!r} lacks the {permission!r} permission"
-        )
+        raise _denied(self._audit, self._name, permission, operation)
 
     def allows(self, permission: Permission) -> bool:
         """Return whether the user holds ``permission``."""

@@ -16,10 +16,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Final
 
-from posixlake.errors import (
-    InvalidOperation,
-    StorageError,
-)
+from posixlake.errors import InvalidOperation, StorageError
 
 __all__ = [
     "MAX_PASSWORD_LENGTH",
@@ -28,6 +25,7 @@ __all__ = [
     "SCRYPT_LOG2_N_ENV",
     "SCRYPT_P",
     "SCRYPT_R",
+    "burn_equal_time",
     "check_password_policy",
     "hash_password",
     "verify_password",
@@ -136,7 +134,7 @@ _DUMMY_LOCK = threading.Lock()
 _DUMMY: dict[str, Any] = {}
 
 
-def _burn_equal_time(password: str) -> None:
+def burn_equal_time(password: str) -> None:
     """Spend the time of a real check, for an unknown user (no timing oracle)."""
     with _DUMMY_LOCK:
         if not _DUMMY:

@@ -9,13 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from posixlake._authz import Authorizer
-from posixlake.errors import (
-    AlreadyExists,
-    AuthenticationError,
-    NotFound,
-    PosixLakeError,
-)
-from posixlake.security._time import _iso, _now
+from posixlake.errors import AlreadyExists, AuthenticationError, NotFound, PosixLakeError
+from posixlake.security._time import iso, now
 from posixlake.security.audit import AuditLog, unknown_user_tag
 from posixlake.security.authorizer import (
     BOOTSTRAP_USER,
@@ -25,12 +20,12 @@ from posixlake.security.authorizer import (
 )
 from posixlake.security.passwords import check_password_policy, hash_password
 from posixlake.security.users import (
-    _BAD_CREDENTIALS,
+    BAD_CREDENTIALS,
     USERS_PREFIX,
     UserDb,
     UserStore,
-    _check_user_name,
     check_credentials,
+    check_user_name,
     credential_pair,
 )
 from posixlake.storage import ObjectStore, open_store
@@ -72,7 +67,7 @@ def initial_admin(credentials: Any) -> tuple[str, str]:
             )
         credentials = (os.environ.get(ADMIN_USER_ENV) or "admin", password)
     name, password = credential_pair(credentials)
-    return _check_user_name(name), check_password_policy(password)
+    return check_user_name(name), check_password_policy(password)
 
 
 def _stores(uri: str, storage_options: Mapping[str, str] | None) -> tuple[UserStore, AuditLog]:
@@ -113,7 +108,7 @@ def enable_auth(
         "roles": ["admin"],
         "grants": [],
         "password": hash_password(password),
-        "created_at": _iso(_now()),
+        "created_at": iso(now()),
         "created_by": name,
         "password_changed_at": None,
     }
@@ -217,7 +212,7 @@ def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> A
     except AlreadyExists:
         migrated = users.load()  # another admin migrated them meanwhile
         if name not in migrated.users:
-            raise AuthenticationError(_BAD_CREDENTIALS) from None
+            raise AuthenticationError(BAD_CREDENTIALS) from None
     else:
         audit.record(
             name,

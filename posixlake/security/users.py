@@ -18,11 +18,12 @@ from posixlake.errors import (
     NotFound,
     StorageError,
 )
-from posixlake.security._time import _parse_time
-from posixlake.security.passwords import MAX_PASSWORD_LENGTH, _burn_equal_time, verify_password
+from posixlake.security._time import parse_time
+from posixlake.security.passwords import MAX_PASSWORD_LENGTH, burn_equal_time, verify_password
 from posixlake.storage import ObjectStore
 
 __all__ = [
+    "BAD_CREDENTIALS",
     "KEEP_USER_VERSIONS",
     "MAX_UPDATE_ATTEMPTS",
     "ROLES",
@@ -31,7 +32,10 @@ __all__ = [
     "UserInfo",
     "UserStore",
     "check_credentials",
+    "check_roles",
+    "check_user_name",
     "credential_pair",
+    "keep_an_admin",
 ]
 
 logger = logging.getLogger(__name__)
@@ -50,10 +54,10 @@ ROLES: Final[Mapping[str, frozenset[Permission]]] = {
 
 _USER_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 _VERSION_FILE: Final = re.compile(r"^(\d{20})\.json$")
-_BAD_CREDENTIALS: Final = "authentication failed: invalid username or password"
+BAD_CREDENTIALS: Final = "authentication failed: invalid username or password"
 
 
-def _check_user_name(name: Any) -> str:
+def check_user_name(name: Any) -> str:
     if not isinstance(name, str) or not _USER_NAME.match(name):
         raise InvalidOperation(
             f"invalid user name {name!r}: 1-64 characters of letters, digits, _ . @ -, "
@@ -62,7 +66,7 @@ def _check_user_name(name: Any) -> str:
     return name
 
 
-def _check_roles(
+def check_roles(
     roles: str | Sequence[str], permissions: str | Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[Permission, ...]]:
     role_list = [roles] if isinstance(roles, str) else list(roles)
@@ -162,9 +166,9 @@ class UserDb:
             roles=roles,
             grants=grants,
             permissions=_effective(roles, grants),
-            created_at=_parse_time(rec.get("created_at")),
+            created_at=parse_time(rec.get("created_at")),
             created_by=rec.get("created_by"),
-            password_changed_at=_parse_time(rec.get("password_changed_at")),
+            password_changed_at=parse_time(rec.get("password_changed_at")),
         )
 
     def permissions(self, name: str) -> frozenset[Permission]:
@@ -208,10 +212,10 @@ def check_credentials(db: UserDb, credentials: Any) -> str:
     name, password = credential_pair(credentials)
     rec = db.users.get(name)
     if rec is None or len(password) > MAX_PASSWORD_LENGTH:
-        _burn_equal_time(password[:MAX_PASSWORD_LENGTH])
-        raise AuthenticationError(_BAD_CREDENTIALS)
+        burn_equal_time(password[:MAX_PASSWORD_LENGTH])
+        raise AuthenticationError(BAD_CREDENTIALS)
     if not verify_password(password, rec.get("password", {})):
-        raise AuthenticationError(_BAD_CREDENTIALS)
+        raise AuthenticationError(BAD_CREDENTIALS)
     return str(name)
 
 
@@ -307,7 +311,7 @@ class UserStore:
                 self.store.delete(_version_key(v))
 
 
-def _keep_an_admin(users: Mapping[str, Mapping[str, Any]]) -> None:
+def keep_an_admin(users: Mapping[str, Mapping[str, Any]]) -> None:
     if not any(
         "admin" in _effective(r.get("roles", ()), r.get("grants", ())) for r in users.values()
     ):

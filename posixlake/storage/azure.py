@@ -26,14 +26,14 @@ from posixlake.storage.common import (
     BucketNotFound,
     ObjectLocation,
     StorageAuthenticationError,
-    _check_timeouts,
-    _client_options,
-    _env,
-    _flag,
-    _split_options,
+    check_timeouts,
+    client_options,
+    env_value,
+    flag,
     parse_uri,
+    split_options,
 )
-from posixlake.storage.files import CHUNK_SIZE, FileEntry, _PrefixedStore, register_scheme
+from posixlake.storage.files import CHUNK_SIZE, FileEntry, PrefixedStore, register_scheme
 
 __all__ = [
     "EMULATOR_ACCOUNT",
@@ -44,6 +44,7 @@ __all__ = [
     "azure_call",
     "azure_error",
     "azure_service_client",
+    "prepare_azure",
 ]
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class AzureConfig:
     options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_timeouts(self.connect_timeout, self.timeout, self.max_retries)
+        check_timeouts(self.connect_timeout, self.timeout, self.max_retries)
         if self.endpoint is not None and not urlsplit(self.endpoint).scheme.startswith("http"):
             raise InvalidOperation(
                 f"Azure endpoint must be an http(s) URL, e.g. http://127.0.0.1:10000/devstoreaccount1, not {self.endpoint!r}"
@@ -148,7 +149,7 @@ class AzureConfig:
                 raise InvalidOperation(f"malformed Azure connection string item {key.strip()!r}")
             parts[key.strip().lower()] = value.strip()
         fields: dict[str, Any] = {}
-        if _flag(parts.get("usedevelopmentstorage", "false")):
+        if flag(parts.get("usedevelopmentstorage", "false")):
             fields["use_emulator"] = True
             proxy = parts.get("developmentstorageproxyuri")
             if proxy:
@@ -178,10 +179,10 @@ class AzureConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> AzureConfig:
         """Return a config from delta-rs storage options (any key spelling delta-rs accepts)."""
-        known, rest = _split_options(options, _AZURE_ALIASES)
+        known, rest = split_options(options, _AZURE_ALIASES)
         for name in ("allow_http", "use_emulator", "create_container"):
             if name in known:
-                known[name] = _flag(known[name])
+                known[name] = flag(known[name])
         conn = known.pop("connection_string", None)
         if conn:
             return cls.from_connection_string(str(conn), **known, options=rest)
@@ -197,7 +198,7 @@ class AzureConfig:
     def resolved(self) -> AzureConfig:
         """Return this config with environment fallbacks and emulator defaults applied."""
         cfg = self
-        conn = _env("AZURE_STORAGE_CONNECTION_STRING")
+        conn = env_value("AZURE_STORAGE_CONNECTION_STRING")
         if conn and not (cfg.account_name or cfg.use_emulator or cfg.endpoint):
             base = AzureConfig.from_connection_string(conn)
             cfg = replace(
@@ -208,21 +209,21 @@ class AzureConfig:
                 endpoint=base.endpoint,
                 use_emulator=base.use_emulator,
             )
-        use_emulator = cfg.use_emulator or _flag(_env("AZURE_STORAGE_USE_EMULATOR") or "false")
+        use_emulator = cfg.use_emulator or flag(env_value("AZURE_STORAGE_USE_EMULATOR") or "false")
         account: str | None
         endpoint: str | None
         key: str | None
         if use_emulator:
             account = cfg.account_name or EMULATOR_ACCOUNT
-            endpoint = cfg.endpoint or _env("AZURITE_BLOB_STORAGE_URL") or EMULATOR_URL
+            endpoint = cfg.endpoint or env_value("AZURITE_BLOB_STORAGE_URL") or EMULATOR_URL
             key = cfg.account_key or (None if cfg.sas_token else EMULATOR_KEY)
         else:
-            account = cfg.account_name or _env(
+            account = cfg.account_name or env_value(
                 "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT"
             )
-            endpoint = cfg.endpoint or _env("AZURE_STORAGE_ENDPOINT")
-            key = cfg.account_key or _env("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
-        sas = cfg.sas_token or (None if key else _env("AZURE_STORAGE_SAS_TOKEN"))
+            endpoint = cfg.endpoint or env_value("AZURE_STORAGE_ENDPOINT")
+            key = cfg.account_key or env_value("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
+        sas = cfg.sas_token or (None if key else env_value("AZURE_STORAGE_SAS_TOKEN"))
         if endpoint and account:
             parts = urlsplit(endpoint)
             host_is_account = parts.hostname is not None and parts.hostname.startswith(
@@ -285,7 +286,7 @@ class AzureConfig:
         if cfg.http_allowed:
             opts["azure_allow_http"] = "true"
         opts.update(
-            _client_options(cfg.connect_timeout, cfg.timeout, cfg.max_retries, cfg.retry_timeout)
+            client_options(cfg.connect_timeout, cfg.timeout, cfg.max_retries, cfg.retry_timeout)
         )
         opts.update(cfg.options)
         return opts
@@ -361,7 +362,7 @@ def azure_error(err: Exception, *, what: str, cfg: AzureConfig, container: str) 
 
 
 def azure_call(cfg: AzureConfig, container: str, what: str, fn: Callable[[], _T]) -> _T:
-    """Run an Azure SDK call, translating its errors (for this module and ``_objstore``)."""
+    """Run an Azure SDK call, translating its errors (here and in :func:`posixlake.storage.prepare`)."""
     from azure.core.exceptions import AzureError
 
     try:
@@ -370,7 +371,7 @@ def azure_call(cfg: AzureConfig, container: str, what: str, fn: Callable[[], _T]
         raise azure_error(err, what=what, cfg=cfg, container=container) from err
 
 
-def _prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> None:
+def prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> None:
     from azure.core.exceptions import ResourceExistsError
 
     container = azure_service_client(cfg).get_container_client(loc.bucket)
@@ -400,7 +401,7 @@ def _prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> No
 # -- the object store ----------------------------------------------------------------------
 
 
-class AzureStore(_PrefixedStore):
+class AzureStore(PrefixedStore):
     """Blobs under ``az://container/prefix`` (also ``azure://``, ``abfs[s]://``), via azure-storage-blob.
 
     Storage options use delta-rs' names (``azure_storage_account_name``,

@@ -5,15 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
-from posixlake.errors import (
-    AuthenticationError,
-    InvalidOperation,
-    NotFound,
-    StorageError,
-)
+from posixlake.errors import AuthenticationError, InvalidOperation, NotFound, StorageError
 
 __all__ = [
     "AZURE_SCHEMES",
@@ -25,12 +20,16 @@ __all__ = [
     "ObjectLocation",
     "StorageAuthenticationError",
     "StorageConfig",
+    "check_timeouts",
+    "client_options",
+    "env_value",
+    "flag",
     "is_local",
     "normalize_uri",
     "parse_uri",
+    "split_options",
 ]
 
-_T = TypeVar("_T")
 
 S3_SCHEMES: Final = frozenset({"s3", "s3a"})
 AZURE_SCHEMES: Final = frozenset({"az", "azure", "abfs", "abfss"})
@@ -137,7 +136,7 @@ def parse_uri(uri: str) -> ObjectLocation | None:
 # -- configuration helpers ---------------------------------------------------------------
 
 
-def _flag(value: Any) -> bool:
+def flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -148,7 +147,7 @@ def _flag(value: Any) -> bool:
     raise InvalidOperation(f"not a boolean storage option value: {value!r}")
 
 
-def _env(*names: str) -> str | None:
+def env_value(*names: str) -> str | None:
     for name in names:
         value = os.environ.get(name)
         if value:
@@ -160,7 +159,7 @@ def _millis(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def _client_options(
+def client_options(
     connect_timeout: float, timeout: float | None, max_retries: int, retry_timeout: float
 ) -> dict[str, str]:
     """object_store client options that bound how long an unreachable endpoint can stall."""
@@ -174,14 +173,14 @@ def _client_options(
     return opts
 
 
-def _check_timeouts(connect_timeout: float, timeout: float | None, max_retries: int) -> None:
+def check_timeouts(connect_timeout: float, timeout: float | None, max_retries: int) -> None:
     if not connect_timeout > 0 or (timeout is not None and not timeout > 0):
         raise InvalidOperation("storage timeouts must be positive numbers of seconds")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise InvalidOperation("max_retries must be a non-negative integer")
 
 
-def _split_options(
+def split_options(
     options: Mapping[str, Any], aliases: Mapping[str, tuple[str, ...]]
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Split delta-rs options into known fields (by alias, any case) and the rest."""

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from posixlake.errors import (
-    InvalidOperation,
-)
+from posixlake.errors import InvalidOperation
 from posixlake.storage.azure import AzureConfig
 from posixlake.storage.common import StorageConfig, parse_uri
 from posixlake.storage.s3 import S3Config
@@ -17,8 +15,6 @@ __all__ = [
     "config_for",
     "storage_options_for",
 ]
-
-_T = TypeVar("_T")
 
 
 ObjectStoreConfig = S3Config | AzureConfig

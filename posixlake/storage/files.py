@@ -23,19 +23,18 @@ import io
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
-from posixlake.errors import (
-    InvalidOperation,
-    StorageError,
-)
+from posixlake.errors import InvalidOperation, StorageError
 from posixlake.storage.common import is_local, normalize_uri
 
 __all__ = [
     "CHUNK_SIZE",
     "TEMP_MARK",
+    "ChunkReader",
     "FileEntry",
     "ObjectStore",
+    "PrefixedStore",
     "StoreFactory",
     "check_key",
     "copy_file",
@@ -44,7 +43,6 @@ __all__ = [
     "register_scheme",
 ]
 
-_T = TypeVar("_T")
 
 CHUNK_SIZE: Final = 4 * 1024 * 1024
 """Bytes per read when streaming a file."""
@@ -194,7 +192,7 @@ def open_store(uri: str, storage_options: Mapping[str, str] | None = None) -> Ob
 # -- shared by the bucket and container stores -----------------------------------------
 
 
-class _ChunkReader(io.RawIOBase):
+class ChunkReader(io.RawIOBase):
     """A readable file object over an iterable of byte chunks (for SDK uploads)."""
 
     def __init__(self, chunks: Iterable[bytes]) -> None:
@@ -219,7 +217,7 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-class _PrefixedStore:
+class PrefixedStore:
     """Shared key handling of bucket/container stores."""
 
     _prefix: str

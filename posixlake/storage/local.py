@@ -7,22 +7,15 @@ import errno
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Final, TypeVar
+from typing import Final
 
-from posixlake.errors import (
-    AlreadyExists,
-    IoError,
-    NotFound,
-    StorageError,
-)
+from posixlake.errors import AlreadyExists, IoError, NotFound, StorageError
 from posixlake.storage.files import CHUNK_SIZE, TEMP_MARK, FileEntry, check_key
 
 __all__ = [
     "PRIVATE_DIR",
     "LocalStore",
 ]
-
-_T = TypeVar("_T")
 
 
 def _os_error(err: OSError, what: str) -> Exception:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from posixlake.errors import (
-    InvalidOperation,
-)
-from posixlake.storage.azure import _prepare_azure, azure_call, azure_service_client
+from posixlake.errors import InvalidOperation
+from posixlake.storage.azure import azure_call, azure_service_client, prepare_azure
 from posixlake.storage.common import StorageConfig, parse_uri
 from posixlake.storage.config import config_for
-from posixlake.storage.s3 import S3Config, _prepare_s3, s3_call, s3_client
+from posixlake.storage.s3 import S3Config, prepare_s3, s3_call, s3_client
 
 __all__ = [
     "StorageUsage",
@@ -20,8 +18,6 @@ __all__ = [
     "prepare",
     "usage",
 ]
-
-_T = TypeVar("_T")
 
 
 def prepare(
@@ -58,10 +54,10 @@ def prepare(
         return
     if isinstance(config, S3Config):
         wanted = config.create_bucket if create_bucket is None else create_bucket
-        _prepare_s3(loc, config, create=create and wanted)
+        prepare_s3(loc, config, create=create and wanted)
     else:
         wanted = config.create_container if create_bucket is None else create_bucket
-        _prepare_azure(loc, config, create=create and wanted)
+        prepare_azure(loc, config, create=create and wanted)
 
 
 # -- usage -------------------------------------------------------------------------------

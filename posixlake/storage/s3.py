@@ -30,24 +30,25 @@ from posixlake.storage.common import (
     BucketNotFound,
     ObjectLocation,
     StorageAuthenticationError,
-    _check_timeouts,
-    _client_options,
-    _env,
-    _flag,
-    _split_options,
+    check_timeouts,
+    client_options,
+    env_value,
+    flag,
     parse_uri,
+    split_options,
 )
 from posixlake.storage.files import (
     CHUNK_SIZE,
+    ChunkReader,
     FileEntry,
-    _ChunkReader,
-    _PrefixedStore,
+    PrefixedStore,
     register_scheme,
 )
 
 __all__ = [
     "S3Config",
     "S3Store",
+    "prepare_s3",
     "s3_call",
     "s3_client",
     "s3_error",
@@ -126,7 +127,7 @@ class S3Config:
     options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_timeouts(self.connect_timeout, self.timeout, self.max_retries)
+        check_timeouts(self.connect_timeout, self.timeout, self.max_retries)
         if self.endpoint is not None and not urlsplit(self.endpoint).scheme.startswith("http"):
             raise InvalidOperation(
                 f"S3 endpoint must be an http(s) URL, e.g. http://127.0.0.1:9000, not {self.endpoint!r}"
@@ -140,25 +141,25 @@ class S3Config:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> S3Config:
         """Return a config from delta-rs storage options (any key spelling delta-rs accepts)."""
-        known, rest = _split_options(options, _S3_ALIASES)
+        known, rest = split_options(options, _S3_ALIASES)
         known.pop("_ignored", None)
         for name in ("allow_http", "virtual_hosted_style", "create_bucket"):
             if name in known:
-                known[name] = _flag(known[name])
+                known[name] = flag(known[name])
         return cls(**known, options=rest)
 
     def resolved(self) -> S3Config:
         """Return this config with None fields filled from the environment."""
         return replace(
             self,
-            endpoint=self.endpoint or _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-            access_key_id=self.access_key_id or _env("AWS_ACCESS_KEY_ID"),
-            secret_access_key=self.secret_access_key or _env("AWS_SECRET_ACCESS_KEY"),
-            session_token=self.session_token or _env("AWS_SESSION_TOKEN"),
-            profile=self.profile or _env("AWS_PROFILE"),
+            endpoint=self.endpoint or env_value("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+            access_key_id=self.access_key_id or env_value("AWS_ACCESS_KEY_ID"),
+            secret_access_key=self.secret_access_key or env_value("AWS_SECRET_ACCESS_KEY"),
+            session_token=self.session_token or env_value("AWS_SESSION_TOKEN"),
+            profile=self.profile or env_value("AWS_PROFILE"),
             region=self.region
-            or _env("AWS_REGION", "AWS_DEFAULT_REGION")
-            or _profile_region(self.profile or _env("AWS_PROFILE"))
+            or env_value("AWS_REGION", "AWS_DEFAULT_REGION")
+            or _profile_region(self.profile or env_value("AWS_PROFILE"))
             or "us-east-1",
         )
 
@@ -196,7 +197,7 @@ class S3Config:
         # Commits are conditional PUTs (If-None-Match): safe with concurrent writers.
         opts["conditional_put"] = "etag"
         opts.update(
-            _client_options(cfg.connect_timeout, cfg.timeout, cfg.max_retries, cfg.retry_timeout)
+            client_options(cfg.connect_timeout, cfg.timeout, cfg.max_retries, cfg.retry_timeout)
         )
         opts.update(cfg.options)
         return opts
@@ -331,7 +332,7 @@ def s3_error(err: Exception, *, what: str, cfg: S3Config, bucket: str) -> PosixL
 
 
 def s3_call(cfg: S3Config, bucket: str, what: str, fn: Callable[[], _T]) -> _T:
-    """Run a boto3 call, translating its errors (for this module and ``_objstore``)."""
+    """Run a boto3 call, translating its errors (here and in :func:`posixlake.storage.prepare`)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -340,7 +341,7 @@ def s3_call(cfg: S3Config, bucket: str, what: str, fn: Callable[[], _T]) -> _T:
         raise s3_error(err, what=what, cfg=cfg, bucket=bucket) from err
 
 
-def _prepare_s3(loc: ObjectLocation, cfg: S3Config, *, create: bool) -> None:
+def prepare_s3(loc: ObjectLocation, cfg: S3Config, *, create: bool) -> None:
     client = s3_client(cfg)
     what = f"s3://{loc.bucket}/{loc.prefix}"
     try:
@@ -372,7 +373,7 @@ def _prepare_s3(loc: ObjectLocation, cfg: S3Config, *, create: bool) -> None:
 # -- the object store ----------------------------------------------------------------------
 
 
-class S3Store(_PrefixedStore):
+class S3Store(PrefixedStore):
     """Objects under ``s3://bucket/prefix`` (boto3, configured by :mod:`posixlake.storage`).
 
     Create-if-absent writes are conditional PUTs (``If-None-Match: *``), which AWS S3,
@@ -452,7 +453,7 @@ class S3Store(_PrefixedStore):
     def write_chunks(self, key: str, chunks: Iterable[bytes]) -> int:
         """Upload ``chunks`` (multipart for large objects)."""
         k = self._key(key)
-        reader = _ChunkReader(chunks)
+        reader = ChunkReader(chunks)
         self._call(
             "write",
             k,

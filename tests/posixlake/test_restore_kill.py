@@ -103,7 +103,7 @@ def test_a_killed_restore_leaves_nothing_partial(tmp_path: Path) -> None:
 
 def test_a_leftover_build_of_a_running_restore_is_kept(tmp_path: Path) -> None:
     from posixlake.backup import clean_restore_leftovers
-    from posixlake.backup.staging import _Staging
+    from posixlake.backup.staging import Staging as _Staging
 
     dest = str(tmp_path / "dest")
     running = _Staging.begin(dest)
