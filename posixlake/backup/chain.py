@@ -59,6 +59,11 @@ class StoredBackup:
 
 
 def open_backup(uri: str, options: Mapping[str, str] | None) -> StoredBackup:
+    """Open the backup at ``uri`` and check its manifest.
+
+    Raises:
+        NotFound: nothing there. BackupCorrupted: no manifest beside files, or a damaged one.
+    """
     store = open_store(uri, options)
     try:
         data = store.read_bytes(MANIFEST_NAME)
@@ -118,6 +123,7 @@ def _join_relative(uri: str, relative: str) -> str:
 
 
 def relative_location(from_uri: str, to_uri: str) -> str | None:
+    """Return ``to_uri`` relative to ``from_uri`` (None across schemes, buckets or local/remote)."""
     if is_local(from_uri) and is_local(to_uri):
         return os.path.relpath(to_uri, from_uri).replace(os.sep, "/")
     if is_local(from_uri) or is_local(to_uri):

@@ -54,6 +54,12 @@ def check_restore_credentials(
     credentials: Any,
     permission: Permission = "restore",
 ) -> str | None:
+    """Return the user of the backup that ``credentials`` log in as (None: a table without users).
+
+    Raises:
+        AuthenticationError: missing or wrong credentials. PermissionDenied: no ``permission``.
+        BackupCorrupted: an auth-enabled table's backup without its user database.
+    """
     from posixlake import security
 
     m = top.manifest

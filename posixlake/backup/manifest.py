@@ -62,6 +62,7 @@ class BackupFile:
     """Log entry: the source file's modification time (seconds since the epoch)."""
 
     def to_json(self) -> dict[str, Any]:
+        """Return the manifest entry of this file."""
         out: dict[str, Any] = {
             "path": self.path,
             "size": self.size,
@@ -77,6 +78,11 @@ class BackupFile:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> BackupFile:
+        """Return the file of a manifest entry.
+
+        Raises:
+            ValueError, KeyError, InvalidOperation: a malformed entry or an unsafe path.
+        """
         kind = doc["kind"]
         if kind not in ("log", "data", "cdc", "meta"):
             raise ValueError(f"unknown kind {kind!r}")
@@ -101,6 +107,8 @@ def _opt_int(value: Any) -> int | None:
 
 @dataclass
 class Manifest:
+    """The decoded manifest of one backup."""
+
     backup_id: str
     kind: Literal["full", "incremental"]
     created_at: datetime
@@ -117,6 +125,7 @@ class Manifest:
     base: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """Return the manifest document (without its checksum)."""
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -137,12 +146,19 @@ class Manifest:
         }
 
     def encode(self) -> bytes:
+        """Return the manifest file: the document and its checksum."""
         doc = self.to_json()
         doc["checksum"] = _checksum(doc)
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
     @classmethod
     def decode(cls, data: bytes, where: str) -> Manifest:
+        """Return the manifest in ``data`` (read from ``where``).
+
+        Raises:
+            BackupCorrupted: not JSON, not a manifest, a failed checksum, a malformed entry.
+            InvalidOperation: made by a newer posixlake.
+        """
         try:
             doc = json.loads(data)
             if not isinstance(doc, dict):
@@ -197,6 +213,7 @@ def public_uri(uri: str) -> str:
 
 
 def metadata_of(uri: str, m: Manifest) -> BackupMetadata:
+    """Return what the backup at ``uri`` with manifest ``m`` holds."""
     own = [f for f in m.files.values() if f.backup_id == m.backup_id]
     return BackupMetadata(
         path=uri,

@@ -71,6 +71,11 @@ def _target_version(
 
 
 def as_of_ms(value: datetime | int | float | str) -> int:
+    """Return ``value`` (datetime, epoch ms or ISO string) as epoch milliseconds.
+
+    Raises:
+        VersionError: a value of another type, or an unparsable string.
+    """
     if isinstance(value, datetime):
         when = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(when.timestamp() * 1000)

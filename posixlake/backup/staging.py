@@ -111,6 +111,7 @@ class Staging:
 
     @classmethod
     def begin(cls, dest: str) -> Staging:
+        """Lock and create a build folder beside ``dest``."""
         import fcntl
 
         dest = os.path.abspath(dest)
@@ -142,6 +143,7 @@ class Staging:
         self._unlock()
 
     def abandon(self) -> None:
+        """Remove the build and drop the lock."""
         shutil.rmtree(self.build, ignore_errors=True)
         self._unlock()
 

@@ -39,6 +39,7 @@ class Meter:
             progress(0, total)
 
     def add(self, n: int) -> None:
+        """Count ``n`` more bytes done and report them."""
         with self._lock:
             self.done += n
             if self._progress is not None:

@@ -13,14 +13,17 @@ __all__ = [
 
 
 def now() -> datetime:
+    """Return the current time (UTC)."""
     return datetime.now(UTC)
 
 
 def iso(when: datetime) -> str:
+    """Return ``when`` in ISO 8601 with milliseconds."""
     return when.isoformat(timespec="milliseconds")
 
 
 def parse_time(value: Any) -> datetime | None:
+    """Return the ISO 8601 time in ``value`` (UTC if naive), or None."""
     if not isinstance(value, str):
         return None
     try:

@@ -58,6 +58,11 @@ BAD_CREDENTIALS: Final = "authentication failed: invalid username or password"
 
 
 def check_user_name(name: Any) -> str:
+    """Return ``name`` if it is a valid user name.
+
+    Raises:
+        InvalidOperation: not 1-64 letters, digits, ``_ . @ -`` (not starting with ``. @ -``).
+    """
     if not isinstance(name, str) or not _USER_NAME.match(name):
         raise InvalidOperation(
             f"invalid user name {name!r}: 1-64 characters of letters, digits, _ . @ -, "
@@ -69,6 +74,11 @@ def check_user_name(name: Any) -> str:
 def check_roles(
     roles: str | Sequence[str], permissions: str | Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[Permission, ...]]:
+    """Return known ``roles`` and single ``permissions`` without repeats.
+
+    Raises:
+        InvalidOperation: an unknown role or permission, or neither given.
+    """
     role_list = [roles] if isinstance(roles, str) else list(roles)
     perm_list = [permissions] if isinstance(permissions, str) else list(permissions)
     for r in role_list:
@@ -312,6 +322,11 @@ class UserStore:
 
 
 def keep_an_admin(users: Mapping[str, Mapping[str, Any]]) -> None:
+    """Return if some user of ``users`` is an admin.
+
+    Raises:
+        InvalidOperation: no admin would be left.
+    """
     if not any(
         "admin" in _effective(r.get("roles", ()), r.get("grants", ())) for r in users.values()
     ):

@@ -372,6 +372,7 @@ def azure_call(cfg: AzureConfig, container: str, what: str, fn: Callable[[], _T]
 
 
 def prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> None:
+    """Check (or create, with ``create``) the container of ``loc``; see :func:`posixlake.storage.prepare`."""
     from azure.core.exceptions import ResourceExistsError
 
     container = azure_service_client(cfg).get_container_client(loc.bucket)

@@ -137,6 +137,11 @@ def parse_uri(uri: str) -> ObjectLocation | None:
 
 
 def flag(value: Any) -> bool:
+    """Return a storage option value as a bool.
+
+    Raises:
+        InvalidOperation: not a boolean spelling.
+    """
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -148,6 +153,7 @@ def flag(value: Any) -> bool:
 
 
 def env_value(*names: str) -> str | None:
+    """Return the first non-empty environment variable of ``names``, or None."""
     for name in names:
         value = os.environ.get(name)
         if value:
@@ -174,6 +180,11 @@ def client_options(
 
 
 def check_timeouts(connect_timeout: float, timeout: float | None, max_retries: int) -> None:
+    """Check timeout and retry settings.
+
+    Raises:
+        InvalidOperation: a non-positive timeout or a negative or non-int ``max_retries``.
+    """
     if not connect_timeout > 0 or (timeout is not None and not timeout > 0):
         raise InvalidOperation("storage timeouts must be positive numbers of seconds")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:

@@ -201,9 +201,11 @@ class ChunkReader(io.RawIOBase):
         self.total = 0
 
     def readable(self) -> bool:
+        """Return True: the reader is readable."""
         return True
 
     def readinto(self, b: Any) -> int:
+        """Fill ``b`` from the chunks; return the bytes copied (0 at the end)."""
         view = memoryview(b).cast("B")
         while not self._buf:
             nxt = next(self._it, None)

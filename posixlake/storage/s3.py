@@ -342,6 +342,7 @@ def s3_call(cfg: S3Config, bucket: str, what: str, fn: Callable[[], _T]) -> _T:
 
 
 def prepare_s3(loc: ObjectLocation, cfg: S3Config, *, create: bool) -> None:
+    """Check (or create, with ``create``) the bucket of ``loc``; see :func:`posixlake.storage.prepare`."""
     client = s3_client(cfg)
     what = f"s3://{loc.bucket}/{loc.prefix}"
     try:
