@@ -4,9 +4,10 @@ Backups copy every data file that some version of the table uses, and must know 
 each file the version that adds it and the one that removes it (to restore the table as
 of an older version, and to say which versions a vacuumed file makes unrestorable).
 :func:`table_files` asks delta-rs for the snapshot of every version from the oldest one
-the log can rebuild up to the pinned one, and compares consecutive snapshots. Log
-entries themselves are never parsed here: :func:`log_entry_version` only reads their
-file names (``_delta_log/<20-digit version>.json``, checkpoints, CRCs).
+the log can rebuild up to the pinned one, and compares consecutive snapshots (one
+delta-rs load per version, a few milliseconds each). Log entries themselves are never
+parsed here: :func:`log_entry_version` only reads their file names
+(``_delta_log/<20-digit version>.json``, checkpoints, CRCs).
 """
 
 from __future__ import annotations
@@ -134,11 +135,18 @@ def _data_key(raw: str, where: str) -> str:
     return check_key(unquote(raw))
 
 
-def _live(dt: DeltaTable, where: str) -> dict[str, int]:
+def _live(dt: DeltaTable, where: str, keys: dict[str, str]) -> dict[str, int]:
+    """Return the data files of the loaded version and their sizes (``keys`` caches paths)."""
     actions = pa.table(dt.get_add_actions(flatten=False))
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
-    return {_data_key(str(p), where): int(s or 0) for p, s in zip(paths, sizes, strict=True)}
+    out: dict[str, int] = {}
+    for raw, size in zip(paths, sizes, strict=True):
+        key = keys.get(raw)
+        if key is None:
+            key = keys[raw] = _data_key(str(raw), where)
+        out[key] = int(size or 0)
+    return out
 
 
 def table_files(
@@ -169,10 +177,11 @@ def table_files(
     try:
         dt = DeltaTable(uri, version=start, storage_options=dict(storage_options or {}))
         live: dict[str, int] = {}
+        keys: dict[str, str] = {}
         for v in range(start, version + 1):
             if v > start:
                 dt.load_as_version(v)
-            current = _live(dt, where)
+            current = _live(dt, where, keys)
             for key, size in current.items():
                 if key not in live:
                     out.files[key] = FileSpan(size, v)
