@@ -149,6 +149,30 @@ def _known_files(
     return known
 
 
+def _adopt_base_spans(
+    scan: LogFiles, base_files: Mapping[str, BackupFile], base_version: int
+) -> None:
+    """Complete a log walk that started at the base backup's version with what the base knows.
+
+    A file live at the start of the walk keeps the version that its base entry says
+    added it, and files that the base recorded as removed before are added as it
+    recorded them. Nothing changes when the walk started earlier (the log was replayed
+    from its oldest rebuildable version anyway).
+    """
+    first = max(scan.min_version, base_version)
+    if first == scan.min_version:
+        return
+    for key, bf in base_files.items():
+        if bf.kind != "data" or bf.version is None:
+            continue
+        span = scan.files.get(key)
+        if span is None:
+            if bf.removed is not None and bf.removed <= first:
+                scan.files[key] = FileSpan(bf.size, bf.version, bf.removed)
+        elif span.added == first and bf.version < first:
+            span.added = bf.version
+
+
 def _plan(
     uri: str,
     pin: _Pin,
@@ -337,8 +361,15 @@ def create_backup(
     modified = {
         k: listing[k].modified if k in listing else base_files[k].modified for k in log_keys
     }
+    walk_from = base_backup.manifest.table_version if base_backup is not None else None
     scan = read_log(
-        log_keys, pin.version, read_entry, workers, modified=modified, where=f"{log.uri}/_delta_log"
+        log_keys,
+        pin.version,
+        read_entry,
+        workers,
+        modified=modified,
+        where=f"{log.uri}/_delta_log",
+        walk_from=walk_from,
     )
     if base_backup is not None:
         bm = base_backup.manifest
@@ -350,6 +381,7 @@ def create_backup(
             raise InvalidOperation(
                 f"the base backup is at version {bm.table_version}, after the table's {pin.version}"
             )
+        _adopt_base_spans(scan, base_files, bm.table_version)
     plan = _plan(log.uri, pin, scan, listing, log_keys, base_files)
     now = datetime.now(UTC)
     backup_id = _new_id(now)

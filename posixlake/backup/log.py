@@ -45,6 +45,7 @@ def read_log(
     *,
     modified: Mapping[str, float | None] | None = None,
     where: str,
+    walk_from: int | None = None,
 ) -> LogFiles:
     """Return the files of every version up to ``version`` that the entries ``log_keys`` rebuild.
 
@@ -56,6 +57,8 @@ def read_log(
         modified: each entry's modification time (kept on the copies: delta-rs falls
             back on it for commits without a timestamp).
         where: names the log in error messages.
+        walk_from: see :func:`posixlake.delta.table_files` (an incremental backup walks
+            only the versions after its base).
 
     Raises:
         DeltaLakeError: the entries cannot be replayed up to ``version``.
@@ -79,4 +82,5 @@ def read_log(
             version,
             [key.rsplit("/", 1)[-1] for key in log_keys],
             what=where,
+            walk_from=walk_from,
         )

@@ -156,6 +156,7 @@ def table_files(
     *,
     storage_options: Mapping[str, str] | None = None,
     what: str | None = None,
+    walk_from: int | None = None,
 ) -> TableFiles:
     """Return which data files each version of the table at ``uri`` uses, up to ``version``.
 
@@ -166,6 +167,9 @@ def table_files(
             which version the log can be replayed, see :func:`replay_start`).
         storage_options: delta-rs options for ``uri``.
         what: names the log in error messages (default: ``uri``).
+        walk_from: compare snapshots from this version on only (when it is after the
+            oldest rebuildable one): the caller knows the files of the versions before
+            it, and a file live at it is reported as added at it.
 
     Raises:
         DeltaLakeError: the log cannot be read or replayed up to ``version``.
@@ -173,13 +177,14 @@ def table_files(
     """
     start = replay_start(log_names, version)
     out = TableFiles(version=version, min_version=start)
+    first = start if walk_from is None else min(max(start, walk_from), version)
     where = what or f"{uri}/{LOG_DIR}"
     try:
-        dt = DeltaTable(uri, version=start, storage_options=dict(storage_options or {}))
+        dt = DeltaTable(uri, version=first, storage_options=dict(storage_options or {}))
         live: dict[str, int] = {}
         keys: dict[str, str] = {}
-        for v in range(start, version + 1):
-            if v > start:
+        for v in range(first, version + 1):
+            if v > first:
                 dt.load_as_version(v)
             current = _live(dt, where, keys)
             for key, size in current.items():
