@@ -17,12 +17,11 @@ from cli._common import (
     user_option,
 )
 from posixlake import _original
-from posixlake._objstore import open_store
 from posixlake.database import PRIMARY_KEY_PROPERTY
 from posixlake.delta import DeltaLog
 from posixlake.errors import PermissionDenied
 from posixlake.security import TableAuthorizer, UserStore
-from posixlake.storage import normalize_uri, storage_options_for
+from posixlake.storage import normalize_uri, open_store, storage_options_for
 
 __all__ = ["COMMANDS"]
 

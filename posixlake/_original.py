@@ -43,11 +43,9 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 
 from posixlake._authz import PERMISSIONS, AllowAll, Permission
-from posixlake._objstore import LocalStore, ObjectStore, check_key, join_uri, open_store
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
-    DeltaLakeError,
     InvalidOperation,
     NotFound,
     PermissionDenied,
@@ -55,10 +53,11 @@ from posixlake.errors import (
     StorageError,
     VersionError,
 )
-from posixlake.storage import is_local
+from posixlake.storage import ObjectStore, check_key, is_local, join_uri, open_store
 
 if TYPE_CHECKING:
     from posixlake.backup import BackupMetadata, Progress, RestoreResult, VerifyReport
+    from posixlake.security import UserDb
 
 __all__ = [
     "BACKUP_METADATA",
@@ -73,6 +72,8 @@ __all__ = [
     "primary_key",
     "read_users",
     "restore_backup",
+    "restore_user",
+    "user_db",
     "user_record",
     "verify_backup",
 ]
@@ -221,6 +222,31 @@ def user_record(user: OriginalUser) -> dict[str, Any]:
     }
 
 
+def user_db(users: Mapping[str, OriginalUser]) -> UserDb:
+    """Return ``users`` as a user database of ours (version 0, their bcrypt hashes kept)."""
+    from posixlake.security import UserDb
+
+    return UserDb(0, {name: user_record(u) for name, u in users.items()})
+
+
+def restore_user(users: Mapping[str, OriginalUser], credentials: Any) -> str:
+    """Return the user that ``credentials`` log in as, if it may restore.
+
+    Checked as every login is (:func:`posixlake.security.check_credentials`): one message
+    and one cost for an unknown user and a wrong password.
+
+    Raises:
+        AuthenticationError: missing or wrong credentials.
+        PermissionDenied: the user lacks the original's restore permission.
+    """
+    from posixlake.security import check_credentials
+
+    name = check_credentials(user_db(users), credentials)
+    if "restore" not in users[name].permissions:
+        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
+    return name
+
+
 # -- primary key -----------------------------------------------------------------------------
 
 
@@ -290,6 +316,14 @@ class _Scan:
     @property
     def incremental(self) -> bool:
         return 0 not in self.commits
+
+    def commit_times(self, upto: int) -> dict[str, float]:
+        """Return each commit file up to ``upto`` with its commit time (epoch seconds)."""
+        return {
+            key: self.timestamps[v] / 1000
+            for v, key in self.commits.items()
+            if v <= upto and v in self.timestamps
+        }
 
     def live(self, version: int) -> dict[str, _File]:
         return {
@@ -426,7 +460,8 @@ def verify_backup(
     ``backup_metadata.json``. An incremental backup is checked on its own entries and
     the data files they add (restoring it needs its base, see :func:`restore_backup`).
     """
-    from posixlake.backup import VerifyReport, _Meter, _parallel_map
+    from posixlake.backup import VerifyReport
+    from posixlake.backup.transfer import Meter, parallel_map
 
     listing = {e.key: e.size for e in store.list()}
     doc = _read_metadata_doc(store)
@@ -455,7 +490,7 @@ def verify_backup(
         else:
             todo.append((key, f))
     metas = sorted(k for k in listing if k.startswith(METADATA_DIR + "/") and k.endswith(".json"))
-    meter = _Meter(sum(listing[k] for k, _f in todo) + sum(listing[k] for k in metas), progress)
+    meter = Meter(sum(listing[k] for k, _f in todo) + sum(listing[k] for k in metas), progress)
 
     def check(item: tuple[str, _File]) -> str | None:
         key, f = item
@@ -468,7 +503,7 @@ def verify_backup(
         why = _check_parquet(data, f.rows)
         return None if why is None else join_uri(uri, key)
 
-    corrupted += [w for w in _parallel_map(check, todo, workers) if w]
+    corrupted += [w for w in parallel_map(check, todo, workers) if w]
     for key in metas:
         data = store.read_bytes(key)
         meter.add(len(data))
@@ -500,12 +535,12 @@ def verify_backup(
 
 
 def _target(scan: _Scan, version: int | None, as_of: Any) -> int:
-    from posixlake.backup import _as_of_ms
+    from posixlake.backup.restore import as_of_ms
 
     if version is not None and as_of is not None:
         raise InvalidOperation("give version or as_of, not both")
     if as_of is not None:
-        when = _as_of_ms(as_of)
+        when = as_of_ms(as_of)
         candidates = [v for v, ts in scan.timestamps.items() if ts <= when]
         if not candidates:
             raise VersionError(f"the backup has no version at or before {as_of!r}")
@@ -531,19 +566,7 @@ def _check_credentials(store: ObjectStore, credentials: Any) -> str | None:
             "this backup is of a table with users: restore it with credentials=(user, "
             "password) of a user holding the restore permission"
         )
-    if (
-        not isinstance(credentials, tuple | list)
-        or len(credentials) != 2
-        or not all(isinstance(c, str) for c in credentials)
-    ):
-        raise AuthenticationError("credentials must be a (username, password) pair of strings")
-    name, password = credentials
-    user = users.get(name)
-    if user is None or not check_password(password, user.password_hash):
-        raise AuthenticationError("authentication failed: invalid username or password")
-    if "restore" not in user.permissions:
-        raise PermissionDenied(f"restore: user {name!r} lacks the 'restore' permission")
-    return str(name)
+    return restore_user(users, credentials)
 
 
 def restore_backup(
@@ -575,8 +598,9 @@ def restore_backup(
         AuthenticationError / PermissionDenied: a backup with users and no restore right.
     """
     from posixlake import security
-    from posixlake.backup import BackupCorrupted, RestoreResult, _hashed, _Meter, _parallel_map
-    from posixlake.delta import DeltaLog
+    from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.staging import settle_log
+    from posixlake.backup.transfer import Meter, hashed, parallel_map
 
     listing = {e.key: e.size for e in store.list()}
     scan = _scan(store, listing)
@@ -627,14 +651,14 @@ def restore_backup(
     build_uri = staging or dest_uri
     out = open_store(build_uri, storage_options)
     created_dir = is_local(build_uri) and not os.path.exists(build_uri)
-    meter = _Meter(sum(listing[k] for k in (*data, *metas, *logs)), progress)
+    meter = Meter(sum(listing[k] for k in (*data, *metas, *logs)), progress)
 
     def copy_one(key: str) -> None:
         where = join_uri(backup_uri, key)
         try:
             out.write_chunks(
                 key,
-                _hashed(
+                hashed(
                     store.read_chunks(key),
                     expect_sha=None,
                     expect_size=listing[key],
@@ -646,19 +670,10 @@ def restore_backup(
             raise BackupCorrupted(f"restore refused: {where} is missing") from err
 
     try:
-        _parallel_map(copy_one, [*data, *metas], workers)
+        parallel_map(copy_one, [*data, *metas], workers)
         for key in logs:  # in version order, last
             copy_one(key)
-        if isinstance(out, LocalStore):
-            for v, key in scan.commits.items():
-                if v <= target and v in scan.timestamps:
-                    stamp = scan.timestamps[v] / 1000
-                    os.utime(out.path(key), (stamp, stamp))
-        restored = DeltaLog.open(build_uri, storage_options)
-        if restored.version != target:
-            raise DeltaLakeError(
-                f"restore: the rebuilt table opens at version {restored.version}, not {target}"
-            )
+        settle_log(out, scan.commit_times(target), build_uri, storage_options, target)
     except BaseException:
         with contextlib.suppress(PosixLakeError, OSError):
             out.delete_prefix()
@@ -715,7 +730,9 @@ def _apply_incremental(
         InvalidOperation: no table at ``dest_uri``, or not at the right version.
     """
     from posixlake import security
-    from posixlake.backup import BackupCorrupted, RestoreResult, _hashed, _Meter, _parallel_map
+    from posixlake.backup import BackupCorrupted, RestoreResult
+    from posixlake.backup.staging import settle_log
+    from posixlake.backup.transfer import Meter, hashed, parallel_map
     from posixlake.delta import DeltaLog
 
     hint = (
@@ -743,11 +760,11 @@ def _apply_incremental(
     data = [k for k, f in sorted(scan.files.items()) if f.added <= target and k in listing]
     data = [k for k in data if not out.exists(k)]
     logs = [scan.commits[v] for v in sorted(scan.commits) if v <= target]
-    meter = _Meter(sum(listing[k] for k in (*data, *logs)), progress)
+    meter = Meter(sum(listing[k] for k in (*data, *logs)), progress)
     written: list[str] = []
 
     def copy_one(key: str, *, if_absent: bool = False) -> None:
-        chunks = _hashed(
+        chunks = hashed(
             store.read_chunks(key),
             expect_sha=None,
             expect_size=listing[key],
@@ -761,19 +778,11 @@ def _apply_incremental(
         written.append(key)
 
     try:
-        _parallel_map(copy_one, data, workers)
+        parallel_map(copy_one, data, workers)
         for key in logs:
             copy_one(key, if_absent=True)  # a writer may have moved the table on meanwhile
-        if isinstance(out, LocalStore):
-            for v, key in scan.commits.items():
-                if v <= target and v in scan.timestamps:
-                    stamp = scan.timestamps[v] / 1000
-                    os.utime(out.path(key), (stamp, stamp))
-        restored = DeltaLog.open(dest_uri, storage_options)
-        if restored.version != target:
-            raise DeltaLakeError(
-                f"restore: the continued table opens at version {restored.version}, not {target}"
-            )
+        times = scan.commit_times(target)
+        settle_log(out, times, dest_uri, storage_options, target, what="continued")
     except BaseException:
         for key in reversed(written):
             with contextlib.suppress(PosixLakeError, OSError):

@@ -249,7 +249,7 @@ class DatabaseOps(
         db = cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
         if PRIMARY_KEY_PROPERTY not in log.configuration:
             from posixlake import _original
-            from posixlake._objstore import open_store
+            from posixlake.storage import open_store
 
             # a table of the original posixlake keeps its key in _metadata/schema.json
             db._original_key = _original.primary_key(

@@ -142,8 +142,7 @@ def run_checks(uri: str, storage: Any, *, engine: str, create_bucket: bool) -> t
 
 def cleanup(uri: str, storage: Any) -> None:
     """Delete every object under the table URI."""
-    from posixlake._objstore import open_store
-    from posixlake.storage import storage_options_for
+    from posixlake.storage import open_store, storage_options_for
 
     store = open_store(uri, storage_options_for(uri, storage))
     removed = store.delete_prefix()

@@ -2,24 +2,40 @@
 
 from posixlake.delta._arrow import plain_types
 from posixlake.delta._commit import WrittenFile, commit_files, create_with_files, file_stats
+from posixlake.delta._files import (
+    LOG_DIR,
+    FileSpan,
+    TableFiles,
+    is_commit,
+    log_entry_version,
+    replay_start,
+    table_files,
+)
 from posixlake.delta._log import DeltaLog
 from posixlake.delta._rows import RowsReplaced, replace_rows
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.delta._translate import quote_ident, translate
 
 __all__ = [
+    "LOG_DIR",
     "DataFile",
     "DeltaLog",
+    "FileSpan",
     "RowsReplaced",
     "Snapshot",
+    "TableFiles",
     "WrittenFile",
     "commit_files",
     "create_with_files",
     "file_stats",
+    "is_commit",
+    "log_entry_version",
     "plain_types",
     "quote_ident",
     "replace_rows",
+    "replay_start",
     "snapshot_for_files",
     "snapshot_of",
+    "table_files",
     "translate",
 ]

@@ -410,7 +410,7 @@ def test_an_edited_manifest_is_caught(backup: Path, tmp_path: Path) -> None:
 
 def test_a_manifest_rewritten_to_hide_a_file_is_caught(backup: Path) -> None:
     """Someone drops a data file and its manifest entry and recomputes the checksum."""
-    from posixlake.backup import _checksum
+    from posixlake.backup.manifest import _checksum
 
     doc = manifest(backup)
     dropped = next(f for f in doc["files"] if f["kind"] == "data" and "removed" not in f)
@@ -441,7 +441,7 @@ def test_a_missing_manifest_is_an_interrupted_backup(backup: Path, tmp_path: Pat
 
 
 def test_a_manifest_cannot_write_outside_the_destination(backup: Path, tmp_path: Path) -> None:
-    from posixlake.backup import _checksum
+    from posixlake.backup.manifest import _checksum
 
     doc = manifest(backup)
     evil = dict(doc["files"][0], path="../../escaped.txt")
@@ -698,7 +698,7 @@ def test_backup_needs_the_backup_permission(auth_table: DatabaseOps, tmp_path: P
 def test_a_backup_without_its_user_database_is_refused(
     auth_table: DatabaseOps, tmp_path: Path
 ) -> None:
-    from posixlake.backup import _checksum
+    from posixlake.backup.manifest import _checksum
 
     auth_table.backup(tmp_path / "bk")
     doc = manifest(tmp_path / "bk")

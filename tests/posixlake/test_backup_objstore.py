@@ -23,9 +23,15 @@ from posixlake import (
     S3Config,
     security,
 )
-from posixlake._objstore import AzureStore, S3Store, open_store
 from posixlake.backup import FILES_DIR
-from posixlake.storage import EMULATOR_ACCOUNT, EMULATOR_KEY, storage_options_for
+from posixlake.storage import (
+    EMULATOR_ACCOUNT,
+    EMULATOR_KEY,
+    AzureStore,
+    S3Store,
+    open_store,
+    storage_options_for,
+)
 
 SCHEMA = {"id": "Int64", "name": "String"}
 

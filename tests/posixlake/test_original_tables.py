@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from posixlake import DatabaseOps, S3Config, security
-from posixlake._objstore import open_store
 from posixlake.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -28,7 +27,7 @@ from posixlake.errors import (
     PermissionDenied,
     StorageError,
 )
-from posixlake.storage import storage_options_for
+from posixlake.storage import open_store, storage_options_for
 from tests.storage.servers import LocalServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "original"

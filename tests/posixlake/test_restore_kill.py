@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from posixlake import DatabaseOps, Field, S3Config, Schema
-from posixlake._objstore import open_store
 from posixlake.backup import RESTORE_MARKER, restore_in_progress
+from posixlake.storage import open_store
 from tests.storage.servers import LocalServer
 
 SCHEMA = Schema([Field("id", "Int64", False), Field("v", "String")])
@@ -102,7 +102,8 @@ def test_a_killed_restore_leaves_nothing_partial(tmp_path: Path) -> None:
 
 
 def test_a_leftover_build_of_a_running_restore_is_kept(tmp_path: Path) -> None:
-    from posixlake.backup import _Staging, clean_restore_leftovers
+    from posixlake.backup import clean_restore_leftovers
+    from posixlake.backup.staging import Staging as _Staging
 
     dest = str(tmp_path / "dest")
     running = _Staging.begin(dest)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from posixlake import AuthenticationError, DatabaseOps, security
-from posixlake._objstore import open_store
+from posixlake.storage import open_store
 
 SCHEMA = {"id": "Int64", "name": "String"}
 ADMIN = ("root", "root-password")

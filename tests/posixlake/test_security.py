@@ -21,7 +21,6 @@ from posixlake import (
     StorageError,
     security,
 )
-from posixlake._objstore import open_store
 from posixlake.security import (
     AUTH_PROPERTY,
     ROLES,
@@ -31,6 +30,7 @@ from posixlake.security import (
     hash_password,
     verify_password,
 )
+from posixlake.storage import open_store
 
 SCHEMA = {"id": "Int64", "name": "String"}
 ADMIN = ("root", "root-password")

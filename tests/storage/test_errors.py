@@ -143,9 +143,9 @@ def test_no_credentials_at_all(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    from posixlake import storage
+    from posixlake.storage import s3
 
-    storage._s3_client_cached.cache_clear()
+    s3._s3_client_cached.cache_clear()
     cfg = S3Config(f"http://127.0.0.1:{free_port()}")
     with pytest.raises(StorageAuthenticationError, match="no S3 credentials"):
         prepare("s3://bucket/t", cfg, create=False)

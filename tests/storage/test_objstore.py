@@ -1,4 +1,4 @@
-"""File access on S3 and Azure (posixlake._objstore), and backups to and from object stores."""
+"""File access on S3 and Azure (posixlake.storage), and backups to and from object stores."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ from typing import Any
 import pytest
 
 from posixlake import DatabaseOps, Field, Schema
-from posixlake._objstore import AzureStore, LocalStore, ObjectStore, S3Store, copy_file, open_store
 from posixlake.errors import AlreadyExists, InvalidOperation, NotFound
-from posixlake.storage import StorageAuthenticationError
+from posixlake.storage import (
+    AzureStore,
+    LocalStore,
+    ObjectStore,
+    S3Store,
+    StorageAuthenticationError,
+    copy_file,
+    open_store,
+)
 from tests.storage.conftest import Lake, make_bucket
 
 SCHEMA = Schema([Field("id", "Int64", False), Field("name", "String")])
