@@ -49,6 +49,7 @@ def import_graph(package: str) -> dict[str, set[str]]:
     for module, path in known.items():
         deps: set[str] = set()
         for node in ast.walk(_without_type_checking(ast.parse(path.read_text()))):
+            targets: list[tuple[str, str | None]]
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -444,7 +444,7 @@ class DeltaLog(LoadedTable):
             those are left out, and when nothing is left no vacuum is committed.
         """
         self._check_writable()
-        from posixlake._objstore import open_store
+        from posixlake.storage import open_store
 
         with self._lock, _translated("vacuum"):
             listed = self._dt.vacuum(

@@ -473,7 +473,7 @@ class LoadedTable:
 
         import pyarrow.parquet as pq
 
-        from posixlake._objstore import open_store
+        from posixlake.storage import open_store
 
         tables: list[pa.Table] = []
         store = None if is_local(self.uri) else open_store(self.uri, self.storage_options)
