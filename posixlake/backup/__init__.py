@@ -38,7 +38,7 @@ manifest does not list.
 
 **Backups made by the original posixlake** (a copy of the table folder plus
 ``backup_metadata.json``, no checksums) are recognised by their layout: verify, restore
-and ``get_backup_metadata`` hand them to :mod:`posixlake._original`.
+and ``get_backup_metadata`` hand them to :mod:`posixlake.backup.original`.
 
 **Restore** checks the chain and every file's presence first, writes nothing into a
 non-empty destination unless ``overwrite=True``, hashes every byte it copies and

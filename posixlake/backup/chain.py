@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from posixlake import _original
+from posixlake.backup import original
 from posixlake.backup.manifest import (
     FILES_DIR,
     MANIFEST_NAME,
@@ -155,6 +155,6 @@ def backup_chain(top: StoredBackup, options: Mapping[str, str] | None) -> dict[s
 def original_backup_store(uri: str, options: Mapping[str, str] | None) -> ObjectStore | None:
     """Return the store of ``uri`` if it holds a backup made by the original posixlake."""
     store = open_store(uri, options)
-    if store.exists(MANIFEST_NAME) or not _original.is_original_backup(store):
+    if store.exists(MANIFEST_NAME) or not original.is_original_backup(store):
         return None
     return store

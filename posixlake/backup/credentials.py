@@ -12,6 +12,7 @@ from posixlake._authz import Permission
 from posixlake.backup.chain import StoredBackup, backup_chain, open_backup
 from posixlake.backup.manifest import BackupCorrupted
 from posixlake.errors import PermissionDenied
+from posixlake.security.original import restore_user
 from posixlake.storage import normalize_uri
 
 __all__ = [
@@ -91,4 +92,4 @@ def _check_original_credentials(
     f = top.manifest.files[_original.USERS_FILE]
     holder = chain[f.backup_id]
     users = _original.parse_users(holder.read(f), holder.file_uri(f.path))
-    return _original.restore_user(users, credentials)
+    return restore_user(users, credentials)

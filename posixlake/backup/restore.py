@@ -9,9 +9,8 @@ import os
 import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Final
 
-from posixlake import _original
+from posixlake.backup import original
 from posixlake.backup.chain import backup_chain, open_backup, original_backup_store
 from posixlake.backup.credentials import check_restore_credentials
 from posixlake.backup.manifest import FILES_DIR, BackupCorrupted, BackupFile, Manifest, public_uri
@@ -19,6 +18,7 @@ from posixlake.backup.results import RestoreResult
 from posixlake.backup.staging import RESTORE_MARKER, Staging, clean_restore_leftovers, settle_log
 from posixlake.backup.transfer import DEFAULT_WORKERS, Meter, Progress, hashed, parallel_map
 from posixlake.backup.verify import verify_backup
+from posixlake.backup.when import EPOCH_MS_THRESHOLD, as_of_ms
 from posixlake.errors import AlreadyExists, InvalidOperation, NotFound, PosixLakeError, VersionError
 from posixlake.storage import is_local, normalize_uri, open_store
 
@@ -30,7 +30,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-EPOCH_MS_THRESHOLD: Final = 10**11
 """``restore_to_transaction`` treats an int at least this large as epoch milliseconds (the
 original project's meaning); smaller ints are versions."""
 
@@ -68,30 +67,6 @@ def _target_version(
             f"before the backup (versions {m.restorable_from}..{m.table_version} can)"
         )
     return version
-
-
-def as_of_ms(value: datetime | int | float | str) -> int:
-    """Return ``value`` (datetime, epoch ms or ISO string) as epoch milliseconds.
-
-    Raises:
-        VersionError: a value of another type, or an unparsable string.
-    """
-    if isinstance(value, datetime):
-        when = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return int(when.timestamp() * 1000)
-    if isinstance(value, bool):
-        raise VersionError("as_of must be a datetime, epoch milliseconds or an ISO string")
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as err:
-            raise VersionError(f"as_of: not an ISO timestamp: {value!r}") from err
-        return as_of_ms(parsed)
-    raise VersionError(
-        f"as_of must be a datetime, epoch milliseconds or an ISO string, not {type(value).__name__}"
-    )
 
 
 def restore(
@@ -135,11 +110,11 @@ def restore(
     backup_uri = normalize_uri(backup)
     dest_uri = normalize_uri(dest)
     b_opts = backup_storage_options if backup_storage_options is not None else storage_options
-    original = original_backup_store(backup_uri, b_opts)
-    if original is not None:
-        return _original.restore_backup(
+    old = original_backup_store(backup_uri, b_opts)
+    if old is not None:
+        return original.restore_backup(
             backup_uri,
-            original,
+            old,
             dest_uri,
             version=version,
             as_of=as_of,

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from posixlake import _original
+from posixlake.backup import original
 from posixlake.backup.chain import StoredBackup, backup_chain, open_backup, original_backup_store
 from posixlake.backup.log import LogFiles, read_log
 from posixlake.backup.manifest import (
@@ -38,9 +38,9 @@ def get_backup_metadata(
         NotFound: no backup there. BackupCorrupted: a damaged manifest.
     """
     uri = normalize_uri(path)
-    original = original_backup_store(uri, storage_options)
-    if original is not None:
-        return _original.backup_metadata(uri, original)
+    old = original_backup_store(uri, storage_options)
+    if old is not None:
+        return original.backup_metadata(uri, old)
     return metadata_of(uri, open_backup(uri, storage_options).manifest)
 
 
@@ -59,9 +59,9 @@ def verify_backup(
         NotFound: there is no backup (nor anything else) at ``path``.
     """
     uri = normalize_uri(path)
-    original = original_backup_store(uri, storage_options)
-    if original is not None:
-        return _original.verify_backup(uri, original, progress=progress, workers=workers)
+    old = original_backup_store(uri, storage_options)
+    if old is not None:
+        return original.verify_backup(uri, old, progress=progress, workers=workers)
     try:
         top = open_backup(uri, storage_options)
     except BackupCorrupted as err:

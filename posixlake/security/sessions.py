@@ -18,6 +18,7 @@ from posixlake.security.authorizer import (
     OriginalSession,
     TableAuthorizer,
 )
+from posixlake.security.original import user_db
 from posixlake.security.passwords import check_password_policy, hash_password
 from posixlake.security.users import (
     BAD_CREDENTIALS,
@@ -203,7 +204,7 @@ def _original_login(store: ObjectStore, users: UserStore, credentials: Any) -> A
     if found is None:
         return None
     audit = AuditLog(store)
-    db = _original.user_db(found)
+    db = user_db(found)
     name = _authenticate(audit, store, db, credentials)
     if "admin" not in found[name].permissions:
         return OriginalSession(name, found[name].permissions, audit)

@@ -56,12 +56,10 @@ from posixlake.storage.files import (
     ObjectStore,
     StoreFactory,
     check_key,
-    copy_file,
     join_uri,
-    open_store,
-    register_scheme,
 )
 from posixlake.storage.local import LocalStore
+from posixlake.storage.opening import copy_file, open_store, register_scheme
 from posixlake.storage.prepare import StorageUsage, list_objects, prepare, usage
 from posixlake.storage.s3 import S3Config, S3Store, s3_call, s3_client, s3_error
 

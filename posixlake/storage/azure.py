@@ -33,7 +33,7 @@ from posixlake.storage.common import (
     parse_uri,
     split_options,
 )
-from posixlake.storage.files import CHUNK_SIZE, FileEntry, PrefixedStore, register_scheme
+from posixlake.storage.files import CHUNK_SIZE, FileEntry, PrefixedStore
 
 __all__ = [
     "EMULATOR_ACCOUNT",
@@ -550,7 +550,3 @@ class AzureStore(PrefixedStore):
 
     def __repr__(self) -> str:
         return f"AzureStore({self._uri!r})"
-
-
-for _scheme in ("az", "azure", "abfs", "abfss"):
-    register_scheme(_scheme, AzureStore)

@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from posixlake.errors import InvalidOperation, StorageError
-from posixlake.storage.common import is_local, normalize_uri
+from posixlake.errors import InvalidOperation
 
 __all__ = [
     "CHUNK_SIZE",
@@ -37,10 +36,7 @@ __all__ = [
     "PrefixedStore",
     "StoreFactory",
     "check_key",
-    "copy_file",
     "join_uri",
-    "open_store",
-    "register_scheme",
 ]
 
 
@@ -158,37 +154,6 @@ class ObjectStore(Protocol):
 StoreFactory = Callable[[str, Mapping[str, str] | None], ObjectStore]
 """Builds a store from a root URI and delta-rs style storage options."""
 
-_FACTORIES: dict[str, StoreFactory] = {}
-
-
-def register_scheme(scheme: str, factory: StoreFactory) -> None:
-    """Make :func:`open_store` use ``factory`` for ``scheme://`` URIs (replacing any)."""
-    _FACTORIES[scheme.lower()] = factory
-
-
-def open_store(uri: str, storage_options: Mapping[str, str] | None = None) -> ObjectStore:
-    """Return the store rooted at ``uri`` (a local path or an object-store URI).
-
-    Args:
-        uri: a local path, ``file://``, ``s3://``, ``s3a://``, ``az://``, ``azure://`` or
-            ``abfs[s]://`` URI.
-        storage_options: delta-rs style options (credentials, endpoint), as
-            :func:`posixlake.storage.storage_options_for` returns them.
-
-    Raises:
-        StorageError: no store is known for the URI's scheme.
-    """
-    if is_local(uri):
-        from posixlake.storage.local import LocalStore
-
-        return LocalStore(normalize_uri(uri))
-    scheme = uri.split("://", 1)[0].lower()
-    factory = _FACTORIES.get(scheme)
-    if factory is None:
-        raise StorageError(f"no file access for {scheme}:// URIs ({uri})")
-    return factory(uri, storage_options)
-
-
 # -- shared by the bucket and container stores -----------------------------------------
 
 
@@ -250,20 +215,3 @@ class PrefixedStore:
     def list(self, prefix: str = "") -> Iterator[FileEntry]:
         """Yield the objects under ``prefix`` (each store implements it)."""
         raise NotImplementedError
-
-
-def copy_file(src: ObjectStore, src_key: str, dst: ObjectStore, dst_key: str) -> int:
-    """Copy one file between stores; return the bytes copied.
-
-    Within one S3 endpoint and account the copy is server-side (``CopyObject``, multipart
-    for large objects): the bytes never pass through this process. Anything else streams
-    in chunks (:meth:`ObjectStore.read_chunks` into :meth:`ObjectStore.write_chunks`).
-
-    Raises:
-        NotFound: ``src_key`` does not exist.
-    """
-    from posixlake.storage.s3 import S3Store
-
-    if isinstance(src, S3Store) and isinstance(dst, S3Store) and src.same_account(dst):
-        return dst.copy_from(src, src_key, dst_key)
-    return dst.write_chunks(dst_key, src.read_chunks(src_key))

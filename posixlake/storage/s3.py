@@ -42,7 +42,6 @@ from posixlake.storage.files import (
     ChunkReader,
     FileEntry,
     PrefixedStore,
-    register_scheme,
 )
 
 __all__ = [
@@ -529,7 +528,3 @@ class S3Store(PrefixedStore):
 
     def __repr__(self) -> str:
         return f"S3Store({self._uri!r})"
-
-
-for _scheme in ("s3", "s3a"):
-    register_scheme(_scheme, S3Store)
