@@ -42,6 +42,13 @@ def header_of(base: Base) -> bytes:
 # -- the changed region of a rewrite ------------------------------------------------------
 
 
+def _released(base: Base, offset: int, count: int) -> None:
+    """Let a mapped base's pages of a range that was compared go (RSS stays bounded)."""
+    release = getattr(base, "release", None)
+    if release is not None:
+        release(offset, count)
+
+
 def common_prefix(a: Base, b: Base) -> int:
     """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk)."""
     limit = min(a.size, b.size)
@@ -50,6 +57,8 @@ def common_prefix(a: Base, b: Base) -> int:
         n = min(_CHUNK, limit - pos)
         x, y = read_all(a, pos, pos + n), read_all(b, pos, pos + n)
         if same_bytes(x, y):
+            del x, y
+            _released(b, pos, n)
             pos += n
             continue
         lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
@@ -71,6 +80,8 @@ def _common_suffix(a: Base, b: Base, limit: int) -> int:
         x = read_all(a, a.size - got - n, a.size - got)
         y = read_all(b, b.size - got - n, b.size - got)
         if same_bytes(x, y):
+            del x, y
+            _released(b, b.size - got - n, n)
             got += n
             continue
         lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]

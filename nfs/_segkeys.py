@@ -43,7 +43,9 @@ class _FileKeys:
             low=bounds["min"],
             high=bounds["max"],
             nulls=column.null_count > 0,
-            repeated=_repeats([keys], keys.schema) if _may_repeat(column) else keys.slice(0, 0),
+            repeated=_repeats([keys], keys.schema)
+            if _may_repeat(column)
+            else keys.schema.empty_table(),
         )
 
     def may_hold(self, keys: pa.Table) -> bool:

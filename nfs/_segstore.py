@@ -87,6 +87,17 @@ class Segment:
         self.rows = rows
         self._mmap = mm
 
+    def release(self, start: int, end: int) -> None:
+        """Let the pages of bytes ``[start, end)`` go from this process' memory (a mapped
+        segment only; the bytes stay readable, from the page cache or the file)."""
+        if self._mmap is None or end <= start:
+            return
+        page = mmap.PAGESIZE
+        lo = (_HEAD.size + start) // page * page
+        hi = min(len(self._mmap), -(-(_HEAD.size + end) // page) * page)
+        if hi > lo:
+            self._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
     def __repr__(self) -> str:
         return f"Segment({self.key[:12]}, size={self.size}, rows={self.rows})"
 
@@ -336,6 +347,8 @@ class SegmentedRendering:
         self.version = version
         self.header = header
         self._keep = tuple(segments)  # the mappings live as long as this rendering
+        self._segs: list[Segment] = []
+        self._seg_starts: list[int] = []
         parts: list[memoryview] = []
         starts: list[int] = []
         refs: list[tuple[str, int, int]] = []
@@ -346,6 +359,8 @@ class SegmentedRendering:
             pos = len(header)
         for seg in segments:
             refs.append((seg.key, pos, seg.size))
+            self._segs.append(seg)
+            self._seg_starts.append(pos)
             if seg.size:
                 parts.append(seg.view)
                 starts.append(pos)
@@ -382,6 +397,16 @@ class SegmentedRendering:
             pos += len(part)
             i += 1
         return b"".join(pieces), end >= self.size
+
+    def release(self, offset: int, count: int) -> None:
+        """Let the mapped pages of bytes ``[offset, offset + count)`` go from memory (after a
+        one-off pass over them: comparing a rewrite; they stay readable)."""
+        end = min(self.size, offset + count)
+        i = max(0, bisect.bisect_right(self._seg_starts, offset) - 1)
+        while i < len(self._segs) and self._seg_starts[i] < end:
+            seg, start = self._segs[i], self._seg_starts[i]
+            seg.release(max(0, offset - start), min(seg.size, end - start))
+            i += 1
 
     @property
     def data(self) -> memoryview:
