@@ -103,7 +103,7 @@ class SegmentKeys:
         self._segmenter = segmenter
         self._db = segmenter._db
         self._lock = threading.Lock()
-        self._repeated: dict[tuple[int, tuple[str, ...]], pa.Table] = {}
+        self._repeated: dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = {}
         self._file_keys: dict[tuple[str, tuple[str, ...]], _FileKeys] = {}
 
     def _plan_of(self, version: int) -> tuple[object, _Plan | None]:
@@ -150,19 +150,21 @@ class SegmentKeys:
         Incremental: each data file's key range and the keys it repeats are read once
         (files are immutable) and remembered; the key columns of several files are read
         together only where their ranges overlap. A key of several columns, or one that is
-        a partition column, reads every file's keys (remembered per version). None when
-        the version's files cannot be read one by one.
+        a partition column, reads every file's keys (remembered per set of files). None
+        when the version's files cannot be read one by one.
         """
         self._db.authorizer.check("read", "read")
         names = tuple(key)
-        memo = (version, names)
+        _log, plan = self._plan_of(version)
+        if plan is None:
+            return None
+        # by the version's files (their keys name the table too: a table restored onto the
+        # path has other files under the same version numbers)
+        memo = (plan.keys, names)
         with self._lock:
             known = self._repeated.get(memo)
         if known is not None:
             return known
-        _log, plan = self._plan_of(version)
-        if plan is None:
-            return None
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
         schema = pa.schema([snapshot.schema.field(k) for k in names])
