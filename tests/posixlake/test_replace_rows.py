@@ -276,3 +276,21 @@ def test_key_mode_deletes_by_key_and_updates_in_one_commit(tmp_path: Path) -> No
         db.replace_rows(delete=[{"id": 1}], insert=[], key="nope")
     assert db.replace_rows(delete=[{"id": 42}], insert=[], key=["id"]) == (0, 0)
     assert db.version == v + 1
+
+
+def test_copies_in_several_files_and_rows_out_of_range_survive(tmp_path: Path) -> None:
+    """The rows to match are read (and merged) within the ranges of the deleted rows'
+    values: copies in other files are still found, and rows outside stay untouched."""
+    db = DatabaseOps.create(tmp_path / "t", {"id": "Int64", "name": "String"}, engine="local")
+    for start in (0, 100, 200):
+        db.insert({"id": list(range(start, start + 100)), "name": ["x"] * 100})
+    db.insert({"id": [150, 150], "name": ["x", "x"]})  # two more copies, in a fourth file
+    deleted, inserted = db.replace_rows(
+        delete={"id": [150, 150], "name": ["x", "x"]},
+        insert={"id": [999], "name": ["new"]},
+        require_present=True,
+    )
+    assert (deleted, inserted) == (2, 1)
+    ids = Counter(db.to_arrow().column("id").to_pylist())
+    assert ids[150] == 1 and ids[999] == 1 and ids[149] == 1 and ids[151] == 1
+    assert sum(ids.values()) == 301  # 300 + 2 copies - 2 deleted + 1 inserted
