@@ -320,13 +320,13 @@ def _apply(
         done = db.truncate()  # delta-rs directly; no commit when the table is empty
         return Applied("empty", done.version, deleted=done.rows)
     n = base.size
-    same = common_prefix(content, base)
+    same, quotes = common_prefix(content, base)
     if same == n == content.size:
         return Applied("unchanged", None)
     if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
         # the base plus whole lines: an INSERT of those lines
         return _insert_lines(db, read_all(content, n), header_of(base))
-    middle = changed_region(content, base, same)
+    middle = changed_region(content, base, same, quotes)
     if middle is not None:
         try:
             applied = _apply_region(db, content, base, base_version, middle, keys)

@@ -49,14 +49,24 @@ def _released(base: Base, offset: int, count: int) -> None:
         release(offset, count)
 
 
-def common_prefix(a: Base, b: Base) -> int:
-    """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk)."""
+def _count_quotes(data: memoryview) -> int:
+    obj = data.obj
+    if isinstance(obj, bytes) and len(obj) == len(data):  # a whole chunk: no copy
+        return obj.count(_QUOTE)
+    return bytes(data).count(_QUOTE)
+
+
+def common_prefix(a: Base, b: Base) -> tuple[int, int]:
+    """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk),
+    and how many quote characters it holds (what :func:`changed_region` needs, counted on
+    the same pass: a mapped base is read once)."""
     limit = min(a.size, b.size)
-    pos = 0
+    pos = quotes = 0
     while pos < limit:
         n = min(_CHUNK, limit - pos)
         x, y = read_all(a, pos, pos + n), read_all(b, pos, pos + n)
         if same_bytes(x, y):
+            quotes += _count_quotes(x)
             del x, y
             _released(b, pos, n)
             pos += n
@@ -68,8 +78,8 @@ def common_prefix(a: Base, b: Base) -> int:
                 lo = mid
             else:
                 hi = mid
-        return pos + lo
-    return limit
+        return pos + lo, quotes + _count_quotes(x[:lo])
+    return limit, quotes
 
 
 def _common_suffix(a: Base, b: Base, limit: int) -> int:
@@ -165,8 +175,10 @@ class Region:
     content_end: int
 
 
-def changed_region(content: Base, base: Base, same: int) -> Region | None:
+def changed_region(content: Base, base: Base, same: int, quotes_before: int) -> Region | None:
     """Return the region of ``content`` that differs from ``base``, or None.
+
+    ``same`` and ``quotes_before``: what :func:`common_prefix` returned.
 
     None when the base has no header line or the content changes it (a whole parse
     reports or handles that), and when the region is most of the file (a whole parse
@@ -177,7 +189,6 @@ def changed_region(content: Base, base: Base, same: int) -> Region | None:
     if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
         return None
     suffix = _common_suffix(content, base, min(n, content.size) - same)
-    quotes_before = _quotes(base, 0, same)
     start = _record_start_at_or_before(base, same, header, quotes_before)
     delta = content.size - n
     tail = n - suffix  # base[tail:] == content[tail + delta:]
