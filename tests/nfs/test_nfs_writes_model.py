@@ -57,6 +57,7 @@ class Pending:
 
     def __init__(self, base: dict[int, Row], new: dict[int, Row], content: bytes) -> None:
         self.base, self.new, self.content = base, new, content
+        self.version = -1  # the table version the writer read its base at
         self.chunks = [(off, content[off : off + 24]) for off in range(0, len(content), 24)]
 
 
@@ -95,10 +96,13 @@ class NfsWriters(RuleBasedStateMachine):
 
     def _cached_after_write(self, w: int, edit: Pending) -> None:
         """What the client's page cache holds after its rewrite was applied: its own bytes
-        when the table became exactly them; when the rewrite was merged with others'
-        changes the server's attributes differ and the client reads again (modelled as
-        no cached page: see docs/nfs-writes.md for the case where it does not)."""
-        if self.model == edit.new:
+        when the table became exactly them with no other commit since the client read its
+        base (the server keeps showing the writer's bytes then); when others committed
+        meanwhile, even changes the rewrite overrode, the server's attributes differ and
+        the client reads again (modelled as no cached page: see docs/nfs-writes.md for the
+        case where it does not)."""
+        alone = self.db.version in (edit.version, edit.version + 1)
+        if self.model == edit.new and alone:
             self.seen[w] = edit.content
         else:
             self.seen.pop(w, None)
@@ -123,6 +127,7 @@ class NfsWriters(RuleBasedStateMachine):
         shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
         self.seen[w] = shown  # the client's page cache holds what it read last
         edit = self._edit(shown, data)
+        edit.version = self.db.version
         self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
         for off, chunk in edit.chunks:
             self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
