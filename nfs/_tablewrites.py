@@ -79,12 +79,14 @@ class WriteRules(TableState):
         candidates = [(v, self._presented_or_none(v)) for v in order]
         if first is not None:
             # The versions the write may extend: what the client was shown, the current
-            # one and those at hand; when that view is unknown (the server restarted) or
-            # none fits (several processes share one client), the last few too. When
-            # several fit (an emptied table's header prefixes every version; a deletion
-            # of the last rows leaves a prefix), the longest is what the client resent:
-            # the fewest bytes are new. A stale page-widened write covers a page, so each
-            # look reads about a page of a version.
+            # one and those at hand; and the last few too when the client's view is
+            # unknown (the server restarted) or the write does not start at the current
+            # version's end: several processes may share one client, or its page may be
+            # its own later write, a version no longer at hand that an older fit only
+            # prefixes. When several fit (an emptied table's header prefixes every
+            # version; a deletion of the last rows leaves a prefix), the longest is what
+            # the client resent: the fewest bytes are new. A stale page-widened write
+            # covers a page, so each look reads about a page of a version.
             fits: list[tuple[int, int, Base]] = []
             tried: set[int] = set()
 
@@ -95,7 +97,8 @@ class WriteRules(TableState):
 
             for v, content in [*candidates, *self._seen_versions()]:
                 look(v, content)
-            if shown is None or not fits:
+            at_end = any(v == current and size == first[0] for size, v, _ in fits)
+            if shown is None or not at_end:
                 for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
                     if v not in tried:
                         look(v, self._presented_or_none(v))

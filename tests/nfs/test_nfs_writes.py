@@ -547,6 +547,25 @@ def test_a_page_older_than_the_attributes_a_client_was_shown_resurrects_nothing(
     assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3"), (4, "n4"), (9, "new")]
 
 
+def test_a_page_widened_by_its_own_earlier_append_resurrects_nothing(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """The client's page is what it read plus its own appended line (version v+1, the
+    longest fit); more commits than the rendering cache keeps came since, and one deleted
+    a row of that page: the next stale append inserts only its line (found by Hypothesis).
+    """
+    b = PathOps(fs, B)
+    old = PathOps(fs, A).read_file("/data/data.csv")  # v
+    page = old + b"6,six\n"
+    fs.write(DATA_CSV_ID, 0, page, StableHow.FILE_SYNC, A)  # v+1: exactly the page
+    plain.delete_rows_where("id = 6")
+    for i in range(5):  # others write and read: v+1's rendering leaves the cache
+        plain.update(f"id = {i + 1}", {"name": f"u{i}"})
+        b.read_file("/data/data.csv")
+    fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.FILE_SYNC, A)
+    assert rows(plain) == [(1, "u0"), (2, "u1"), (3, "u2"), (4, "u3"), (5, "u4"), (7, "seven")]
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
