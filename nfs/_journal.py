@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
+from posixlake.storage.local import fsync_dir
+
 __all__ = ["JournalDir", "JournalFile", "JournalHeader", "JournalOp", "Recovered"]
 
 logger = logging.getLogger(__name__)
@@ -86,14 +88,6 @@ def _record(kind: bytes, number: int, data: bytes | memoryview) -> bytes:
     return head + bytes(data) + _CRC.pack(crc)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class JournalFile:
     """The append-only journal of one staging (not thread-safe: the caller locks)."""
 
@@ -139,7 +133,7 @@ class JournalFile:
             return
         os.fsync(f.fileno())
         if not self._synced_once:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             self._synced_once = True
         self._dirty = False
 

@@ -44,6 +44,7 @@ import pyarrow.ipc as ipc
 
 from posixlake.errors import IoError
 from posixlake.storage import is_local
+from posixlake.storage.local import fsync_dir
 
 __all__ = [
     "APP_PREFIX",
@@ -79,14 +80,6 @@ def wal_dir(uri: str, storage_options: Mapping[str, str] | None = None) -> str:
 def _app_id(slot: int) -> str:
     host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
     return f"{APP_PREFIX}{host}.{slot}"
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _frame(table: pa.Table) -> bytes:
@@ -152,7 +145,7 @@ class WriteAheadFile:
                 self.version = next_version(self.app_id)
                 os.write(fd, self._header())
                 os.fsync(fd)
-                _fsync_dir(directory)
+                fsync_dir(directory)
                 return
         except OSError as err:
             raise IoError(f"cannot create a write-ahead file in {directory}: {err}") from err
@@ -193,7 +186,7 @@ class WriteAheadFile:
             os.write(fd, self._header() + body)
             os.fsync(fd)
             os.replace(tmp, self.path)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except OSError as err:
             raise IoError(f"write-ahead file {self.path}: {err}") from err
         os.close(self._fd)

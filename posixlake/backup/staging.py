@@ -14,6 +14,7 @@ from typing import Final
 
 from posixlake.errors import DeltaLakeError
 from posixlake.storage import LocalStore, ObjectStore, is_local, open_store
+from posixlake.storage.local import fsync_dir
 
 __all__ = [
     "RESTORE_MARKER",
@@ -137,7 +138,7 @@ class Staging:
                 trash = f"{self.dest}.old-{token}"
                 os.rename(self.dest, trash)
         os.rename(self.build, self.dest)
-        _fsync_dir(parent)
+        fsync_dir(parent)
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
         self._unlock()
@@ -180,11 +181,3 @@ def settle_log(
         raise DeltaLakeError(
             f"restore: the {what} table opens at version {restored.version}, not {target}"
         )
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -15,7 +15,23 @@ from posixlake.storage.files import CHUNK_SIZE, TEMP_MARK, FileEntry, check_key
 __all__ = [
     "PRIVATE_DIR",
     "LocalStore",
+    "fsync_dir",
 ]
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a directory's entries durable (fsync of the directory itself).
+
+    File systems that cannot fsync a directory (EINVAL, EBADF) are taken as done.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
 
 
 def _os_error(err: OSError, what: str) -> Exception:
@@ -95,16 +111,9 @@ class LocalStore:
         if not self._durable:
             return
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
+            fsync_dir(path)
+        except FileNotFoundError:
             return
-        try:
-            os.fsync(fd)
-        except OSError as err:
-            if err.errno not in (errno.EINVAL, errno.EBADF):
-                raise
-        finally:
-            os.close(fd)
 
     def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
         """Write ``data`` atomically (temporary file, fsync, then link or rename)."""

@@ -138,6 +138,7 @@ POSIXLAKE_USERS = {
     "_tablestate",
     "_tablewrites",
     "_apply",
+    "_journal",  # posixlake.storage.local.fsync_dir
     "_segments",
     "_segkeys",
     "_segstore",
