@@ -23,8 +23,10 @@ from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs
    kernel client sends it (the name of the row in the middle changes; the client's copy
    is streamed from a file, not held in memory): SETATTR size 0, 1 MiB WRITEs (UNSTABLE), COMMIT — the time
    from SETATTR to COMMIT's reply (the client's read of the file before is not timed);
+7. the same overwrite with two rows changed far apart (at 1% and 99% of the file, as one
+   ``sed -i`` changing two lines sends it);
 
-phases 5 and 6 call TableFs in the serving process (no RPC transport: bench_nfs.py times
+phases 5 to 7 call TableFs in the serving process (no RPC transport: bench_nfs.py times
 the wire), with a state directory of their own;
 each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
 touched) and its anonymous memory at the end (RssAnon).
@@ -229,18 +231,19 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
             out["all_ms"] = times
         else:  # overwrite, streamed through a file as `cat changed.csv > data.csv` is
             changed = Path(state) / "changed.csv"
-            where = size // 2
+            # overwrite: the row in the middle; spread: two rows, at 1% and at 99%
+            wheres = [size // 2] if name == "overwrite" else [size // 100, size * 99 // 100]
             with open(changed, "wb") as f:
-                pos, done = 0, False
+                pos = 0
                 while pos < size:
                     data, eof = fs.read(DATA_CSV_ID, pos, RSIZE, ctx)
                     chunk = bytes(data)
-                    if not done and pos + len(chunk) > where:
-                        lf = chunk.find(b"\n", max(0, where - pos))
+                    if wheres and pos + len(chunk) > wheres[0]:
+                        lf = chunk.find(b"\n", max(0, wheres[0] - pos))
                         if lf >= 0 and lf + 1 < len(chunk):
                             at = chunk.find(b",", lf + 1) + 1  # the next row's name
                             chunk = chunk[:at] + b"renamed-" + chunk[at:]
-                            done = True
+                            wheres.pop(0)
                     f.write(chunk)
                     pos += len(data)
                     if eof:
@@ -306,7 +309,7 @@ def main() -> None:
     if args.phase == "writer":
         writer_loop(args.table)
         return
-    if args.phase in ("append", "overwrite"):
+    if args.phase in ("append", "overwrite", "spread"):
         print(json.dumps(write_phase(args.phase, args.table, args.cache, args.runs)))
         return
     if args.phase:
@@ -325,6 +328,7 @@ def main() -> None:
         seq = run_phase("seq", table, cache, args)
         append = run_phase("append", table, cache, args)
         overwrite = run_phase("overwrite", table, cache, args)
+        spread = run_phase("spread", table, cache, args)
         report: list[tuple[str, str]] = [
             ("data.csv size", f"{first['size'] / 1e6:.1f} MB"),
             (
@@ -362,6 +366,13 @@ def main() -> None:
                 f"peak RSS {overwrite['peak_rss_mb']:.0f} MB "
                 f"(+{overwrite['peak_rss_mb'] - overwrite['rss_before_mb']:.0f} MB over the "
                 f"{overwrite['rss_before_mb']:.0f} MB before)",
+            ),
+            (
+                "two rows far apart, whole overwrite",
+                f"{spread['ms']:.0f} ms, {spread['versions']} version(s), "
+                f"peak RSS {spread['peak_rss_mb']:.0f} MB "
+                f"(+{spread['peak_rss_mb'] - spread['rss_before_mb']:.0f} MB over the "
+                f"{spread['rss_before_mb']:.0f} MB before)",
             ),
         ]
         if args.baseline:

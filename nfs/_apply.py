@@ -24,7 +24,7 @@ from typing import Final, Literal, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs._region import Region, changed_region, common_prefix, header_of, same_bytes
+from nfs._region import Region, changed_regions, common_prefix, header_of, same_bytes
 from nfs._staging import Base, BytesBase, read_all
 from posixlake import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
@@ -326,10 +326,10 @@ def _apply(
     if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
         # the base plus whole lines: an INSERT of those lines
         return _insert_lines(db, read_all(content, n), header_of(base))
-    middle = changed_region(content, base, same, quotes)
-    if middle is not None:
+    regions = changed_regions(content, base, same, quotes)
+    if regions is not None:
         try:
-            applied = _apply_region(db, content, base, base_version, middle, keys)
+            applied = _apply_regions(db, content, base, base_version, regions, keys)
         except CsvFormatError:
             applied = None  # reported by the whole parse, with the file's line numbers
         if applied is not None:
@@ -338,29 +338,29 @@ def _apply(
     return _diff(db, new, db.to_arrow(version=base_version))
 
 
-def _apply_region(
+def _apply_regions(
     db: DatabaseOps,
     content: Base,
     base: Base,
     base_version: int,
-    region: Region,
+    regions: list[Region],
     keys: KeyReader | None,
 ) -> Applied | None:
-    """Apply a rewrite from the rows of its changed region alone (None: cannot).
+    """Apply a rewrite from the rows of its changed regions alone (None: cannot).
 
-    Rows outside the region are the base's on both sides, so they cancel out of an
-    unkeyed (multiset) diff. With a primary key, the base rows outside the region whose
-    keys the region holds, or that the base repeats, are read (``keys``) and added to
+    Rows outside the regions are the base's on both sides, so they cancel out of an
+    unkeyed (multiset) diff. With a primary key, the base rows outside the regions whose
+    keys the regions hold, or that the base repeats, are read (``keys``) and added to
     both sides, so the diff sees each such key whole — a content that repeats a key still
     fails, a repeated key of the base is still repaired — and reads no other rows. When
     the base repeats no key (the usual case, known per data file), only the keys the
-    region adds are looked up.
+    regions add are looked up.
     Raises CsvFormatError (the caller parses the whole file to report it).
     """
     schema = arrow_schema(db)
     parse_csv(header_of(base), schema, header="require")  # the base shows today's columns
-    old = parse_csv(read_all(base, region.start, region.base_end), schema, header="none")
-    new = parse_csv(read_all(content, region.start, region.content_end), schema, header="none")
+    old = _parse_parts(base, [(r.base_start, r.base_end) for r in regions], schema)
+    new = _parse_parts(content, [(r.content_start, r.content_end) for r in regions], schema)
     key = list(db.key_columns or ())
     if not key:
         return _diff(db, new, old)
@@ -387,6 +387,12 @@ def _apply_region(
         old = pa.concat_tables([old, outside])
         new = pa.concat_tables([new, outside])
     return _diff(db, new, old)
+
+
+def _parse_parts(data: Base, parts: list[tuple[int, int]], schema: pa.Schema) -> pa.Table:
+    """The rows of the byte ranges ``parts`` of ``data`` (whole records each), in order."""
+    tables = [parse_csv(read_all(data, lo, hi), schema, header="none") for lo, hi in parts]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def _outside(found: pa.Table, region: pa.Table, key: list[str]) -> pa.Table:

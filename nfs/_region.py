@@ -16,13 +16,19 @@ import pyarrow as pa
 
 from nfs._staging import Base, read_all
 
-__all__ = ["Region", "changed_region", "common_prefix", "header_of", "same_bytes"]
+__all__ = ["Region", "changed_regions", "common_prefix", "header_of", "same_bytes"]
 
 _LF: Final = 0x0A
 _QUOTE: Final = b'"'
 _CHUNK: Final = 4 << 20
 """Bytes compared (and copied out of a staging) at a time: memory stays bounded."""
 _SCAN: Final = 64 << 10
+_ANCHOR: Final = 4096
+"""Bytes of the base looked for in the content to find where a change ends."""
+_MIN_RUN: Final = 64 << 10
+"""Same bytes shorter than this between two changes are parsed with them (one region)."""
+_PROBE_LIMIT: Final = 16 << 20
+"""How far past the start of a change its end is looked for (then: one region)."""
 
 
 def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:
@@ -58,17 +64,23 @@ def _count_quotes(data: memoryview) -> int:
 
 def common_prefix(a: Base, b: Base) -> tuple[int, int]:
     """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk),
-    and how many quote characters it holds (what :func:`changed_region` needs, counted on
+    and how many quote characters it holds (what :func:`changed_regions` needs, counted on
     the same pass: a mapped base is read once)."""
-    limit = min(a.size, b.size)
+    return _common_run(a, 0, b, 0, min(a.size, b.size))
+
+
+def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, int]:
+    """Return the length (at most ``limit``) of the longest common prefix of ``a[at:]``
+    and ``b[bt:]``, and how many quote characters it holds; ``b``'s compared pages are
+    let go."""
     pos = quotes = 0
     while pos < limit:
         n = min(_CHUNK, limit - pos)
-        x, y = read_all(a, pos, pos + n), read_all(b, pos, pos + n)
+        x, y = read_all(a, at + pos, at + pos + n), read_all(b, bt + pos, bt + pos + n)
         if same_bytes(x, y):
             quotes += _count_quotes(x)
             del x, y
-            _released(b, pos, n)
+            _released(b, bt + pos, n)
             pos += n
             continue
         lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
@@ -84,14 +96,20 @@ def common_prefix(a: Base, b: Base) -> tuple[int, int]:
 
 def _common_suffix(a: Base, b: Base, limit: int) -> int:
     """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``."""
+    return _common_back(a, a.size, b, b.size, limit)
+
+
+def _common_back(a: Base, a_end: int, b: Base, b_end: int, limit: int) -> int:
+    """Return the length (at most ``limit``) of the longest common suffix of ``a[:a_end]``
+    and ``b[:b_end]``; ``b``'s compared pages are let go."""
     got = 0
     while got < limit:
         n = min(_CHUNK, limit - got)
-        x = read_all(a, a.size - got - n, a.size - got)
-        y = read_all(b, b.size - got - n, b.size - got)
+        x = read_all(a, a_end - got - n, a_end - got)
+        y = read_all(b, b_end - got - n, b_end - got)
         if same_bytes(x, y):
             del x, y
-            _released(b, b.size - got - n, n)
+            _released(b, b_end - got - n, n)
             got += n
             continue
         lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]
@@ -163,25 +181,50 @@ def _record_start_at_or_after(data: Base, pos: int, quotes: int) -> int:
 
 @dataclass(frozen=True)
 class Region:
-    """Where a rewrite differs from its base, cut at record boundaries.
+    """A part of a rewrite that differs from its base, cut at record boundaries.
 
-    ``content[start:content_end]`` replaces ``base[start:base_end]``; the bytes before
-    ``start`` (the header and the records the writer left as they were) and after the
-    ends are the same in both.
+    ``content[content_start:content_end]`` replaces ``base[base_start:base_end]``; the
+    bytes between two regions (and before the first, after the last) are the same in
+    both, so the records there are the same rows.
     """
 
-    start: int
+    base_start: int
     base_end: int
+    content_start: int
     content_end: int
 
+    @property
+    def size(self) -> int:
+        """The bytes parsed for this region (its base and its content side)."""
+        return (self.base_end - self.base_start) + (self.content_end - self.content_start)
 
-def changed_region(content: Base, base: Base, same: int, quotes_before: int) -> Region | None:
-    """Return the region of ``content`` that differs from ``base``, or None.
+
+@dataclass(frozen=True)
+class _Run:
+    """Where a change ends: ``base[first:end]`` equals the content ``shift`` bytes on;
+    ``first`` is a record start; ``quotes``: the quote characters of ``base[:end]``."""
+
+    first: int
+    end: int
+    shift: int
+    quotes: int
+
+
+def changed_regions(
+    content: Base, base: Base, same: int, quotes_before: int
+) -> list[Region] | None:
+    """Return the regions of ``content`` that differ from ``base``, or None.
 
     ``same`` and ``quotes_before``: what :func:`common_prefix` returned.
 
+    After the common prefix, the end of each change is looked for: a block of the base a
+    little further on, found in the content near where it would be, and the same bytes
+    from there on for at least ``_MIN_RUN`` (the next change starts where they stop). So
+    edits far apart are far-apart small regions, and what lies between them is compared,
+    never parsed. The last region ends at the common suffix.
+
     None when the base has no header line or the content changes it (a whole parse
-    reports or handles that), and when the region is most of the file (a whole parse
+    reports or handles that), and when the regions are most of the file (a whole parse
     costs the same).
     """
     n = base.size
@@ -189,24 +232,83 @@ def changed_region(content: Base, base: Base, same: int, quotes_before: int) -> 
     if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
         return None
     suffix = _common_suffix(content, base, min(n, content.size) - same)
-    start = _record_start_at_or_before(base, same, header, quotes_before)
     delta = content.size - n
     tail = n - suffix  # base[tail:] == content[tail + delta:]
-    base_end = _record_start_at_or_after(base, tail, quotes_before + _quotes(base, same, tail))
+    regions: list[Region] = []
+    start = _record_start_at_or_before(base, same, header, quotes_before)
+    shift = 0  # content position - base position, before the current change
+    changed, quotes = same, quotes_before  # where the current change starts; quotes before
+    budget = n
+    while True:
+        run = _end_of_change(content, base, changed, shift, tail, tail + delta, quotes)
+        if run is None:
+            break
+        region = Region(start, run.first, start + shift, run.first + run.shift)
+        regions.append(region)
+        budget -= region.size
+        if budget < 0:
+            return None  # most of the file changed: parse it whole
+        start = _record_start_at_or_before(base, run.end, run.first, run.quotes)
+        shift, changed, quotes = run.shift, run.end, run.quotes
+    base_end = _record_start_at_or_after(base, tail, quotes + _quotes(base, changed, tail))
     # changed bytes right before a record of the base must end a line of their own, else
     # a whole parse joins them with that record
     if (
         base_end == tail
         and tail < n
-        and tail + delta > start
+        and tail + delta > start + shift
         and read_all(content, tail + delta - 1, tail + delta)[0] != _LF
     ):
-        quotes = quotes_before + _quotes(base, same, tail + 1)
-        base_end = _record_start_at_or_after(base, tail + 1, quotes)
+        more = quotes + _quotes(base, changed, tail + 1)
+        base_end = _record_start_at_or_after(base, tail + 1, more)
     base_end = max(base_end, start)
     content_end = base_end + delta
-    if content_end < start:
+    if content_end < start + shift:
         return None
-    if (base_end - start) + (content_end - start) > n:
+    last = Region(start, base_end, start + shift, content_end)
+    if last.size > budget:
         return None  # most of the file changed: parse it whole
-    return Region(start, base_end, content_end)
+    if last.size or not regions:
+        regions.append(last)
+    return regions
+
+
+def _end_of_change(
+    content: Base, base: Base, changed: int, shift: int, tail: int, content_tail: int, quotes: int
+) -> _Run | None:
+    """Find where a change that starts at ``base[changed]`` (``content[changed + shift]``)
+    ends: a run of the same bytes, at least ``_MIN_RUN`` long or up to the common suffix,
+    that holds a record boundary after its first byte. None when none is found within
+    ``_PROBE_LIMIT`` bytes (the change then reaches the suffix).
+
+    A block of ``_ANCHOR`` base bytes ``d`` bytes on is looked for in the content within
+    ``2d`` bytes of the change, for ``d`` growing fourfold: the cost follows the change.
+    ``quotes``: the quote characters of ``base[:changed]``.
+    """
+    c = changed + shift
+    d = _ANCHOR
+    while d <= _PROBE_LIMIT:
+        at = changed + d
+        if at + _ANCHOR > tail:
+            return None
+        block = bytes(read_all(base, at, at + _ANCHOR))
+        window = bytes(read_all(content, c, min(content_tail, c + 2 * d + _ANCHOR)))
+        found = window.find(block)
+        d *= 4
+        if found < 0:
+            continue
+        moved = c + found - at
+        limit = min(tail - at, content_tail - (at + moved))
+        length, run_quotes = _common_run(content, at + moved, base, at, limit)
+        whole = at + length == tail and moved == content_tail - tail
+        if length < _MIN_RUN and not whole:
+            continue
+        # the same bytes may begin before the block: the change ends where they begin
+        back = _common_back(content, at + moved, base, at, min(at - changed, at + moved - c))
+        begin = at - back
+        before = quotes + _quotes(base, changed, begin)
+        first = _record_start_at_or_after(base, begin + 1, before + _quotes(base, begin, begin + 1))
+        if first > at + length:
+            continue  # no record starts inside the run
+        return _Run(first, at + length, moved, before + _quotes(base, begin, at) + run_quotes)
+    return None

@@ -1,13 +1,15 @@
-"""A rewrite of data.csv applied from its changed region equals one applied from the whole file.
+"""A rewrite of data.csv applied from its changed regions equals one applied from the whole file.
 
-``nfs._apply`` parses only the records between the common prefix and the common suffix of
-the content and its base (cut at record boundaries: quotes may hold line feeds), and with a
-primary key reads the base rows of the keys it touches, or that the base repeats. The
-reference is the same apply with the region search switched off (``changed_region``
+``nfs._apply`` parses only the records of the regions where the content differs from its
+base (between the common prefix and the common suffix, split where long runs of the same
+bytes lie between changes; cut at record boundaries: quotes may hold line feeds), and with
+a primary key reads the base rows of the keys it touches, or that the base repeats. The
+reference is the same apply with the region search switched off (``changed_regions``
 returning None: the whole content parsed and diffed against ``db.to_arrow(version=...)``):
 for random tables (several data files, quotes, commas, line feeds, NULLs, repeated keys) and
 random edits (rows replaced, removed, inserted, duplicated; bytes cut anywhere), both end in
-the same rows, or both refuse with the same error.
+the same rows, or both refuse with the same error. With tiny anchors and runs, the small
+tables of these tests are split into many regions, false anchors included.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nfs._apply as apply_module
+import nfs._region as region_module
 from nfs._apply import apply_content
 from nfs._segkeys import SegmentKeys
 from nfs._segments import Segmenter, SegmentStore
+from nfs._staging import BytesBase
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 from posixlake.errors import PosixLakeError
@@ -49,8 +53,20 @@ def _state(db: DatabaseOps) -> list[tuple[Any, ...]]:
     return sorted((tuple(r.values()) for r in rows), key=repr)
 
 
+def _small_regions(patch: pytest.MonkeyPatch) -> None:
+    """Anchors of 3 bytes and runs of 6: a table of a few rows has many regions."""
+    patch.setattr(region_module, "_ANCHOR", 3)
+    patch.setattr(region_module, "_MIN_RUN", 6)
+    patch.setattr(region_module, "_PROBE_LIMIT", 48)
+
+
 def _outcome(
-    path: Path, batches: list[list[dict[str, Any]]], keyed: bool, content: bytes, whole: bool
+    path: Path,
+    batches: list[list[dict[str, Any]]],
+    keyed: bool,
+    content: bytes,
+    whole: bool,
+    small: bool = False,
 ) -> tuple[str, list[tuple[Any, ...]]]:
     db = DatabaseOps.create(path, SCHEMA, engine="local", primary_key="id" if keyed else None)
     for batch in batches:  # one data file each; written by delta-rs: keys may repeat
@@ -61,7 +77,9 @@ def _outcome(
         base = segmenter(version)
         with pytest.MonkeyPatch.context() as patch:
             if whole:
-                patch.setattr(apply_module, "changed_region", lambda *_: None)
+                patch.setattr(apply_module, "changed_regions", lambda *_: None)
+            if small:
+                _small_regions(patch)
             try:
                 keys = SegmentKeys(segmenter)
                 apply_content(db, content, base_version=version, base=base, keys=keys)
@@ -111,29 +129,38 @@ def _case(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], bool, bytes]:
     return batches, keyed, content
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=_case())
-def test_a_rewrite_applied_from_its_region_equals_one_applied_whole(
-    tmp_path_factory: pytest.TempPathFactory, case: tuple[list[list[dict[str, Any]]], bool, bytes]
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_case(), small=st.booleans())
+def test_a_rewrite_applied_from_its_regions_equals_one_applied_whole(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[list[list[dict[str, Any]]], bool, bytes],
+    small: bool,
 ) -> None:
     batches, keyed, content = case
     work = tmp_path_factory.mktemp("region")
-    region = _outcome(work / "region", batches, keyed, content, whole=False)
+    region = _outcome(work / "region", batches, keyed, content, whole=False, small=small)
     whole = _outcome(work / "whole", batches, keyed, content, whole=True)
     assert region == whole
 
 
-def test_a_one_row_change_in_the_middle_parses_only_its_region(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local", primary_key="id")
-    for start in range(0, 3000, 1000):
+def _parsed_rows_of_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: bool, rows: int, edits: list[int]
+) -> tuple[list[int], DatabaseOps, bytes]:
+    """Rename the rows ``edits`` of a table of ``rows`` rows (3 data files) by a whole-file
+    rewrite; return how many rows each parse saw, the table and the content."""
+    db = DatabaseOps.create(
+        tmp_path / "t", SCHEMA, engine="local", primary_key="id" if keyed else None
+    )
+    step = rows // 3
+    for start in range(0, rows, step):
         db.insert(
-            _table([{"id": i, "name": f"n{i}", "score": 1.0} for i in range(start, start + 1000)])
+            _table([{"id": i, "name": f"n{i}", "score": 1.0} for i in range(start, start + step)])
         )
     segmenter = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=1)
     base = segmenter(db.version)
-    content = bytes(base.read(0, base.size)[0]).replace(b"\n1500,n1500,", b"\n1500,changed,")
+    content = bytes(base.read(0, base.size)[0])
+    for i in edits:
+        content = content.replace(f"\n{i},n{i},".encode(), f"\n{i},changed,".encode())
     parsed: list[int] = []
     real = parse_csv
 
@@ -150,11 +177,32 @@ def test_a_one_row_change_in_the_middle_parses_only_its_region(
     finally:
         monkeypatch.undo()
         segmenter.close()
-    assert applied.kind == "diff" and applied.updated == 1
+    changed = applied.updated if keyed else applied.inserted  # unkeyed: -old +new rows
+    assert applied.kind == "diff" and changed == len(edits)
+    return parsed, db, content
+
+
+def test_a_one_row_change_in_the_middle_parses_only_its_region(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed, db, content = _parsed_rows_of_edit(tmp_path, monkeypatch, True, 3000, [1500])
     assert sum(parsed) <= 2  # the changed record, old and new: not 3,000 rows
     assert db.query("SELECT name FROM data WHERE id = 1500").to_pylist() == [{"name": "changed"}]
     assert db.to_arrow().num_rows == 3000
     assert parse_csv(content, db.to_arrow().schema).num_rows == 3000
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_changes_far_apart_parse_only_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: bool
+) -> None:
+    """The first and the last rows of 30,000 changed (sed -i on two lines): two regions,
+    the rows between are compared, never parsed."""
+    parsed, db, _ = _parsed_rows_of_edit(tmp_path, monkeypatch, keyed, 30_000, [3, 29_990])
+    assert sum(parsed) <= 4 + 1  # two records, old and new (and the header line)
+    got = db.query("SELECT id FROM data WHERE name = 'changed' ORDER BY id").to_pylist()
+    assert got == [{"id": 3}, {"id": 29_990}]
+    assert db.to_arrow().num_rows == 30_000
 
 
 @pytest.mark.parametrize("keyed", [False, True])
@@ -174,3 +222,60 @@ def test_a_change_after_a_quoted_line_feed_cuts_at_the_record(tmp_path: Path, ke
     region = _outcome(tmp_path / "region", batches, keyed, content, whole=False)
     assert region == _outcome(tmp_path / "whole", batches, keyed, content, whole=True)
     assert region[0] == "ok" and (2, "a\n5,b", 2.5) in region[1]
+
+
+def _record_starts(data: bytes) -> set[int]:
+    """Every offset where a record starts (after a line feed an even number of quotes
+    precedes), the end of ``data`` included."""
+    starts, quotes = {len(data)}, 0
+    for i, byte in enumerate(data):
+        if byte == ord('"'):
+            quotes += 1
+        elif byte == ord("\n") and quotes % 2 == 0:
+            starts.add(i + 1)
+    return starts
+
+
+@st.composite
+def _rewrite(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    lines = draw(
+        st.lists(
+            st.sampled_from(["1,a", '2,"b\nc"', "3,", '4,"q""q"', "5,x,y", "6,long name"]),
+            max_size=60,
+        )
+    )
+    base = ("id,name\n" + "".join(line + "\n" for line in lines)).encode()
+    content = base
+    for _ in range(draw(st.integers(1, 4))):  # edits after the header, far apart or not
+        a = draw(st.integers(min(8, len(content)), len(content)))
+        b = draw(st.integers(a, min(len(content), a + draw(st.integers(0, 6)))))
+        new = draw(st.sampled_from([b"", b"9,z\n", b"\n", b"7", b"8,", b'"']))
+        content = content[:a] + new + content[b:]
+    return base, content
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_rewrite(), small=st.booleans())
+def test_regions_cover_every_change_and_cut_at_records_of_the_base(
+    case: tuple[bytes, bytes], small: bool
+) -> None:
+    base, content = case
+    with pytest.MonkeyPatch.context() as patch:
+        if small:
+            _small_regions(patch)
+        same, quotes = region_module.common_prefix(BytesBase(content), BytesBase(base))
+        regions = region_module.changed_regions(BytesBase(content), BytesBase(base), same, quotes)
+    if regions is None:
+        return
+    starts = _record_starts(base)
+    rebuilt, at_base, at_content = b"", 0, 0
+    for r in regions:
+        assert at_base <= r.base_start <= r.base_end and at_content <= r.content_start
+        assert r.content_start <= r.content_end
+        assert r.base_start - at_base == r.content_start - at_content  # the same bytes between
+        assert {r.base_start, r.base_end} <= starts
+        rebuilt += base[at_base : r.base_start] + content[r.content_start : r.content_end]
+        at_base, at_content = r.base_end, r.content_end
+    assert len(base) - at_base == len(content) - at_content
+    assert rebuilt + base[at_base:] == content
+    assert sum(r.size for r in regions) <= len(base)
