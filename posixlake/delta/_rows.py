@@ -202,28 +202,59 @@ def replace_rows(
     return RowsReplaced(counted["deleted"], insert.num_rows, version)
 
 
-def _ranges(delete: pa.Table, columns: Sequence[str], prefix: str = "") -> list[str]:
-    """Return ``c >= lo AND c <= hi`` for the integer and string ``columns`` of ``delete``.
+_MAX_RANGES: Final = 16
+"""Values (or value ranges) a predicate of :func:`_ranges` names per column, at most."""
 
-    The rows to delete lie in those ranges, so a match or a read narrowed by them finds
-    the same rows; delta-rs and DataFusion prune the files by their statistics with them
-    (a one-row replace in a table of 10M rows reads one file instead of every file: ~7x
-    faster). Columns with NULLs (a range would exclude them) or of other types are skipped.
+
+def _ranges(delete: pa.Table, columns: Sequence[str], prefix: str = "") -> list[str]:
+    """Return a predicate per integer and string column of ``delete`` that its values meet.
+
+    Up to ``_MAX_RANGES`` distinct values: ``c IN (...)``; more integers: ``c >= lo AND
+    c <= hi`` ranges OR-ed, split at the widest gaps between the values that are at least
+    1/64 of their span (rows far apart,
+    as two edits at both ends of a file, are two narrow ranges, not one range spanning
+    the table); more strings: one range. The rows to delete meet these, so a match or a
+    read narrowed by them finds the same rows; delta-rs and DataFusion prune the files by
+    their statistics with them (a one-row replace in a table of 10M rows reads one file
+    instead of every file: ~7x faster). Columns with NULLs (a range would exclude them)
+    or of other types are skipped.
     """
     clauses = []
     for name in columns:
         column = delete.column(name)
         kind = column.type
+        integer = pa.types.is_integer(kind)
         if column.null_count or not (
-            pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            integer or pa.types.is_string(kind) or pa.types.is_large_string(kind)
         ):
             continue
-        bounds = pc.min_max(column).as_py()
-        low, high = bounds["min"], bounds["max"]
-        if low is None:
+        values = pc.unique(column.combine_chunks())
+        values = values.take(pc.array_sort_indices(values))
+        if len(values) == 0:
             continue
         ident = f"{prefix}{quote_ident(name)}"
-        clauses.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
+        if len(values) <= _MAX_RANGES:
+            listed = ", ".join(_literal(v) for v in values.to_pylist())
+            clauses.append(f"{ident} IN ({listed})")
+            continue
+        last = len(values) - 1
+        cuts: list[int] = []
+        if integer:  # the widest gaps: between values[i] and values[i + 1]
+            gaps = pc.subtract(
+                values.slice(1).cast(pa.float64(), safe=False),
+                values.slice(0, last).cast(pa.float64(), safe=False),
+            )
+            widest = pc.array_sort_indices(gaps, order="descending")[: _MAX_RANGES - 1]
+            span = values[last].as_py() - values[0].as_py()
+            cuts = sorted(i for i in widest.to_pylist() if gaps[i].as_py() * 64 >= span)
+        spans, start = [], 0
+        for cut in [*cuts, last]:
+            low, high = values[start].as_py(), values[cut].as_py()
+            spans.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
+            start = cut + 1
+        clauses.append(
+            spans[0] if len(spans) == 1 else "(" + " OR ".join(f"({x})" for x in spans) + ")"
+        )
     return clauses
 
 

@@ -294,3 +294,45 @@ def test_copies_in_several_files_and_rows_out_of_range_survive(tmp_path: Path) -
     ids = Counter(db.to_arrow().column("id").to_pylist())
     assert ids[150] == 1 and ids[999] == 1 and ids[149] == 1 and ids[151] == 1
     assert sum(ids.values()) == 301  # 300 + 2 copies - 2 deleted + 1 inserted
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_scattered_rows_are_matched_within_narrow_ranges(tmp_path: Path, keyed: bool) -> None:
+    """More values than an IN list takes: OR-ed ranges split at the widest gaps (including
+    the int64 extremes) still find every row, and rows in the gaps stay untouched."""
+    db = DatabaseOps.create(
+        tmp_path / "t",
+        {"id": "Int64", "name": "String"},
+        engine="local",
+        primary_key="id" if keyed else None,
+    )
+    extremes = [-(2**63), 2**63 - 1]
+    clusters = [*range(-50, -30), *range(1000, 1010), *range(10**12, 10**12 + 15), *extremes]
+    gaps = [-1000, 0, 500, 5000, 10**9]
+    db.insert({"id": clusters + gaps, "name": ["x"] * (len(clusters) + len(gaps))})
+    db.insert({"id": list(range(2000, 2100)), "name": ["y"] * 100})  # another file
+    doomed = clusters[::2]
+    deleted, inserted = db.replace_rows(
+        delete={"id": doomed, "name": ["x"] * len(doomed)} if not keyed else {"id": doomed},
+        insert={"id": [7], "name": ["new"]},
+        key="id" if keyed else None,
+    )
+    assert (deleted, inserted) == (len(doomed), 1)
+    ids = set(db.to_arrow().column("id").to_pylist())
+    assert ids == (set(clusters) - set(doomed)) | set(gaps) | set(range(2000, 2100)) | {7}
+
+
+def test_range_predicates_name_every_value_and_skip_the_gaps() -> None:
+    import pyarrow as pa
+
+    from posixlake.delta._rows import _ranges
+
+    few = pa.table({"id": [5, 3, 5], "name": ["b", "a", "it's"]})
+    assert _ranges(few, ["id", "name"]) == ['"id" IN (3, 5)', "\"name\" IN ('a', 'b', 'it''s')"]
+    many = pa.table({"id": [*range(100), 10**6, *range(2 * 10**6, 2 * 10**6 + 20)]})
+    (clause,) = _ranges(many, ["id"], "t.")
+    assert clause.count(" OR ") == 2  # three clusters, three ranges
+    assert '(t."id" >= 0 AND t."id" <= 99)' in clause
+    assert '(t."id" >= 1000000 AND t."id" <= 1000000)' in clause
+    strings = pa.table({"s": [f"v{i:02d}" for i in range(20)], "f": [1.5] * 20})
+    assert _ranges(strings, ["s", "f"]) == ["\"s\" >= 'v00' AND \"s\" <= 'v19'"]
