@@ -53,6 +53,9 @@ class JournalHeader:
         base_version: the version the writer's content is based on.
         base_size: the size of the base content (checked again at recovery).
         peer: the client's address; uid / gid: its AUTH_SYS identity.
+        started: when the staging began (ns, increasing across server restarts; 0 in the
+            journals of earlier releases): journals are recovered in this order, the order
+            a server applies idle stagings in.
     """
 
     write_id: str
@@ -62,6 +65,7 @@ class JournalHeader:
     peer: str
     uid: int
     gid: int
+    started: int = 0
 
 
 @dataclass(frozen=True)
@@ -243,12 +247,13 @@ class JournalDir:
         return JournalFile(self.path / f"{header.write_id}{_SUFFIX}", header)
 
     def recover(self, table_id: str) -> list[Recovered]:
-        """Return the journals of ``table_id`` left by an earlier server, oldest first.
+        """Return the journals of ``table_id`` left by an earlier server, in the order their
+        stagings began (journals without that order: by their last write, first).
 
         A file that is not a readable journal, or belongs to another table, is renamed
         ``*.bad`` (kept for a human, never applied) and logged.
         """
-        found: list[tuple[float, Recovered]] = []
+        found: list[tuple[int, int, Recovered]] = []
         for path in sorted(self.path.glob(f"*{_SUFFIX}")):
             rec = read_journal(path)
             if rec is None or rec.header.table_id != table_id:
@@ -256,9 +261,9 @@ class JournalDir:
                 logger.error("nfs journal %s is %s: kept as .bad, not applied", path, why)
                 path.rename(path.with_suffix(".bad"))
                 continue
-            found.append((path.stat().st_mtime, rec))
-        found.sort(key=lambda item: item[0])
-        return [rec for _, rec in found]
+            found.append((rec.header.started, path.stat().st_mtime_ns, rec))
+        found.sort(key=lambda item: item[:2])
+        return [rec for *_, rec in found]
 
     def reopen(self, rec: Recovered) -> JournalFile:
         """Go on appending to a recovered journal (its torn tail, if any, cut off first)."""

@@ -202,6 +202,7 @@ class TableState:
     _writers: dict[WriterKey, Writer]
     _shown: Bounded[str, int]
     _failures: Bounded[WriterKey, NfsError]
+    _last_start: int
     _verifier: bytes
     unfinished_at_close: int
     _schema_text: tuple[int, bytes] | None

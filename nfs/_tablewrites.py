@@ -145,6 +145,11 @@ class WriteRules(TableState):
         self._record(w, size=size)
         self._make_durable(w)
 
+    def _started_ns(self) -> int:
+        """A staging's start: the wall clock in ns, above every earlier start (journals)."""
+        self._last_start = max(self._last_start + 1, int(self._wallclock() * 1e9))
+        return self._last_start
+
     def _journal(self, w: Writer) -> JournalFile:
         if w.journal is None:
             header = JournalHeader(
@@ -155,6 +160,7 @@ class WriteRules(TableState):
                 peer=w.key.peer,
                 uid=w.key.uid,
                 gid=w.key.gid,
+                started=self._started_ns(),
             )
             try:
                 w.journal = self._journals.create(header)
@@ -395,6 +401,7 @@ class WriteRules(TableState):
                     st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
                 else:
                     st.truncate(op.number, touched=st.touched, mtime=st.mtime)
+            self._last_start = max(self._last_start, head.started)
             journal = self._journals.reopen(rec)
             self._writers[key] = Writer(key, st, head.write_id, journal)
             logger.warning(

@@ -206,6 +206,7 @@ class TableFs(TableAttrs):
         self._writers: dict[WriterKey, Writer] = {}
         self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
+        self._last_start = 0  # when the newest staging began (ns; see _started_ns)
         self._verifier = secrets.token_bytes(8)
         self.unfinished_at_close = 0
         """Staged writes :meth:`close` kept in the journal for the next start."""

@@ -566,6 +566,37 @@ def test_a_page_widened_by_its_own_earlier_append_resurrects_nothing(
     assert rows(plain) == [(1, "u0"), (2, "u1"), (3, "u2"), (4, "u3"), (5, "u4"), (7, "seven")]
 
 
+@pytest.mark.parametrize("crashed", [False, True])
+def test_idle_rewrites_apply_in_the_order_they_began_crash_or_not(
+    keyed: DatabaseOps, clock: Clock, state: Path, crashed: bool
+) -> None:
+    """Three clients stage a rewrite of the same row (A, then B, then C) and never close;
+    A retransmits a write last. The order the stagings began in is the order they apply
+    in, with or without a crash in between: C's row wins (recovery by the journals' last
+    write used to apply A last after a crash)."""
+    C = CallContext.local(peer="10.0.0.3:702")
+    fs = _fs(keyed, clock, state)
+    base = PathOps(fs, A).read_file("/data/data.csv")
+    staged = {}
+    for ctx, name in ((A, "a"), (B, "b"), (C, "c")):
+        staged[ctx.peer] = base.replace(b"1,n1", f"1,{name}".encode())
+        fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+        fs.write(DATA_CSV_ID, 0, staged[ctx.peer], StableHow.UNSTABLE, ctx)
+        clock.now += 1
+    fs.write(DATA_CSV_ID, 0, staged[A.peer], StableHow.UNSTABLE, A)  # a retransmission
+    if crashed:
+        crash(fs)
+        fs = _fs(keyed, clock, state)
+        for ctx in (C, B, A):  # the clients resend their UNSTABLE writes
+            fs.write(DATA_CSV_ID, 0, staged[ctx.peer], StableHow.UNSTABLE, ctx)
+    try:
+        clock.now += 10
+        fs.poll()
+        assert (1, "c") in rows(keyed)
+    finally:
+        fs.close()
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
