@@ -25,8 +25,10 @@ from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs
    from SETATTR to COMMIT's reply (the client's read of the file before is not timed);
 7. the same overwrite with two rows changed far apart (at 1% and 99% of the file, as one
    ``sed -i`` changing two lines sends it);
+8. the same overwrite with a quarter of the rows changed (``sed -i 's/,Paris$/,Lyon/'``,
+   or back when an earlier run made them Lyon);
 
-phases 5 to 7 call TableFs in the serving process (no RPC transport: bench_nfs.py times
+phases 5 to 8 call TableFs in the serving process (no RPC transport: bench_nfs.py times
 the wire), with a state directory of their own;
 each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
 touched) and its anonymous memory at the end (RssAnon).
@@ -233,6 +235,9 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
             changed = Path(state) / "changed.csv"
             # overwrite: the row in the middle; spread: two rows, at 1% and at 99%
             wheres = [size // 2] if name == "overwrite" else [size // 100, size * 99 // 100]
+            if name == "dense":
+                wheres = []
+            swap: tuple[bytes, bytes] | None = None
             with open(changed, "wb") as f:
                 pos = 0
                 while pos < size:
@@ -244,6 +249,12 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
                             at = chunk.find(b",", lf + 1) + 1  # the next row's name
                             chunk = chunk[:at] + b"renamed-" + chunk[at:]
                             wheres.pop(0)
+                    if name == "dense":  # sed -i 's/,Paris$/,Lyon/': a quarter of the rows
+                        if swap is None:  # (back again, when an earlier run made them Lyon)
+                            swap = (b",Paris\n", b",Lyon\n")
+                            if b",Paris\n" not in chunk:
+                                swap = (b",Lyon\n", b",Paris\n")
+                        chunk = chunk.replace(*swap)
                     f.write(chunk)
                     pos += len(data)
                     if eof:
@@ -309,7 +320,7 @@ def main() -> None:
     if args.phase == "writer":
         writer_loop(args.table)
         return
-    if args.phase in ("append", "overwrite", "spread"):
+    if args.phase in ("append", "overwrite", "spread", "dense"):
         print(json.dumps(write_phase(args.phase, args.table, args.cache, args.runs)))
         return
     if args.phase:
@@ -329,6 +340,7 @@ def main() -> None:
         append = run_phase("append", table, cache, args)
         overwrite = run_phase("overwrite", table, cache, args)
         spread = run_phase("spread", table, cache, args)
+        dense = run_phase("dense", table, cache, args)
         report: list[tuple[str, str]] = [
             ("data.csv size", f"{first['size'] / 1e6:.1f} MB"),
             (
@@ -373,6 +385,13 @@ def main() -> None:
                 f"peak RSS {spread['peak_rss_mb']:.0f} MB "
                 f"(+{spread['peak_rss_mb'] - spread['rss_before_mb']:.0f} MB over the "
                 f"{spread['rss_before_mb']:.0f} MB before)",
+            ),
+            (
+                "a quarter of the rows, whole overwrite",
+                f"{dense['ms']:.0f} ms, {dense['versions']} version(s), "
+                f"peak RSS {dense['peak_rss_mb']:.0f} MB "
+                f"(+{dense['peak_rss_mb'] - dense['rss_before_mb']:.0f} MB over the "
+                f"{dense['rss_before_mb']:.0f} MB before)",
             ),
         ]
         if args.baseline:

@@ -24,7 +24,14 @@ from typing import Final, Literal, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs._region import Region, changed_regions, common_prefix, header_of, same_bytes
+from nfs._region import (
+    Region,
+    changed_pieces,
+    changed_regions,
+    common_prefix,
+    header_of,
+    same_bytes,
+)
 from nfs._staging import Base, BytesBase, read_all
 from posixlake import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
@@ -359,8 +366,14 @@ def _apply_regions(
     """
     schema = arrow_schema(db)
     parse_csv(header_of(base), schema, header="require")  # the base shows today's columns
-    old = _parse_parts(base, [(r.base_start, r.base_end) for r in regions], schema)
-    new = _parse_parts(content, [(r.content_start, r.content_end) for r in regions], schema)
+    olds, news = [], []
+    for region in regions:
+        for before, after in changed_pieces(content, base, region):
+            olds.append(parse_csv(before, schema, header="none"))
+            news.append(parse_csv(after, schema, header="none"))
+    if not olds:  # no row changed (the regions' bytes are the same records)
+        olds = news = [parse_csv(b"", schema, header="none")]
+    old, new = pa.concat_tables(olds), pa.concat_tables(news)
     key = list(db.key_columns or ())
     if not key:
         return _diff(db, new, old)
@@ -387,12 +400,6 @@ def _apply_regions(
         old = pa.concat_tables([old, outside])
         new = pa.concat_tables([new, outside])
     return _diff(db, new, old)
-
-
-def _parse_parts(data: Base, parts: list[tuple[int, int]], schema: pa.Schema) -> pa.Table:
-    """The rows of the byte ranges ``parts`` of ``data`` (whole records each), in order."""
-    tables = [parse_csv(read_all(data, lo, hi), schema, header="none") for lo, hi in parts]
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def _outside(found: pa.Table, region: pa.Table, key: list[str]) -> pa.Table:

@@ -9,14 +9,23 @@ the only part :mod:`nfs._apply` parses. See docs/design.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from nfs._staging import Base, read_all
 
-__all__ = ["Region", "changed_regions", "common_prefix", "header_of", "same_bytes"]
+__all__ = [
+    "Region",
+    "changed_pieces",
+    "changed_regions",
+    "common_prefix",
+    "header_of",
+    "same_bytes",
+]
 
 _LF: Final = 0x0A
 _QUOTE: Final = b'"'
@@ -29,6 +38,8 @@ _MIN_RUN: Final = 64 << 10
 """Same bytes shorter than this between two changes are parsed with them (one region)."""
 _PROBE_LIMIT: Final = 16 << 20
 """How far past the start of a change its end is looked for (then: one region)."""
+_PAIRED: Final = 1 << 20
+"""A region larger than this is paired line by line (see :func:`changed_pieces`)."""
 
 
 def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:
@@ -224,8 +235,8 @@ def changed_regions(
     never parsed. The last region ends at the common suffix.
 
     None when the base has no header line or the content changes it (a whole parse
-    reports or handles that), and when the regions are most of the file (a whole parse
-    costs the same).
+    reports or handles that). However much changed, the regions' rows are read by
+    :func:`changed_pieces`, a chunk at a time.
     """
     n = base.size
     header = len(header_of(base))
@@ -238,16 +249,12 @@ def changed_regions(
     start = _record_start_at_or_before(base, same, header, quotes_before)
     shift = 0  # content position - base position, before the current change
     changed, quotes = same, quotes_before  # where the current change starts; quotes before
-    budget = n
     while True:
         run = _end_of_change(content, base, changed, shift, tail, tail + delta, quotes)
         if run is None:
             break
         region = Region(start, run.first, start + shift, run.first + run.shift)
         regions.append(region)
-        budget -= region.size
-        if budget < 0:
-            return None  # most of the file changed: parse it whole
         start = _record_start_at_or_before(base, run.end, run.first, run.quotes)
         shift, changed, quotes = run.shift, run.end, run.quotes
     base_end = _record_start_at_or_after(base, tail, quotes + _quotes(base, changed, tail))
@@ -266,8 +273,6 @@ def changed_regions(
     if content_end < start + shift:
         return None
     last = Region(start, base_end, start + shift, content_end)
-    if last.size > budget:
-        return None  # most of the file changed: parse it whole
     if last.size or not regions:
         regions.append(last)
     return regions
@@ -312,3 +317,63 @@ def _end_of_change(
             continue  # no record starts inside the run
         return _Run(first, at + length, moved, before + _quotes(base, begin, at) + run_quotes)
     return None
+
+
+def changed_pieces(content: Base, base: Base, region: Region) -> Iterator[tuple[bytes, bytes]]:
+    """Yield ``(base records, content records)``: the records of ``region`` that hold its
+    changes, whole records on each side, so the rows of all pieces, base side and content
+    side, differ as the region's do.
+
+    A small region is one piece. A large one (edits everywhere: ``sed -i 's/Paris/Lyon/'``)
+    is read ``_CHUNK`` bytes at a time and its lines are paired in order, the n-th base
+    line with the n-th content line; a pair of equal lines is the same row on both sides
+    and is dropped, so only changed lines are parsed and memory stays bounded. Any
+    pairing is right (lines left over, or misaligned by an inserted line, just stay in
+    the pieces). Lines that are not whole records (a quoted field holding a line feed)
+    end the pairing: the rest of the region is yielded as it is.
+    """
+    b, c = region.base_start, region.content_start
+    if region.size > _PAIRED:
+        while b < region.base_end and c < region.content_end:
+            x = bytes(read_all(base, b, min(region.base_end, b + _CHUNK)))
+            y = bytes(read_all(content, c, min(region.content_end, c + len(x) + (len(x) >> 2))))
+            old, new = _lines(x), _lines(y)
+            if old is None or new is None or not len(old) or not len(new):
+                break
+            k = min(len(old), len(new))
+            old, new = old.slice(0, k), new.slice(0, k)
+            differ = pc.indices_nonzero(pc.invert(pc.equal(old, new)))
+            if len(differ):
+                yield _joined(old.take(differ)), _joined(new.take(differ))
+            b += _bytes_of(old)
+            c += _bytes_of(new)
+    if b < region.base_end or c < region.content_end:
+        yield (
+            bytes(read_all(base, b, region.base_end)),
+            bytes(read_all(content, c, region.content_end)),
+        )
+
+
+def _lines(data: bytes) -> pa.Array | None:
+    """The whole lines of ``data`` (without their line feeds); None when one is not a
+    whole record (an odd number of quotes: a quoted field goes on past it)."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return pa.array([], pa.binary())
+    split = pc.split_pattern(pa.array([data[:end]], pa.binary()), pattern=b"\n")
+    lines = split.values
+    quotes = pc.count_substring(lines, pattern=b'"')
+    if pc.any(pc.not_equal(pc.bit_wise_and(quotes, 1), 0)).as_py():
+        return None
+    return lines
+
+
+def _bytes_of(lines: pa.Array) -> int:
+    """The bytes ``lines`` took, their line feeds included."""
+    return int(pc.sum(pc.binary_length(lines)).as_py() or 0) + len(lines)
+
+
+def _joined(lines: pa.Array) -> bytes:
+    """``lines`` as CSV text: each followed by a line feed."""
+    one = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
+    return bytes(pc.binary_join(one, b"\n")[0].as_py()) + b"\n"

@@ -14,6 +14,8 @@ tables of these tests are split into many regions, false anchors included.
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +56,13 @@ def _state(db: DatabaseOps) -> list[tuple[Any, ...]]:
 
 
 def _small_regions(patch: pytest.MonkeyPatch) -> None:
-    """Anchors of 3 bytes and runs of 6: a table of a few rows has many regions."""
+    """Anchors of 3 bytes, runs of 6, chunks of 24 and regions past 8 bytes paired line by
+    line: a table of a few rows has many regions and paired chunks."""
     patch.setattr(region_module, "_ANCHOR", 3)
     patch.setattr(region_module, "_MIN_RUN", 6)
     patch.setattr(region_module, "_PROBE_LIMIT", 48)
+    patch.setattr(region_module, "_CHUNK", 24)
+    patch.setattr(region_module, "_PAIRED", 8)
 
 
 def _outcome(
@@ -236,6 +241,12 @@ def _record_starts(data: bytes) -> set[int]:
     return starts
 
 
+def _records(data: bytes) -> list[bytes]:
+    """``data`` cut at its record starts (a last part without its line feed included)."""
+    cuts = sorted(_record_starts(data) | {0})
+    return [data[a:b] for a, b in pairwise(cuts) if b > a]
+
+
 @st.composite
 def _rewrite(draw: st.DrawFn) -> tuple[bytes, bytes]:
     lines = draw(
@@ -278,4 +289,13 @@ def test_regions_cover_every_change_and_cut_at_records_of_the_base(
         at_base, at_content = r.base_end, r.content_end
     assert len(base) - at_base == len(content) - at_content
     assert rebuilt + base[at_base:] == content
-    assert sum(r.size for r in regions) <= len(base)
+    with pytest.MonkeyPatch.context() as patch:  # the pieces differ as the regions do
+        if small:
+            _small_regions(patch)
+        for r in regions:
+            pieces = list(region_module.changed_pieces(BytesBase(content), BytesBase(base), r))
+            old = Counter(_records(base[r.base_start : r.base_end]))
+            new = Counter(_records(content[r.content_start : r.content_end]))
+            old_pieces = Counter(x for before, _ in pieces for x in _records(before))
+            new_pieces = Counter(x for _, after in pieces for x in _records(after))
+            assert old - new == old_pieces - new_pieces and new - old == new_pieces - old_pieces
