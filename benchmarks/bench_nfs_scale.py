@@ -25,10 +25,11 @@ from ``RenderCache(segmenter=Segmenter(...))`` — ``.size`` (what GETATTR needs
    from SETATTR to COMMIT's reply (the client's read of the file before is not timed);
 7. the same overwrite with two rows changed far apart (at 1% and 99% of the file, as one
    ``sed -i`` changing two lines sends it);
-8. the same overwrite with a quarter of the rows changed (``sed -i 's/,Paris$/,Lyon/'``,
+8. the same overwrite with a thousand rows changed, evenly apart;
+9. the same overwrite with a quarter of the rows changed (``sed -i 's/,Paris$/,Lyon/'``,
    or back when an earlier run made them Lyon);
 
-phases 5 to 8 call TableFs in the serving process (no RPC transport: bench_nfs.py times
+phases 5 to 9 call TableFs in the serving process (no RPC transport: bench_nfs.py times
 the wire), with a state directory of their own;
 each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
 touched) and its anonymous memory at the end (RssAnon).
@@ -237,18 +238,21 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
             wheres = [size // 2] if name == "overwrite" else [size // 100, size * 99 // 100]
             if name == "dense":
                 wheres = []
+            elif name == "scattered":  # a thousand rows, evenly apart
+                wheres = [size * i // 1001 for i in range(1, 1001)]
             swap: tuple[bytes, bytes] | None = None
             with open(changed, "wb") as f:
                 pos = 0
                 while pos < size:
                     data, eof = fs.read(DATA_CSV_ID, pos, RSIZE, ctx)
                     chunk = bytes(data)
-                    if wheres and pos + len(chunk) > wheres[0]:
+                    while wheres and pos + len(chunk) > wheres[0]:
                         lf = chunk.find(b"\n", max(0, wheres[0] - pos))
-                        if lf >= 0 and lf + 1 < len(chunk):
-                            at = chunk.find(b",", lf + 1) + 1  # the next row's name
-                            chunk = chunk[:at] + b"renamed-" + chunk[at:]
-                            wheres.pop(0)
+                        if lf < 0 or lf + 1 >= len(chunk):
+                            break
+                        at = chunk.find(b",", lf + 1) + 1  # the next row's name
+                        chunk = chunk[:at] + b"renamed-" + chunk[at:]
+                        wheres.pop(0)
                     if name == "dense":  # sed -i 's/,Paris$/,Lyon/': a quarter of the rows
                         if swap is None:  # (back again, when an earlier run made them Lyon)
                             swap = (b",Paris\n", b",Lyon\n")
@@ -320,7 +324,7 @@ def main() -> None:
     if args.phase == "writer":
         writer_loop(args.table)
         return
-    if args.phase in ("append", "overwrite", "spread", "dense"):
+    if args.phase in ("append", "overwrite", "spread", "scattered", "dense"):
         print(json.dumps(write_phase(args.phase, args.table, args.cache, args.runs)))
         return
     if args.phase:
@@ -340,6 +344,7 @@ def main() -> None:
         append = run_phase("append", table, cache, args)
         overwrite = run_phase("overwrite", table, cache, args)
         spread = run_phase("spread", table, cache, args)
+        scattered = run_phase("scattered", table, cache, args)
         dense = run_phase("dense", table, cache, args)
         report: list[tuple[str, str]] = [
             ("data.csv size", f"{first['size'] / 1e6:.1f} MB"),
@@ -385,6 +390,13 @@ def main() -> None:
                 f"peak RSS {spread['peak_rss_mb']:.0f} MB "
                 f"(+{spread['peak_rss_mb'] - spread['rss_before_mb']:.0f} MB over the "
                 f"{spread['rss_before_mb']:.0f} MB before)",
+            ),
+            (
+                "1,000 rows evenly apart, whole overwrite",
+                f"{scattered['ms']:.0f} ms, {scattered['versions']} version(s), "
+                f"peak RSS {scattered['peak_rss_mb']:.0f} MB "
+                f"(+{scattered['peak_rss_mb'] - scattered['rss_before_mb']:.0f} MB over the "
+                f"{scattered['rss_before_mb']:.0f} MB before)",
             ),
             (
                 "a quarter of the rows, whole overwrite",

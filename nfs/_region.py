@@ -31,6 +31,8 @@ _LF: Final = 0x0A
 _QUOTE: Final = b'"'
 _CHUNK: Final = 4 << 20
 """Bytes compared (and copied out of a staging) at a time: memory stays bounded."""
+_FIRST_STEP: Final = 64 << 10
+"""Bytes compared first; each next comparison of a run reads twice as many, up to _CHUNK."""
 _SCAN: Final = 64 << 10
 _ANCHOR: Final = 4096
 """Bytes of the base looked for in the content to find where a change ends."""
@@ -85,8 +87,10 @@ def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, in
     and ``b[bt:]``, and how many quote characters it holds; ``b``'s compared pages are
     let go."""
     pos = quotes = 0
+    step = _FIRST_STEP  # doubling: a short run (the next change is near) reads little
     while pos < limit:
-        n = min(_CHUNK, limit - pos)
+        n = min(step, limit - pos)
+        step = min(2 * step, _CHUNK)
         x, y = read_all(a, at + pos, at + pos + n), read_all(b, bt + pos, bt + pos + n)
         if same_bytes(x, y):
             quotes += _count_quotes(x)
@@ -114,8 +118,10 @@ def _common_back(a: Base, a_end: int, b: Base, b_end: int, limit: int) -> int:
     """Return the length (at most ``limit``) of the longest common suffix of ``a[:a_end]``
     and ``b[:b_end]``; ``b``'s compared pages are let go."""
     got = 0
+    step = _FIRST_STEP
     while got < limit:
-        n = min(_CHUNK, limit - got)
+        n = min(step, limit - got)
+        step = min(2 * step, _CHUNK)
         x = read_all(a, a_end - got - n, a_end - got)
         y = read_all(b, b_end - got - n, b_end - got)
         if same_bytes(x, y):

@@ -43,9 +43,7 @@ class _FileKeys:
             low=bounds["min"],
             high=bounds["max"],
             nulls=column.null_count > 0,
-            repeated=_repeats([keys], keys.schema)
-            if _may_repeat(column)
-            else keys.schema.empty_table(),
+            repeated=_repeats([keys], keys.schema),
         )
 
     def may_hold(self, keys: pa.Table) -> bool:
@@ -80,6 +78,26 @@ def _may_repeat(column: pa.ChunkedArray[Any]) -> bool:
     return len(pc.unique(flat)) != n - (column.null_count - 1 if column.null_count else 0)
 
 
+def _sorted_repeats(column: pa.ChunkedArray[Any]) -> pa.Array[Any] | None:
+    """The distinct values a column without NULLs holds more than once, found by sorting
+    (for millions of keys in no order, a sort costs half a hash set); None: the column
+    has NULLs or a type that does not sort."""
+    import pyarrow.compute as pc
+
+    n = len(column)
+    if column.null_count:
+        return None
+    flat = column.combine_chunks()
+    try:
+        if pc.all(pc.less(flat.slice(0, n - 1), flat.slice(1))).as_py():
+            return flat.slice(0, 0)  # strictly increasing (keys inserted in order)
+        ordered = flat.take(pc.array_sort_indices(flat))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return None
+    same = pc.equal(ordered.slice(0, n - 1), ordered.slice(1))
+    return pc.unique(ordered.slice(1).filter(same))
+
+
 def _repeats(tables: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
     """Return the distinct rows (keys) that occur more than once in ``tables`` together."""
     import pyarrow.compute as pc
@@ -89,8 +107,12 @@ def _repeats(tables: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
     keys = pa.concat_tables([t.cast(schema) for t in tables])
     if keys.num_rows < 2:
         return schema.empty_table()
-    if keys.num_columns == 1 and not _may_repeat(keys.column(0)):
-        return schema.empty_table()  # a hash set of the values, cheaper than counting
+    if keys.num_columns == 1:
+        values = _sorted_repeats(keys.column(0))
+        if values is not None:
+            return pa.Table.from_arrays([values], schema=schema)
+        if not _may_repeat(keys.column(0)):
+            return schema.empty_table()  # a hash set of the values, cheaper than counting
     counts = keys.group_by(schema.names).aggregate([([], "count_all")])
     return counts.filter(pc.greater(counts["count_all"], 1)).select(schema.names).cast(schema)
 

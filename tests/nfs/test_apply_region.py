@@ -56,12 +56,14 @@ def _state(db: DatabaseOps) -> list[tuple[Any, ...]]:
 
 
 def _small_regions(patch: pytest.MonkeyPatch) -> None:
-    """Anchors of 3 bytes, runs of 6, chunks of 24 and regions past 8 bytes paired line by
-    line: a table of a few rows has many regions and paired chunks."""
+    """Anchors of 3 bytes, runs of 6, comparisons of 5 bytes growing to chunks of 24, and
+    regions past 8 bytes paired line by line: a table of a few rows has many regions and
+    paired chunks."""
     patch.setattr(region_module, "_ANCHOR", 3)
     patch.setattr(region_module, "_MIN_RUN", 6)
     patch.setattr(region_module, "_PROBE_LIMIT", 48)
     patch.setattr(region_module, "_CHUNK", 24)
+    patch.setattr(region_module, "_FIRST_STEP", 5)
     patch.setattr(region_module, "_PAIRED", 8)
 
 
