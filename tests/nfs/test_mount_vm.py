@@ -393,8 +393,8 @@ def test_a_table_of_millions_of_rows_reads_byte_for_byte_and_edits_cost_the_chan
     tmp_path: Path,
 ) -> None:
     """2M rows in four data files (segments): the kernel reads the segmented file byte for
-    byte, and ``echo >>`` and a one-line ``sed -i`` each make one version with the right
-    rows."""
+    byte, and ``echo >>`` and a ``sed -i`` of three lines far apart each make one version
+    with the right rows."""
     n, files = 2_000_000, 4
     db = DatabaseOps.create(tmp_path / "big", {"id": "Int64", "name": "String"}, engine="local")
     db.set_primary_key("id")
@@ -417,7 +417,8 @@ def test_a_table_of_millions_of_rows_reads_byte_for_byte_and_edits_cost_the_chan
             echo "SHA $(sha256sum < data.csv | cut -d' ' -f1)"
             echo "SIZE $(stat -c %s data.csv)"
             echo "APPEND $(echo '9000000,appended' >> data.csv; echo $?)"
-            sed -i 's/^1234567,n1234567$/1234567,edited/' data.csv; echo "SED $?"
+            sed -i -e 's/^1234567,n1234567$/1234567,edited/' -e 's/^17,n17$/17,first/' \
+                -e 's/^1999990,n1999990$/1999990,last/' data.csv; echo "SED $?"
             sync; echo 3 > /proc/sys/vm/drop_caches
             echo "LINES $(wc -l < data.csv)"
             echo "TAIL $(tail -n 1 data.csv)"
@@ -430,5 +431,7 @@ def test_a_table_of_millions_of_rows_reads_byte_for_byte_and_edits_cost_the_chan
     assert db.version == v + 2, [h.operation for h in db.history(5)]
     assert out["LINES"] == str(n + 2)
     assert db.query("SELECT name FROM data WHERE id = 1234567").fetchall() == [("edited",)]
+    edited = db.query("SELECT id, name FROM data WHERE id IN (17, 1999990) ORDER BY id")
+    assert edited.fetchall() == [(17, "first"), (1999990, "last")]  # three regions, one commit
     assert db.query("SELECT name FROM data WHERE id = 9000000").fetchall() == [("appended",)]
     assert db.query("SELECT count(*) FROM data").scalar() == n + 1
