@@ -281,6 +281,26 @@ class Staging:
         """Let the written bytes go (a spilled buffer's file is removed)."""
         self._buf.close()
 
+    def flattened(self) -> Staging:
+        """The same content over the first base that is not a Staging (one level deep).
+
+        A client's page after an append is kept as the staging of that append, and its
+        next append may be staged over it: flattening keeps the chain short. Only for
+        content that extends its base (no truncation cut it).
+        """
+        base = self._base
+        if not isinstance(base, Staging):
+            return self
+        root = base.flattened()
+        low = min(self._start, root._start)
+        out = Staging(
+            root._base, base_version=root.base_version, touched=self.touched, mtime=self.mtime
+        )
+        out.write(
+            low, memoryview(self._range(low, self.size)), touched=self.touched, mtime=self.mtime
+        )
+        return out
+
     def appended(self) -> memoryview | None:
         """Return the bytes added after the base when the content is the base plus more.
 

@@ -25,6 +25,7 @@ from nfs._tablestate import (
     _DATA_PROCS,
     _NFS_PROGRAM,
     _STALE_SEARCH,
+    _VIEW_BYTES,
     TableState,
     _err,
     _fits,
@@ -97,6 +98,10 @@ class WriteRules(TableState):
 
             for v, content in [*candidates, *self._seen_versions()]:
                 look(v, content)
+            view = self._views.get(peer)
+            if view is not None and _fits(view[1], *first):  # its page after its append
+                fits.append((view[1].size, view[0], view[1]))  # (a version of the same
+                # bytes comes first: max keeps it, and a rewrite from it can be a shadow)
             at_end = any(v == current and size == first[0] for size, v, _ in fits)
             if shown is None or not at_end:
                 for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
@@ -156,7 +161,8 @@ class WriteRules(TableState):
                 write_id=w.write_id,
                 table_id=self._table_id,
                 base_version=w.staging.base_version,
-                base_size=w.staging.base.size,
+                # a staging over the client's own page cannot be recovered (-1: set aside)
+                base_size=-1 if isinstance(w.staging.base, Staging) else w.staging.base.size,
                 peer=w.key.peer,
                 uid=w.key.uid,
                 gid=w.key.gid,
@@ -211,11 +217,18 @@ class WriteRules(TableState):
             extra = st.appended() if st.on_line_boundary() else None
             if extra is not None:  # the base plus whole lines: an INSERT, costs the lines
                 lines = extra
-                return self._commit(
+                applied = self._commit(
                     lambda: apply_lines(
                         self._db, lines, header=header_of(st.base), write_id=w.write_id
                     )
                 )
+                if st.size - st.base.size <= _VIEW_BYTES:  # the client's page now
+                    produced = applied.version
+                    self._views.set(
+                        w.key.peer,
+                        (self._version() if produced is None else produced, st.flattened()),
+                    )
+                return applied
             if st.same_as_base():
                 return Applied("unchanged", None)
             return self._apply(st, st.base_version, st.base, w.write_id)
@@ -259,8 +272,10 @@ class WriteRules(TableState):
                 keys=self._keys,
             )
         )
-        # Keep showing the writer's bytes while the table is exactly what it wrote.
-        if applied.kind != "empty" and content.size and base_version == before:
+        # Keep showing the writer's bytes while the table is exactly what it wrote (not
+        # when its base was its own page after an append: no version was those bytes).
+        exact = not isinstance(base, Staging)
+        if applied.kind != "empty" and content.size and base_version == before and exact:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
                 self._shadows.put(produced, self._stamp_of(produced), content)

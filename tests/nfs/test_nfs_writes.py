@@ -597,6 +597,45 @@ def test_idle_rewrites_apply_in_the_order_they_began_crash_or_not(
         fs.close()
 
 
+def test_a_page_holding_its_own_append_over_a_stale_page_resurrects_nothing(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """The client's page is a stale page plus its own appended line: no version ever was
+    those bytes (another commit came between its read and its append). Its line was
+    deleted since; the next append from that page inserts only its new line."""
+    old = PathOps(fs, A).read_file("/data/data.csv")
+    plain.update("id = 1", {"name": "other"})  # meanwhile: the page is stale
+    page = old + b"6,six\n"
+    fs.write(DATA_CSV_ID, 0, page, StableHow.FILE_SYNC, A)  # inserts 6 only
+    assert (6, "six") in rows(plain) and (1, "other") in rows(plain)
+    plain.delete_rows_where("id = 6")
+    fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.FILE_SYNC, A)
+    got = rows(plain)
+    assert (7, "seven") in got and not [r for r in got if r[0] == 6], got
+
+
+def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_changed(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """As above, then the client rewrites from that page (its first WRITE extends it, a
+    later one changes a row): others' update survives, the deleted row stays deleted,
+    and every other reader is shown the table, not the client's bytes."""
+    old = PathOps(fs, A).read_file("/data/data.csv")
+    plain.update("id = 1", {"name": "other"})
+    page = old + b"6,six\n"
+    fs.write(DATA_CSV_ID, 0, page, StableHow.FILE_SYNC, A)
+    plain.delete_rows_where("id = 6")
+    fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.UNSTABLE, A)
+    at = page.index(b"3,n3")
+    fs.write(DATA_CSV_ID, at, b"3,N3", StableHow.UNSTABLE, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    want = [(1, "other"), (2, "n2"), (3, "N3"), (4, "n4"), (5, "n5"), (7, "seven")]
+    assert rows(plain) == want
+    shown = PathOps(fs, B).read_file("/data/data.csv")
+    assert sorted(shown.splitlines()[1:]) == sorted(f"{i},{n}".encode() for i, n in want)
+    assert PathOps(fs, A).read_file("/data/data.csv") == shown
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
