@@ -281,6 +281,11 @@ class Staging:
         """Let the written bytes go (a spilled buffer's file is removed)."""
         self._buf.close()
 
+    def overlay(self) -> tuple[int, bytes]:
+        """The written bytes over the base and where they start (content that extends
+        its base: no truncation cut it)."""
+        return self._start, bytes(self._buf.read(0, len(self._buf)))
+
     def flattened(self) -> Staging:
         """The same content over the first base that is not a Staging (one level deep).
 

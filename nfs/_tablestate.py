@@ -32,8 +32,8 @@ from nfs._render_cache import RenderCache, VersionBytes
 from nfs._schema_sql import create_table_sql
 from nfs._segkeys import SegmentKeys
 from nfs._segments import SegmentedRendering, Segmenter
-from nfs._staging import Base, BytesBase, Staging, read_all
-from nfs._writers import Bounded, Shadows, Writer, WriterKey
+from nfs._staging import Base, BytesBase, read_all
+from nfs._writers import Bounded, ClientPages, Shadows, Writer, WriterKey
 from nfs.nfs3 import (
     NFS_PROGRAM,
     NfsProc3,
@@ -109,9 +109,9 @@ _STALE_SEARCH: Final = 16
 """How many versions back a write from a client with an unknown view is matched against."""
 _MAX_CLIENTS: Final = 4096
 """Clients (and writers) whose per-client state is remembered (the oldest are forgotten)."""
-_MAX_VIEWS: Final = 64
-"""Clients whose page after their last append is remembered (see ``TableFs._views``)."""
-_VIEW_BYTES: Final = 1 << 20
+_MAX_PAGES: Final = 64
+"""Clients whose page after their last append is remembered (see ``ClientPages``)."""
+_PAGE_BYTES: Final = 1 << 20
 """An append that wrote more than this is not remembered as its client's page."""
 DEFAULT_IDLE_SECONDS: Final = 5.0
 """A writer that never COMMITs is done after this long without a write."""
@@ -207,7 +207,7 @@ class TableState:
     _shown: Bounded[str, int]
     _failures: Bounded[WriterKey, NfsError]
     _last_start: int
-    _views: Bounded[str, tuple[int, Staging]]
+    _pages: ClientPages
     _verifier: bytes
     unfinished_at_close: int
     _schema_text: tuple[int, bytes] | None
@@ -250,7 +250,7 @@ class TableState:
         logger.warning("the table was replaced (restored onto its path): serving the new one")
         self._cache.clear()
         self._shadows.clear()
-        self._views = Bounded(_MAX_VIEWS)
+        self._pages.clear()
         self._times.clear()
         self._schema_text = None
         self._shown = Bounded(_MAX_CLIENTS)

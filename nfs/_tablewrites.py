@@ -24,8 +24,8 @@ from nfs._staging import Base, Staging
 from nfs._tablestate import (
     _DATA_PROCS,
     _NFS_PROGRAM,
+    _PAGE_BYTES,
     _STALE_SEARCH,
-    _VIEW_BYTES,
     TableState,
     _err,
     _fits,
@@ -98,9 +98,9 @@ class WriteRules(TableState):
 
             for v, content in [*candidates, *self._seen_versions()]:
                 look(v, content)
-            view = self._views.get(peer)
-            if view is not None and _fits(view[1], *first):  # its page after its append
-                fits.append((view[1].size, view[0], view[1]))  # (a version of the same
+            page = self._pages.get(peer, self._presented_or_none)
+            if page is not None and _fits(page[1], *first):  # its page after its append
+                fits.append((page[1].size, page[0], page[1]))  # (a version of the same
                 # bytes comes first: max keeps it, and a rewrite from it can be a shadow)
             at_end = any(v == current and size == first[0] for size, v, _ in fits)
             if shown is None or not at_end:
@@ -222,11 +222,10 @@ class WriteRules(TableState):
                         self._db, lines, header=header_of(st.base), write_id=w.write_id
                     )
                 )
-                if st.size - st.base.size <= _VIEW_BYTES:  # the client's page now
+                if st.size - st.base.size <= _PAGE_BYTES:  # the client's page now
                     produced = applied.version
-                    self._views.set(
-                        w.key.peer,
-                        (self._version() if produced is None else produced, st.flattened()),
+                    self._pages.put(
+                        w.key.peer, self._version() if produced is None else produced, st
                     )
                 return applied
             if st.same_as_base():

@@ -6,12 +6,15 @@ docs/nfs-writes.md. Pure bookkeeping: no I/O, no clock (times come from the call
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import mmap
 import os
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Generic, TypeVar
@@ -20,7 +23,7 @@ from nfs._journal import JournalFile
 from nfs._staging import Base, Staging, read_all
 from nfs.rpc import CallContext
 
-__all__ = ["Bounded", "Shadows", "Writer", "WriterKey"]
+__all__ = ["Bounded", "ClientPages", "Shadows", "Writer", "WriterKey"]
 
 logger = logging.getLogger(__name__)
 
@@ -220,3 +223,82 @@ class Shadows:
             self._kept.clear()
             for _v, _stamp, path in self._files():
                 path.unlink(missing_ok=True)
+
+
+class ClientPages:
+    """Each client's page of data.csv after its last append: the base it appended to plus
+    the lines it wrote. With a stale base no version was ever those bytes, yet the
+    client's next page-widened append resends them (see ``TableFs._base_for``).
+
+    The last ``limit`` clients' pages are kept in memory and in ``directory``, one small
+    file per client written atomically (not fsynced: like the shadows, a presentation aid
+    for matching), so a restarted server still matches them.
+    """
+
+    def __init__(self, directory: Path, limit: int) -> None:
+        """Use ``directory`` (created 0700)."""
+        self._dir = directory
+        self._limit = limit
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._pages: Bounded[str, tuple[int, Staging]] = Bounded(limit)
+
+    def _path(self, peer: str) -> Path:
+        return self._dir / (hashlib.sha256(peer.encode()).hexdigest()[:24] + ".page")
+
+    def put(self, peer: str, version: int, page: Staging) -> None:
+        """Remember ``page`` (content that extends its base) as ``peer``'s, after the
+        append that made ``version``."""
+        page = page.flattened()
+        self._pages.set(peer, (version, page))
+        low, data = page.overlay()
+        head = {
+            "peer": peer,
+            "version": version,
+            "base_version": page.base_version,
+            "base_size": page.base.size,
+            "low": low,
+        }
+        path = self._path(peer)
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(json.dumps(head).encode() + b"\n")
+                f.write(data)
+            os.replace(tmp, path)
+            files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
+            for old in files[: -self._limit]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            logger.warning("could not keep the page of %s", peer, exc_info=True)
+            tmp.unlink(missing_ok=True)
+
+    def get(self, peer: str, presented: Callable[[int], Base | None]) -> tuple[int, Staging] | None:
+        """Return ``(version, page)`` of ``peer``, or None; ``presented(v)``: the bytes
+        of version ``v`` as shown (a page kept on disk is rebuilt over them, and dropped
+        when they are not what they were)."""
+        got = self._pages.get(peer)
+        if got is not None:
+            return got
+        try:
+            raw = self._path(peer).read_bytes()
+            line, _, data = raw.partition(b"\n")
+            head = json.loads(line)
+            if head["peer"] != peer:
+                return None
+            version, base_version = int(head["version"]), int(head["base_version"])
+            base_size, low = int(head["base_size"]), int(head["low"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        base = presented(base_version)
+        if base is None or base.size != base_size or not 0 <= low <= base_size:
+            return None
+        page = Staging(base, base_version=base_version, touched=0.0, mtime=0.0)
+        page.write(low, data, touched=0.0, mtime=0.0)
+        self._pages.set(peer, (version, page))
+        return version, page
+
+    def clear(self) -> None:
+        """Forget every page (the table was replaced)."""
+        self._pages = Bounded(self._limit)
+        for path in self._dir.glob("*.page"):
+            path.unlink(missing_ok=True)

@@ -54,7 +54,7 @@ from nfs._pathops import PathOps
 from nfs._render_cache import RenderCache
 from nfs._segkeys import SegmentKeys
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
-from nfs._staging import BytesBase, Staging
+from nfs._staging import BytesBase
 from nfs._tableattrs import TableAttrs
 from nfs._tablestate import (
     _COOKIE_OFFSET,
@@ -62,7 +62,7 @@ from nfs._tablestate import (
     _DIR_MODE,
     _KEEP_SHADOWS,
     _MAX_CLIENTS,
-    _MAX_VIEWS,
+    _MAX_PAGES,
     _ROOT_STATIC,
     _VERSION_BASE,
     DATA_CSV_ID,
@@ -79,7 +79,7 @@ from nfs._tablestate import (
     default_state_dir,
     nfs_error,
 )
-from nfs._writers import Bounded, Shadows, Writer, WriterKey
+from nfs._writers import Bounded, ClientPages, Shadows, Writer, WriterKey
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
     Ftype3,
@@ -208,9 +208,10 @@ class TableFs(TableAttrs):
         self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
         self._last_start = 0  # when the newest staging began (ns; see _started_ns)
-        # per client: its page after its last append, (the version that append made, the
-        # staging): with a stale page, no version was ever those bytes (see _base_for)
-        self._views: Bounded[str, tuple[int, Staging]] = Bounded(_MAX_VIEWS)
+        # per client: its page after its last append (see _base_for)
+        self._pages = ClientPages(
+            self._journals.path.with_name("pages-" + self._journals.path.name), _MAX_PAGES
+        )
         self._verifier = secrets.token_bytes(8)
         self.unfinished_at_close = 0
         """Staged writes :meth:`close` kept in the journal for the next start."""

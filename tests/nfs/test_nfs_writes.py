@@ -597,21 +597,30 @@ def test_idle_rewrites_apply_in_the_order_they_began_crash_or_not(
         fs.close()
 
 
+@pytest.mark.parametrize("restart", [False, True])
 def test_a_page_holding_its_own_append_over_a_stale_page_resurrects_nothing(
-    fs: TableFs, plain: DatabaseOps
+    plain: DatabaseOps, clock: Clock, state: Path, restart: bool
 ) -> None:
     """The client's page is a stale page plus its own appended line: no version ever was
     those bytes (another commit came between its read and its append). Its line was
-    deleted since; the next append from that page inserts only its new line."""
+    deleted since; the next append from that page inserts only its new line, also after
+    a server restart."""
+    fs = _fs(plain, clock, state)
     old = PathOps(fs, A).read_file("/data/data.csv")
     plain.update("id = 1", {"name": "other"})  # meanwhile: the page is stale
     page = old + b"6,six\n"
     fs.write(DATA_CSV_ID, 0, page, StableHow.FILE_SYNC, A)  # inserts 6 only
     assert (6, "six") in rows(plain) and (1, "other") in rows(plain)
     plain.delete_rows_where("id = 6")
-    fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.FILE_SYNC, A)
-    got = rows(plain)
-    assert (7, "seven") in got and not [r for r in got if r[0] == 6], got
+    if restart:
+        crash(fs)
+        fs = _fs(plain, clock, state)
+    try:
+        fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.FILE_SYNC, A)
+        got = rows(plain)
+        assert (7, "seven") in got and not [r for r in got if r[0] == 6], got
+    finally:
+        fs.close()
 
 
 def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_changed(
