@@ -281,6 +281,11 @@ class Staging:
         """Let the written bytes go (a spilled buffer's file is removed)."""
         self._buf.close()
 
+    @property
+    def overlay_size(self) -> int:
+        """How many bytes were written over (or after) the base."""
+        return len(self._buf)
+
     def overlay(self) -> tuple[int, bytes]:
         """The written bytes over the base and where they start (content that extends
         its base: no truncation cut it)."""

@@ -222,11 +222,13 @@ class WriteRules(TableState):
                         self._db, lines, header=header_of(st.base), write_id=w.write_id
                     )
                 )
-                if st.size - st.base.size <= _PAGE_BYTES:  # the client's page now
+                page = st.flattened()  # the client's page now
+                if page.overlay_size <= _PAGE_BYTES:
                     produced = applied.version
-                    self._pages.put(
-                        w.key.peer, self._version() if produced is None else produced, st
-                    )
+                    version = self._version() if produced is None else produced
+                    self._pages.put(w.key.peer, version, page)
+                else:  # an older page of it must not be matched any more
+                    self._pages.forget(w.key.peer)
                 return applied
             if st.same_as_base():
                 return Applied("unchanged", None)

@@ -249,7 +249,7 @@ class ClientPages:
         """Remember ``page`` (content that extends its base) as ``peer``'s, after the
         append that made ``version``."""
         page = page.flattened()
-        self._pages.set(peer, (version, page))
+        self._pages.set(peer, (version, page))  # in memory first: the file may fail
         low, data = page.overlay()
         head = {
             "peer": peer,
@@ -271,6 +271,7 @@ class ClientPages:
         except OSError:
             logger.warning("could not keep the page of %s", peer, exc_info=True)
             tmp.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # an older page must not come back at a restart
 
     def get(self, peer: str, presented: Callable[[int], Base | None]) -> tuple[int, Staging] | None:
         """Return ``(version, page)`` of ``peer``, or None; ``presented(v)``: the bytes
@@ -296,6 +297,11 @@ class ClientPages:
         page.write(low, data, touched=0.0, mtime=0.0)
         self._pages.set(peer, (version, page))
         return version, page
+
+    def forget(self, peer: str) -> None:
+        """Forget ``peer``'s page."""
+        self._pages.pop(peer)
+        self._path(peer).unlink(missing_ok=True)
 
     def clear(self) -> None:
         """Forget every page (the table was replaced)."""

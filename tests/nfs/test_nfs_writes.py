@@ -623,6 +623,23 @@ def test_a_page_holding_its_own_append_over_a_stale_page_resurrects_nothing(
         fs.close()
 
 
+def test_page_widened_appends_in_a_row_from_a_stale_page_insert_each_line_once(
+    fs: TableFs, plain: DatabaseOps
+) -> None:
+    """A client appends five lines one by one, each time resending its whole (stale) page;
+    others delete its second line meanwhile: every line is inserted once, none comes back."""
+    page = PathOps(fs, A).read_file("/data/data.csv")
+    plain.update("id = 1", {"name": "other"})
+    for i in range(10, 15):
+        page += f"{i},line{i}\n".encode()
+        fs.write(DATA_CSV_ID, 0, page, StableHow.FILE_SYNC, A)
+        if i == 11:
+            plain.delete_rows_where("id = 11")
+    got = rows(plain)
+    assert [r for r in got if r[0] >= 10] == [(i, f"line{i}") for i in (10, 12, 13, 14)]
+    assert (1, "other") in got and len(got) == 5 + 4
+
+
 def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_changed(
     fs: TableFs, plain: DatabaseOps
 ) -> None:
