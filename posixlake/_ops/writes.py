@@ -406,11 +406,14 @@ class WriteOps(TableCore):
         with self._write("REPLACE ROWS"):
             if pk and ins.num_rows:
                 dups = duplicate_keys(ins, pk)
-                freed = existing_mask(ins, dele.select(pk), pk)
-                taken = pc.and_(
-                    existing_mask(ins, self._keys.get(self._log, pk), pk), pc.invert(freed)
+                # keys this write deletes are free; only the others are looked up (an
+                # update of rows reads no key of the table)
+                rest = ins.filter(pc.invert(existing_mask(ins, dele.select(pk), pk)))
+                taken = (
+                    rest.num_rows > 0
+                    and pc.any(existing_mask(rest, self._keys.get(self._log, pk), pk)).as_py()
                 )
-                if dups or pc.any(taken).as_py():
+                if dups or taken:
                     raise DuplicateKeyError(
                         f"replace_rows: inserted keys repeat or exist: {dups[:5]}"
                     )
