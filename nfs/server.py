@@ -1,12 +1,14 @@
 """The asyncio transport: NFSv3 + MOUNT (+ optional portmap) on one TCP port.
 
 `NfsServer` runs an event loop in a background thread. Per connection it feeds
-the bytes to a `RecordReader` and runs each record through
-``await asyncio.to_thread(dispatcher.handle_parts, record, conn)``, so calls run
-concurrently (the client matches replies by xid, so they may go back in any
-order). A reply is written as its record-marking header plus the dispatcher's
-buffers, so READ data is not copied on the way out. This is the only module of
-`nfs` that imports asyncio; everything below it is sans-IO.
+the bytes to a `RecordReader` and runs each record in a worker thread
+(``dispatcher.handle_parts``), so calls run concurrently (the client matches
+replies by xid, so they may go back in any order). The worker sends the reply
+itself (`nfs._sender.ReplySender`: ``sendmsg`` of the record mark and the
+dispatcher's buffers, so READ data is not copied on the way out, and a
+synchronous client waits for no hop back to the loop); the loop takes over the
+sending only while a client does not read. This is the only module of `nfs`
+that imports asyncio; everything below it is sans-IO.
 
 Example:
     >>> from nfs.memfs import MemoryFs
@@ -24,11 +26,12 @@ import logging
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Final, Self
 
+from nfs._sender import ReplySender
 from nfs._serving import (
     DEFAULT_RESOURCES,
     ResourceLimits,
@@ -56,9 +59,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 256 * 1024
-_STREAM_LIMIT: Final = 64 * 1024
-"""asyncio pauses a socket once 2 x this much is buffered unread: small, so that a
-connection we stop reading (over its budget) keeps its bytes in the kernel."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
@@ -72,27 +72,32 @@ class _Conn:
         "calls",
         "closed",
         "context",
+        "drained",
         "held",
         "in_flight",
         "last_active",
         "records",
+        "room",
+        "sender",
         "slots",
-        "write_lock",
-        "writer",
+        "sock",
     )
 
     def __init__(
         self,
-        writer: asyncio.StreamWriter,
+        sock: socket.socket,
         context: ConnectionContext,
         records: RecordReader,
         max_in_flight: int,
         now: float,
+        sender: ReplySender,
     ) -> None:
-        self.writer = writer
+        self.sock = sock  # non-blocking; closed by the connection task, after its calls
         self.context = context
         self.records = records
-        self.write_lock = asyncio.Lock()
+        self.sender = sender
+        self.room: list[asyncio.Future[None]] = []  # calls waiting for the queue to shrink
+        self.drained: list[asyncio.Future[None]] = []  # waiting for the loop to finish sending
         self.slots = asyncio.Semaphore(max_in_flight)
         self.calls: set[asyncio.Task[None]] = set()
         self.held = 0
@@ -101,8 +106,10 @@ class _Conn:
         self.closed = False
 
     def close(self) -> None:
+        """End the connection: the client sees it closed now (replies not sent yet are
+        dropped); the reading task sees EOF and closes the socket after the calls."""
         self.closed = True
-        self.writer.close()
+        self.sender.shutdown()
 
 
 class NfsServer:
@@ -449,23 +456,61 @@ class NfsServer:
                 sock.close()
                 continue
             try:
-                reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+                conn = self._connect(sock, loop)
             except OSError as err:
                 logger.debug("cannot set up a connection: %s", err)
                 sock.close()
                 continue
-            peer = writer.get_extra_info("peername")
-            conn = _Conn(
-                writer,
-                ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
-                RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
-                self._max_in_flight,
-                loop.time(),
-            )
-            task = asyncio.create_task(self._serve_connection(conn, reader))
+            task = asyncio.create_task(self._serve_connection(conn))
             self._connections[task] = conn
             task.add_done_callback(self._connection_done)
             self._count(connections=1)
+
+    def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
+        """Set up an accepted connection: its record reader and its `ReplySender`.
+
+        The socket is not handed to an asyncio transport: the loop reads it
+        (``sock_recv``), worker threads send on it, and it is closed only once no
+        call of the connection runs (so a worker never sends on a reused descriptor).
+        """
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        fd = sock.fileno()
+
+        def writable() -> None:  # the loop sends while the client is slow to read
+            if sender.resume():
+                loop.remove_writer(fd)
+                _resolve(conn.drained)
+
+        def watch() -> None:
+            if not sender.idle:
+                loop.add_writer(fd, writable)
+
+        def room() -> None:
+            _resolve(conn.room)
+
+        def on_blocked() -> None:
+            loop.call_soon_threadsafe(watch)
+
+        def on_room() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(room)
+
+        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room)
+        conn = _Conn(
+            sock,
+            ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
+            RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
+            self._max_in_flight,
+            loop.time(),
+            sender,
+        )
+        return conn
 
     def _connection_done(self, task: asyncio.Task[None]) -> None:
         if self._connections.pop(task, None) is not None:
@@ -506,19 +551,19 @@ class NfsServer:
                     self._count(idle_closed=1)
             await self._room_changed()
 
-    async def _serve_connection(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
+    async def _serve_connection(self, conn: _Conn) -> None:
         loop = asyncio.get_running_loop()
-        writer = conn.writer
+        sock = conn.sock
         stop = self._stop
         if stop is None or stop.is_set():
-            writer.close()
+            sock.close()
             return
         try:
             while not conn.closed:
                 await self._wait_for_room(conn)
                 if conn.closed or stop.is_set():
                     break
-                data = await reader.read(_READ_SIZE)
+                data = await loop.sock_recv(sock, _READ_SIZE)
                 if not data:
                     break
                 self._count(received_bytes=len(data))
@@ -544,47 +589,50 @@ class NfsServer:
             self._count(buffered_bytes=-conn.held)
             conn.held = conn.in_flight = 0
             await self._room_changed()
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            await self._finish_sending(conn)
+            sock.close()
+
+    async def _finish_sending(self, conn: _Conn) -> None:
+        """Let the loop send what a slow client has not read yet (unless stopping)."""
+        sender = conn.sender
+        stop = self._stop
+        if not sender.idle and stop is not None and not stop.is_set():
+            done = asyncio.get_running_loop().create_future()
+            conn.drained.append(done)
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([done, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+        if not sender.idle:  # stopping: the loop is the sender (no call runs any more)
+            asyncio.get_running_loop().remove_writer(conn.sock.fileno())
+            sender.abort()
 
     async def _call(self, record: bytes, conn: _Conn) -> None:
-        writer = conn.writer
         try:
-            parts = await asyncio.to_thread(self.dispatcher.handle_parts, record, conn.context)
-            if parts is None:
-                return
-            framed = _coalesce(encode_record_parts(parts))
-            async with conn.write_lock:
-                if writer.is_closing():
-                    return
-                for buf in framed:
-                    writer.write(buf)
-                await writer.drain()
+            sent = await asyncio.to_thread(self._reply, record, conn)
+            if not sent and not conn.sender.want_room():
+                # the client does not read: this call holds its slot (and its bytes
+                # count) until the replies queued shrink, as asyncio's drain() would
+                waiting = asyncio.get_running_loop().create_future()
+                conn.room.append(waiting)
+                await waiting
             conn.last_active = asyncio.get_running_loop().time()
-        except ConnectionError:
-            logger.debug("connection from %s lost before a reply", conn.context.peer)
         finally:
             conn.in_flight -= len(record)
             self._hold(conn)
             conn.slots.release()
             await self._room_changed()
 
+    def _reply(self, record: bytes, conn: _Conn) -> bool:
+        """Run one call and send its reply (a worker thread); whether it went out."""
+        parts = self.dispatcher.handle_parts(record, conn.context)
+        if parts is None:
+            return True
+        return conn.sender.send(encode_record_parts(parts))
 
-def _coalesce(
-    parts: Sequence[bytes | bytearray | memoryview],
-) -> list[bytes | bytearray | memoryview]:
-    """Merge the small buffers of a reply (record mark included) into few write calls."""
-    out: list[bytes | bytearray | memoryview] = []
-    small: list[bytes | bytearray | memoryview] = []
-    for part in parts:
-        if len(part) >= 16 * 1024:
-            if small:
-                out.append(b"".join(small))
-                small = []
-            out.append(part)
-        else:
-            small.append(part)
-    if small:
-        out.append(b"".join(small))
-    return out
+
+def _resolve(waiting: list[asyncio.Future[None]]) -> None:
+    """Wake the futures in `waiting` (and empty it)."""
+    for fut in waiting:
+        if not fut.done():
+            fut.set_result(None)
+    waiting.clear()
