@@ -23,11 +23,12 @@ import contextlib
 import dataclasses
 import errno
 import logging
+import queue
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Final, Self
 
@@ -66,10 +67,13 @@ _ACCEPT_WARN_INTERVAL: Final = 600
 
 
 class _Conn:
-    """One client connection, as the loop thread tracks it."""
+    """One client connection: the loop thread reads it, worker threads run its calls.
+
+    ``running``, ``in_flight``, ``held`` and ``last_active`` change under the server's
+    counter lock (workers end calls); the rest belongs to the loop thread.
+    """
 
     __slots__ = (
-        "calls",
         "closed",
         "context",
         "drained",
@@ -78,9 +82,10 @@ class _Conn:
         "last_active",
         "records",
         "room",
+        "running",
         "sender",
-        "slots",
         "sock",
+        "waiter",
     )
 
     def __init__(
@@ -88,7 +93,6 @@ class _Conn:
         sock: socket.socket,
         context: ConnectionContext,
         records: RecordReader,
-        max_in_flight: int,
         now: float,
         sender: ReplySender,
     ) -> None:
@@ -96,10 +100,10 @@ class _Conn:
         self.context = context
         self.records = records
         self.sender = sender
-        self.room: list[asyncio.Future[None]] = []  # calls waiting for the queue to shrink
+        self.room: list[asyncio.Future[None]] = []  # waiting for the replies queued to shrink
         self.drained: list[asyncio.Future[None]] = []  # waiting for the loop to finish sending
-        self.slots = asyncio.Semaphore(max_in_flight)
-        self.calls: set[asyncio.Task[None]] = set()
+        self.waiter: asyncio.Future[None] | None = None  # the loop, waiting for a call to end
+        self.running = 0  # calls queued or running
         self.held = 0
         self.in_flight = 0
         self.last_active = now
@@ -189,8 +193,10 @@ class NfsServer:
         self._stop: asyncio.Event | None = None
         self._room: asyncio.Condition | None = None
         self._connections: dict[asyncio.Task[None], _Conn] = {}
-        self._stats = ServerStats()
-        self._stats_changed = threading.Condition()
+        self._counters = dataclasses.asdict(ServerStats())
+        self._stats_changed = threading.Condition()  # also guards the _Conn counters
+        self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self._close_lock = threading.Lock()
         if autostart:  # the original project's NfsServer(db, port) serves at once
@@ -235,7 +241,7 @@ class NfsServer:
     def stats(self) -> ServerStats:
         """Return the current counters (see `ServerStats`)."""
         with self._stats_changed:
-            return self._stats
+            return ServerStats(**self._counters)
 
     def wait_stats(
         self, predicate: Callable[[ServerStats], bool], timeout: float
@@ -246,8 +252,10 @@ class NfsServer:
             The counters that satisfied `predicate`, or None after `timeout` seconds.
         """
         with self._stats_changed:
-            if self._stats_changed.wait_for(lambda: predicate(self._stats), timeout):
-                return self._stats
+            if self._stats_changed.wait_for(
+                lambda: predicate(ServerStats(**self._counters)), timeout
+            ):
+                return ServerStats(**self._counters)
             return None
 
     def start(self, timeout: float = 10.0) -> Self:
@@ -309,19 +317,28 @@ class NfsServer:
     # ------------------------------------------------------------ counters
 
     def _count(self, **changes: int) -> None:
-        """Add to counters (loop thread) and wake `wait_stats` callers."""
+        """Add to counters and wake `wait_stats` callers."""
         with self._stats_changed:
-            s = self._stats
-            self._stats = dataclasses.replace(
-                s, **{name: getattr(s, name) + delta for name, delta in changes.items()}
-            )
-            self._stats_changed.notify_all()
+            self._count_locked(changes)
 
-    def _hold(self, conn: _Conn) -> None:
-        """Recount the bytes `conn` holds (unfinished record + queued calls)."""
+    def _count_locked(self, changes: dict[str, int]) -> None:
+        counters = self._counters
+        for name, delta in changes.items():
+            counters[name] += delta
+        self._stats_changed.notify_all()
+
+    def _hold(self, conn: _Conn, *, calls: int = 0, nbytes: int = 0) -> None:
+        """Add `calls` and `nbytes` to those of `conn` in progress; recount the bytes it
+        holds (unfinished record + calls in progress)."""
+        with self._stats_changed:
+            self._hold_locked(conn, calls, nbytes)
+
+    def _hold_locked(self, conn: _Conn, calls: int, nbytes: int) -> None:
+        conn.running += calls
+        conn.in_flight += nbytes
         held = conn.records.pending + conn.in_flight
         if held != conn.held:
-            self._count(buffered_bytes=held - conn.held)
+            self._count_locked({"buffered_bytes": held - conn.held})
             conn.held = held
 
     def _has_room(self, conn: _Conn) -> bool:
@@ -330,7 +347,7 @@ class NfsServer:
             or (self._stop is not None and self._stop.is_set())
             or (
                 conn.held < self.resources.max_connection_bytes
-                and self._stats.buffered_bytes < self.resources.max_buffered_bytes
+                and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
             )
         )
 
@@ -358,12 +375,20 @@ class NfsServer:
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="nfs-call")
-        loop.set_default_executor(executor)
+        workers = [
+            threading.Thread(target=self._work_loop, name=f"nfs-call_{i}", daemon=True)
+            for i in range(self._workers)
+        ]
+        for worker in workers:
+            worker.start()
         try:
             loop.run_until_complete(self._main())
         finally:
             self._started.set()  # in case _main failed before setting it
+            for _ in workers:
+                self._work.put(None)
+            for worker in workers:
+                worker.join()
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
@@ -506,7 +531,6 @@ class NfsServer:
             sock,
             ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
             RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
-            self._max_in_flight,
             loop.time(),
             sender,
         )
@@ -518,11 +542,7 @@ class NfsServer:
 
     async def _evict_idle(self) -> bool:
         """Close the connection idle the longest (no call in progress); whether one was."""
-        idle = [
-            c
-            for c in self._connections.values()
-            if not c.closed and not c.calls and not c.in_flight
-        ]
+        idle = [c for c in self._connections.values() if not c.closed and not c.running]
         if not idle:
             return False
         victim = min(idle, key=lambda c: c.last_active)
@@ -543,7 +563,7 @@ class NfsServer:
                 await asyncio.wait_for(stop.wait(), min(max(timeout / 4, 0.01), 30.0))
             now = loop.time()
             for conn in list(self._connections.values()):
-                if conn.closed or conn.calls:
+                if conn.closed or conn.running:
                     continue
                 if now - conn.last_active >= timeout:
                     logger.debug("closing connection from %s: idle", conn.context.peer)
@@ -563,34 +583,53 @@ class NfsServer:
                 await self._wait_for_room(conn)
                 if conn.closed or stop.is_set():
                     break
+                if conn.sender.queued_bytes and not conn.sender.want_room():
+                    # the client does not read its replies: read no more calls until
+                    # they go out (as asyncio's drain() would)
+                    waiting = loop.create_future()
+                    conn.room.append(waiting)
+                    await waiting
+                    continue
                 data = await loop.sock_recv(sock, _READ_SIZE)
                 if not data:
                     break
-                self._count(received_bytes=len(data))
                 records = conn.records.feed(data)
-                if records:
-                    conn.last_active = loop.time()
-                self._hold(conn)
+                with self._stats_changed:
+                    self._count_locked({"received_bytes": len(data)})
+                    if records:
+                        conn.last_active = loop.time()
+                    self._hold_locked(conn, 0, 0)
                 for record in records:
-                    await conn.slots.acquire()
-                    conn.in_flight += len(record)
-                    self._hold(conn)
-                    call = asyncio.create_task(self._call(record, conn))
-                    conn.calls.add(call)
-                    call.add_done_callback(conn.calls.discard)
+                    if conn.running >= self._max_in_flight:
+                        await self._until(conn, lambda: conn.running < self._max_in_flight)
+                    self._hold(conn, calls=1, nbytes=len(record))
+                    self._work.put((record, conn))
         except RecordError as err:
             logger.warning("closing connection from %s: %s", conn.context.peer, err)
         except ConnectionError:
             logger.debug("connection from %s reset", conn.context.peer)
         finally:
             conn.closed = True
-            if conn.calls:  # let running calls finish (their replies go out if still possible)
-                await asyncio.gather(*conn.calls, return_exceptions=True)
+            # let running calls finish (their replies go out if still possible)
+            await self._until(conn, lambda: conn.running == 0)
             self._count(buffered_bytes=-conn.held)
             conn.held = conn.in_flight = 0
             await self._room_changed()
             await self._finish_sending(conn)
             sock.close()
+
+    async def _until(self, conn: _Conn, done: Callable[[], bool]) -> None:
+        """Wait until `done()` holds; it turns true only when a call of `conn` ends."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._stats_changed:
+                if done():
+                    return
+                waiting = conn.waiter = loop.create_future()
+            try:
+                await waiting
+            finally:
+                conn.waiter = None
 
     async def _finish_sending(self, conn: _Conn) -> None:
         """Let the loop send what a slow client has not read yet (unless stopping)."""
@@ -606,28 +645,39 @@ class NfsServer:
             asyncio.get_running_loop().remove_writer(conn.sock.fileno())
             sender.abort()
 
-    async def _call(self, record: bytes, conn: _Conn) -> None:
-        try:
-            sent = await asyncio.to_thread(self._reply, record, conn)
-            if not sent and not conn.sender.want_room():
-                # the client does not read: this call holds its slot (and its bytes
-                # count) until the replies queued shrink, as asyncio's drain() would
-                waiting = asyncio.get_running_loop().create_future()
-                conn.room.append(waiting)
-                await waiting
-            conn.last_active = asyncio.get_running_loop().time()
-        finally:
-            conn.in_flight -= len(record)
-            self._hold(conn)
-            conn.slots.release()
-            await self._room_changed()
+    # ------------------------------------------------------------ the worker threads
 
-    def _reply(self, record: bytes, conn: _Conn) -> bool:
-        """Run one call and send its reply (a worker thread); whether it went out."""
-        parts = self.dispatcher.handle_parts(record, conn.context)
-        if parts is None:
-            return True
-        return conn.sender.send(encode_record_parts(parts))
+    def _work_loop(self) -> None:
+        """Run calls until told to stop (a worker thread)."""
+        loop = self._loop
+        assert loop is not None
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            record, conn = item
+            try:
+                parts = self.dispatcher.handle_parts(record, conn.context)  # never raises
+                if parts is not None:
+                    conn.sender.send(encode_record_parts(parts))
+            finally:
+                with self._stats_changed:
+                    self._hold_locked(conn, -1, -len(record))
+                    conn.last_active = time.monotonic()  # the loop's clock
+                    wake = conn.waiter is not None or self._counters["paused_connections"] > 0
+                if wake:
+                    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                        loop.call_soon_threadsafe(self._call_ended, conn)
+
+    def _call_ended(self, conn: _Conn) -> None:
+        """A call of `conn` ended (the loop thread): wake whoever waits for that."""
+        waiter = conn.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if self._counters["paused_connections"]:
+            task = asyncio.create_task(self._room_changed())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
 
 def _resolve(waiting: list[asyncio.Future[None]]) -> None:
