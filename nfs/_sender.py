@@ -149,8 +149,12 @@ class ReplySender:
             self._closing = True
             self._queue.clear()
             self._queued = 0
+            notify = self._want_room
+            self._want_room = False
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
+        if notify:
+            self._on_room()
 
     def want_room(self) -> bool:
         """Ask for ``on_room`` once the queue is at `low_water` or below.

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import errno
@@ -77,9 +78,12 @@ class _Conn:
         "closed",
         "context",
         "drained",
+        "ended",
         "held",
         "in_flight",
         "last_active",
+        "pending",
+        "reading",
         "records",
         "room",
         "running",
@@ -103,6 +107,9 @@ class _Conn:
         self.room: list[asyncio.Future[None]] = []  # waiting for the replies queued to shrink
         self.drained: list[asyncio.Future[None]] = []  # waiting for the loop to finish sending
         self.waiter: asyncio.Future[None] | None = None  # the loop, waiting for a call to end
+        self.ended: asyncio.Future[None] | None = None  # set when reading ends (EOF, error)
+        self.pending: collections.deque[bytes] = collections.deque()  # records not yet run
+        self.reading = False  # the loop watches the socket for reading
         self.running = 0  # calls queued or running
         self.held = 0
         self.in_flight = 0
@@ -572,51 +579,125 @@ class NfsServer:
             await self._room_changed()
 
     async def _serve_connection(self, conn: _Conn) -> None:
+        """Read `conn` (a reader callback, paused while over a bound) until it ends;
+        then wait for its calls, let the loop send what is left, and close it."""
         loop = asyncio.get_running_loop()
         sock = conn.sock
         stop = self._stop
         if stop is None or stop.is_set():
             sock.close()
             return
+        conn.ended = loop.create_future()
+        self._read_on(conn)
         try:
-            while not conn.closed:
-                await self._wait_for_room(conn)
-                if conn.closed or stop.is_set():
-                    break
-                if conn.sender.queued_bytes and not conn.sender.want_room():
-                    # the client does not read its replies: read no more calls until
-                    # they go out (as asyncio's drain() would)
-                    waiting = loop.create_future()
-                    conn.room.append(waiting)
-                    await waiting
-                    continue
-                data = await loop.sock_recv(sock, _READ_SIZE)
-                if not data:
-                    break
-                records = conn.records.feed(data)
-                with self._stats_changed:
-                    self._count_locked({"received_bytes": len(data)})
-                    if records:
-                        conn.last_active = loop.time()
-                    self._hold_locked(conn, 0, 0)
-                for record in records:
-                    if conn.running >= self._max_in_flight:
-                        await self._until(conn, lambda: conn.running < self._max_in_flight)
-                    self._hold(conn, calls=1, nbytes=len(record))
-                    self._work.put((record, conn))
-        except RecordError as err:
-            logger.warning("closing connection from %s: %s", conn.context.peer, err)
-        except ConnectionError:
-            logger.debug("connection from %s reset", conn.context.peer)
+            await conn.ended
         finally:
+            self._read_off(conn)
             conn.closed = True
             # let running calls finish (their replies go out if still possible)
             await self._until(conn, lambda: conn.running == 0)
+            conn.pending.clear()
             self._count(buffered_bytes=-conn.held)
             conn.held = conn.in_flight = 0
             await self._room_changed()
             await self._finish_sending(conn)
             sock.close()
+
+    def _read_on(self, conn: _Conn) -> None:
+        if not conn.reading:
+            asyncio.get_running_loop().add_reader(conn.sock.fileno(), self._readable, conn)
+            conn.reading = True
+
+    def _read_off(self, conn: _Conn) -> None:
+        if conn.reading:
+            asyncio.get_running_loop().remove_reader(conn.sock.fileno())
+            conn.reading = False
+
+    def _end(self, conn: _Conn) -> None:
+        self._read_off(conn)
+        if conn.ended is not None and not conn.ended.done():
+            conn.ended.set_result(None)
+
+    def _readable(self, conn: _Conn) -> None:
+        """The loop's reader callback: read, cut records, hand them to the workers."""
+        try:
+            data = conn.sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except ConnectionError:
+            logger.debug("connection from %s reset", conn.context.peer)
+            self._end(conn)
+            return
+        except OSError as err:
+            logger.debug("connection from %s failed: %s", conn.context.peer, err)
+            self._end(conn)
+            return
+        if not data:
+            self._end(conn)
+            return
+        try:
+            records = conn.records.feed(data)
+        except RecordError as err:
+            logger.warning("closing connection from %s: %s", conn.context.peer, err)
+            self._end(conn)
+            return
+        with self._stats_changed:
+            self._count_locked({"received_bytes": len(data)})
+            if records:
+                conn.last_active = time.monotonic()  # the loop's clock
+            self._hold_locked(conn, 0, sum(map(len, records)))
+        conn.pending.extend(records)
+        self._dispatch(conn)
+        if not self._may_read(conn):
+            self._read_off(conn)
+            task = asyncio.create_task(self._resume_reading(conn))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _dispatch(self, conn: _Conn) -> None:
+        """Hand `conn`'s records to the workers, up to ``max_in_flight`` calls at once."""
+        pending = conn.pending
+        room = self._max_in_flight - conn.running
+        if not pending or room <= 0:
+            return
+        batch = [pending.popleft() for _ in range(min(room, len(pending)))]
+        self._hold(conn, calls=len(batch))
+        for record in batch:
+            self._work.put((record, conn))
+
+    def _may_read(self, conn: _Conn) -> bool:
+        """Whether `conn` may be read now: no record waits for a call slot, its replies
+        are going out, and its bytes fit the budgets."""
+        return (
+            not conn.pending
+            and conn.sender.queued_bytes <= conn.sender.low_water
+            and conn.held < self.resources.max_connection_bytes
+            and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
+        )
+
+    async def _resume_reading(self, conn: _Conn) -> None:
+        """Wait until `conn` may be read again (calls end, replies go out, budgets have
+        room), then read it again; end it if it was closed meanwhile."""
+        loop = asyncio.get_running_loop()
+        stop = self._stop
+        assert stop is not None
+        while not conn.closed and not stop.is_set() and not self._may_read(conn):
+            if conn.pending:
+                await self._until(conn, lambda: conn.running < self._max_in_flight or conn.closed)
+                self._dispatch(conn)
+            elif conn.sender.queued_bytes > conn.sender.low_water:
+                if not conn.sender.want_room():
+                    # the client does not read its replies: read no more calls until
+                    # they go out (as asyncio's drain() would)
+                    waiting = loop.create_future()
+                    conn.room.append(waiting)
+                    await waiting
+            else:
+                await self._wait_for_room(conn)
+        if conn.closed or stop.is_set():
+            self._end(conn)
+        else:
+            self._read_on(conn)
 
     async def _until(self, conn: _Conn, done: Callable[[], bool]) -> None:
         """Wait until `done()` holds; it turns true only when a call of `conn` ends."""
