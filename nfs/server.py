@@ -1,14 +1,17 @@
 """The asyncio transport: NFSv3 + MOUNT (+ optional portmap) on one TCP port.
 
-`NfsServer` runs an event loop in a background thread. Per connection it feeds
-the bytes to a `RecordReader` and runs each record in a worker thread
-(``dispatcher.handle_parts``), so calls run concurrently (the client matches
+`NfsServer` runs an event loop in a background thread that accepts connections
+and reads them: a reader callback per connection feeds the bytes to a
+`RecordReader` and queues each record for the worker threads, which run
+``dispatcher.handle_parts``, so calls run concurrently (the client matches
 replies by xid, so they may go back in any order). The worker sends the reply
 itself (`nfs._sender.ReplySender`: ``sendmsg`` of the record mark and the
 dispatcher's buffers, so READ data is not copied on the way out, and a
 synchronous client waits for no hop back to the loop); the loop takes over the
-sending only while a client does not read. This is the only module of `nfs`
-that imports asyncio; everything below it is sans-IO.
+sending only while a client does not read. A connection is read no further while
+it has ``max_in_flight`` calls running, its replies back up, or it is over its
+memory budget. This is the only module of `nfs` that imports asyncio; everything
+below it is sans-IO.
 
 Example:
     >>> from nfs.memfs import MemoryFs
@@ -741,6 +744,8 @@ class NfsServer:
                 parts = self.dispatcher.handle_parts(record, conn.context)  # never raises
                 if parts is not None:
                     conn.sender.send(encode_record_parts(parts))
+            except Exception:  # the transport's boundary: a bug must not end a worker
+                logger.exception("a call from %s failed in the transport", conn.context.peer)
             finally:
                 with self._stats_changed:
                     self._hold_locked(conn, -1, -len(record))
