@@ -99,11 +99,13 @@ class ReplySender:
         """Whether nothing is queued and no thread is sending."""
         return not self._busy
 
-    def send(self, buffers: Sequence[bytes | bytearray | memoryview]) -> bool:
+    def send(
+        self, buffers: Sequence[bytes | bytearray | memoryview], *, wait: float | None = None
+    ) -> bool:
         """Queue one reply and, unless another thread is sending, send the queue now.
 
-        Blocks for at most about `wait` seconds per stall of the socket (then hands
-        over: see ``on_blocked``).
+        Blocks for at most about `wait` seconds (default: the attribute) per stall of
+        the socket, then hands over (see ``on_blocked``); the event loop passes 0.
 
         Returns:
             True if the queue is sent (or dropped: after a socket error, or after
@@ -120,7 +122,7 @@ class ReplySender:
             if self._busy:
                 return False
             self._busy = True
-        if self._drain(self.wait):
+        if self._drain(self.wait if wait is None else wait):
             return True
         self._on_blocked()
         return False

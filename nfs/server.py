@@ -644,9 +644,16 @@ class NfsServer:
             logger.warning("closing connection from %s: %s", conn.context.peer, err)
             self._end(conn)
             return
+        completed = bool(records)
+        if len(records) == 1 and not conn.running and not conn.pending:
+            # a lone call (a synchronous client): answered here if it needs no waiting
+            parts = self.dispatcher.handle_parts_nowait(records[0], conn.context)
+            if parts is not None:
+                conn.sender.send(encode_record_parts(parts), wait=0.0)
+                records = []
         with self._stats_changed:
             self._count_locked({"received_bytes": len(data)})
-            if records:
+            if completed:  # a half-sent record is no activity
                 conn.last_active = time.monotonic()  # the loop's clock
             self._hold_locked(conn, 0, sum(map(len, records)))
         conn.pending.extend(records)

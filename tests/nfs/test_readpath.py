@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -21,11 +22,12 @@ import nfs._segstore
 from nfs._segments import SegmentedRendering
 from nfs._sender import ReplySender
 from nfs.memfs import MemoryFs
-from nfs.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res
-from nfs.rpc import CallContext
-from nfs.server import NfsServer
-from nfs.tableview import DATA_CSV_ID, TableFs
+from nfs.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
+from nfs.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
+from nfs.server import NfsServer, build_dispatcher
+from nfs.tableview import DATA_CSV_ID, SCHEMA_ID, TableFs
 from posixlake import DatabaseOps
+from tests.nfs.conftest import FakeClock
 from tests.nfs.rpcclient import RpcClient
 
 SCHEMA = {"id": "Int64", "name": "String", "score": "Float64", "city": "String"}
@@ -243,3 +245,110 @@ def test_sender_reports_a_reset_peer() -> None:
         assert pair.sender.idle
     finally:
         pair.near.close()
+
+
+# -- READ answered on the event loop (TableFs.read_nowait, Dispatcher.handle_parts_nowait) ----
+
+
+@pytest.fixture
+def table_fs(tmp_path: Path, clock: FakeClock) -> Iterator[TableFs]:
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    db.insert(_rows(0, 1000))
+    db.insert(_rows(1000, 1000))
+    fs = TableFs(
+        db,
+        clock=clock,
+        idle_timer=False,
+        segment_cache=tmp_path / "cache",
+        state_dir=tmp_path / "state",
+    )
+    try:
+        yield fs
+    finally:
+        fs.close()
+
+
+def test_read_nowait_is_read_plus_getattr(table_fs: TableFs) -> None:
+    ctx = CallContext.local(peer="10.0.0.1:800")
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 100, ctx) is None  # nothing rendered yet
+    size = table_fs.getattr(DATA_CSV_ID, ctx).size
+    for offset, count in [(0, 100), (size - 50, 100), (size, 10), (size + 5, 10), (3, 0)]:
+        got = table_fs.read_nowait(DATA_CSV_ID, offset, count, ctx)
+        assert got is not None
+        data, eof, attrs = got
+        want, want_eof = table_fs.read(DATA_CSV_ID, offset, count, ctx)
+        assert bytes(data) == bytes(want) and eof == want_eof
+        assert attrs == table_fs.getattr(DATA_CSV_ID, ctx)
+    assert table_fs.read_nowait(SCHEMA_ID, 0, 100, ctx) is None  # only data.csv
+
+
+def test_read_nowait_defers_to_the_full_path(table_fs: TableFs, clock: FakeClock) -> None:
+    ctx = CallContext.local(peer="10.0.0.1:800")
+    writer = CallContext.local(1000, 1000, peer="10.0.0.2:800")
+    table_fs.getattr(DATA_CSV_ID, ctx)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is not None
+
+    # the table lock held by another thread: no waiting
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with table_fs._lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(30)
+        assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is None
+    finally:
+        release.set()
+        t.join(30)
+
+    # the version is due to be checked (version_ttl): the full path checks it first
+    clock.advance(1.0)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is None
+    table_fs.read(DATA_CSV_ID, 0, 10, ctx)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is not None
+
+    # an API write through the same handle: the next read shows it, through the full path
+    table_fs._db.insert(_rows(5000, 1))
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is None
+    size = table_fs.getattr(DATA_CSV_ID, ctx).size
+    data, _ = table_fs.read(DATA_CSV_ID, 0, size, ctx)
+    assert bytes(data).endswith("\n5000,user-5000,714.2857142857143,Zürich\n".encode())
+    got = table_fs.read_nowait(DATA_CSV_ID, 0, size, ctx)
+    assert got is not None and bytes(got[0]) == bytes(data)
+
+    # a writer's staging: its reads see its own bytes (docs/nfs-writes.md), others the table
+    table_fs.write(DATA_CSV_ID, size, b"9999,staged,1,x\n", StableHow.UNSTABLE, writer)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, size + 100, writer) is None
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, size + 100, ctx) is None
+    mine, _ = table_fs.read(DATA_CSV_ID, 0, size + 100, writer)
+    theirs, _ = table_fs.read(DATA_CSV_ID, 0, size + 100, ctx)
+    assert bytes(mine) == bytes(data) + b"9999,staged,1,x\n"
+    assert bytes(theirs) == bytes(data)
+
+
+def test_handle_parts_nowait_answers_as_handle_parts(table_fs: TableFs) -> None:
+    dispatcher = build_dispatcher(table_fs)
+    client = RpcClient.over(dispatcher)
+    client.mount("/")
+    fh = client.walk("/data/data.csv")
+    client.attrs(fh)  # renders the version
+    record = bytes(
+        encode_call(
+            CallHeader(Xid(7), NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_READ, client.cred),
+            Read3Args(fh, 10, 5000),
+        ).get_buffer()
+    )
+    conn = ConnectionContext("127.0.0.1:700")
+    fast = dispatcher.handle_parts_nowait(record, conn)
+    assert fast is not None
+    assert b"".join(fast) == dispatcher.handle(record, conn)
+    null = encode_call(CallHeader(Xid(8), NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_NULL))
+    assert dispatcher.handle_parts_nowait(bytes(null.get_buffer()), conn) is None
+    assert dispatcher.handle_parts_nowait(b"\x00\x00\x00\x09garbage", conn) is None
+    assert dispatcher.handle_parts_nowait(record[:-3], conn) is None  # truncated arguments
+    memory = build_dispatcher(MemoryFs())  # no read_nowait: always the full path
+    assert memory.handle_parts_nowait(record, conn) is None
