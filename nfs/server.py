@@ -207,6 +207,7 @@ class NfsServer:
         self._stats_changed = threading.Condition()  # also guards the _Conn counters
         self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
         self._background: set[asyncio.Task[None]] = set()
+        self._read_buf = bytearray(_READ_SIZE)  # the loop's, for every connection
         self._closed = False
         self._close_lock = threading.Lock()
         if autostart:  # the original project's NfsServer(db, port) serves at once
@@ -623,8 +624,9 @@ class NfsServer:
 
     def _readable(self, conn: _Conn) -> None:
         """The loop's reader callback: read, cut records, hand them to the workers."""
+        buf = self._read_buf
         try:
-            data = conn.sock.recv(_READ_SIZE)
+            n = conn.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             return
         except ConnectionError:
@@ -635,11 +637,12 @@ class NfsServer:
             logger.debug("connection from %s failed: %s", conn.context.peer, err)
             self._end(conn)
             return
-        if not data:
+        if not n:
             self._end(conn)
             return
         try:
-            records = conn.records.feed(data)
+            with memoryview(buf)[:n] as data:
+                records = conn.records.feed(data)  # copies what it keeps
         except RecordError as err:
             logger.warning("closing connection from %s: %s", conn.context.peer, err)
             self._end(conn)
@@ -652,7 +655,7 @@ class NfsServer:
                 conn.sender.send(encode_record_parts(parts), wait=0.0)
                 records = []
         with self._stats_changed:
-            self._count_locked({"received_bytes": len(data)})
+            self._count_locked({"received_bytes": n})
             if completed:  # a half-sent record is no activity
                 conn.last_active = time.monotonic()  # the loop's clock
             self._hold_locked(conn, 0, sum(map(len, records)))
