@@ -352,3 +352,59 @@ def test_handle_parts_nowait_answers_as_handle_parts(table_fs: TableFs) -> None:
     assert dispatcher.handle_parts_nowait(record[:-3], conn) is None  # truncated arguments
     memory = build_dispatcher(MemoryFs())  # no read_nowait: always the full path
     assert memory.handle_parts_nowait(record, conn) is None
+
+
+def _holding(lock: threading.RLock) -> tuple[threading.Thread, threading.Event]:
+    """Hold ``lock`` in another thread until the returned event is set."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    return t, release
+
+
+def test_read_nowait_never_waits_for_a_commit_in_progress(table_fs: TableFs) -> None:
+    ctx = CallContext.local(peer="10.0.0.1:800")
+    table_fs.getattr(DATA_CSV_ID, ctx)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is not None
+    t, release = _holding(table_fs._db._log.lock)  # as a commit through the handle does
+    try:
+        assert table_fs._db.try_loaded_state() is None
+        assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is None
+    finally:
+        release.set()
+        t.join(30)
+    assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is not None
+
+
+def test_a_busy_table_does_not_stop_the_loop(
+    served: tuple[NfsServer, TableFs, bytes],
+) -> None:
+    """While the table lock is held, a READ waits in a worker; other calls (another
+    client's) are still answered, and the READ is answered once the lock is free."""
+    server, fs, whole = served
+    with (
+        RpcClient("127.0.0.1", server.port, timeout=30) as reader,
+        RpcClient("127.0.0.1", server.port, timeout=30) as other,
+    ):
+        fh = reader.walk("/data/data.csv")
+        reader.read(fh, 0, 10)
+        t, release = _holding(fs._lock)
+        try:
+            xid = reader.send_call(
+                NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_READ, Read3Args(fh, 5, 100)
+            )
+            for _ in range(3):
+                other.null()
+                other.mount_null()
+        finally:
+            release.set()
+            t.join(30)
+        res = reader.wait_reply(xid).result(Read3Res.unpack)
+        assert res.resok is not None and res.resok.data == whole[5:105]
