@@ -505,8 +505,8 @@ class NfsServer:
     def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
 
-        The socket is not handed to an asyncio transport: the loop reads it
-        (``sock_recv``), worker threads send on it, and it is closed only once no
+        The socket is not handed to an asyncio transport: the loop reads it (a reader
+        callback, `_readable`), worker threads send on it, and it is closed only once no
         call of the connection runs (so a worker never sends on a reused descriptor).
         """
         sock.setblocking(False)
