@@ -110,6 +110,7 @@ def main() -> None:
     if not small.exists():
         bench_nfs.make_table(small, bench_nfs.SMALL)
     print(f"load average: {os.getloadavg()[0]:.2f} (2 cores: others' work slows both servers)")
+    ganesha_dir = work / f"ganesha-{os.getpid()}"
     ours, mine = Served(big, work, "big", args.server), Served(small, work, "small", args.server)
     try:
         first = cat_seconds(ours.url)
@@ -117,7 +118,7 @@ def main() -> None:
         data = subprocess.run(["nfs-cat", ours.url], capture_output=True, check=True).stdout
         small_data = subprocess.run(["nfs-cat", mine.url], capture_output=True, check=True).stdout
         mb = len(data) / 1e6
-        with bench_nfs.ganesha(work / f"ganesha-{os.getpid()}", install=False) as g:
+        with bench_nfs.ganesha(ganesha_dir, install=False) as g:
             if g is None:
                 sys.exit("bench_nfs_read: Ganesha did not start")
             (g.export / "big.csv").write_bytes(data)
@@ -150,6 +151,7 @@ def main() -> None:
     finally:
         ours.close()
         mine.close()
+        shutil.rmtree(ganesha_dir, ignore_errors=True)  # its copy of the table's bytes
 
 
 if __name__ == "__main__":
