@@ -23,6 +23,7 @@ __all__ = [
     "CODEC_VERSION",
     "DEFAULT_CACHE_BYTES",
     "MMAP_MIN",
+    "RELEASE_EVERY",
     "Segment",
     "SegmentStore",
     "SegmentedRendering",
@@ -39,6 +40,10 @@ DEFAULT_CACHE_BYTES: Final = 8 << 30
 MMAP_MIN: Final = 256 << 10
 """Segments at least this large are memory-mapped; smaller ones are read into memory
 (a mapping holds a file descriptor; a table of thousands of one-line files must not)."""
+RELEASE_EVERY: Final = 64 << 20
+"""After serving this many bytes of mapped segments, a rendering lets the pages it touched
+go from the process' memory (they stay in the page cache): reading a table of any size
+through NFS holds about this much of it resident, not all of it."""
 _MAGIC: Final = b"PLXSEG01"
 _TRAILER: Final = b"PLXEND01"
 _HEAD: Final = struct.Struct("<8s32sQQ")  # magic, key digest, payload length, rows
@@ -86,6 +91,11 @@ class Segment:
         self.size = len(view)
         self.rows = rows
         self._mmap = mm
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the bytes are a file mapping (their pages can be let go: `release`)."""
+        return self._mmap is not None
 
     def release(self, start: int, end: int) -> None:
         """Let the pages of bytes ``[start, end)`` go from this process' memory (a mapped
@@ -351,11 +361,13 @@ class SegmentedRendering:
         self._seg_starts: list[int] = []
         parts: list[memoryview] = []
         starts: list[int] = []
+        mapped: list[Segment | None] = []  # per part: its segment, if mapped
         refs: list[tuple[str, int, int]] = []
         pos = 0
         if header:
             parts.append(memoryview(header).toreadonly())
             starts.append(0)
+            mapped.append(None)
             pos = len(header)
         for seg in segments:
             refs.append((seg.key, pos, seg.size))
@@ -364,11 +376,15 @@ class SegmentedRendering:
             if seg.size:
                 parts.append(seg.view)
                 starts.append(pos)
+                mapped.append(seg if seg.mapped else None)
                 pos += seg.size
         self.size = pos
         self.segments = refs
         self._parts = parts
         self._starts = starts
+        self._mapped = mapped
+        self._served = 0  # bytes of mapped segments read since their pages were let go
+        self._touched: set[Segment] = set()
         self._data: memoryview | None = None
         self._lock = threading.Lock()
 
@@ -378,6 +394,10 @@ class SegmentedRendering:
         Within one segment the bytes are a view of its mapping (no copy); a range that
         spans segments is joined into new bytes. An offset at or past the end gives empty
         bytes and True; a negative offset counts as 0.
+
+        Every `RELEASE_EVERY` bytes read from mapped segments, the pages touched are let
+        go (`Segment.release`); a view returned earlier stays valid (its bytes come back
+        from the page cache when used).
         """
         offset = max(0, offset)
         if offset >= self.size or count <= 0:
@@ -387,6 +407,9 @@ class SegmentedRendering:
         start = self._starts[i]
         part = self._parts[i]
         if end <= start + len(part):
+            seg = self._mapped[i]
+            if seg is not None:
+                self._served_from(seg, end - offset)
             return part[offset - start : end - start], end >= self.size
         pieces = [part[offset - start :]]
         pos = start + len(part)
@@ -396,7 +419,23 @@ class SegmentedRendering:
             pieces.append(part[: end - pos])
             pos += len(part)
             i += 1
-        return b"".join(pieces), end >= self.size
+        data = b"".join(pieces)  # copied: the mapped pages can go now
+        for seg, piece in zip(self._mapped[i - len(pieces) : i], pieces, strict=True):
+            if seg is not None:
+                self._served_from(seg, len(piece))
+        return data, end >= self.size
+
+    def _served_from(self, seg: Segment, nbytes: int) -> None:
+        """Count ``nbytes`` read from ``seg``; let the touched pages go every
+        `RELEASE_EVERY` bytes. Thread-safe enough: a count lost to a race only delays a
+        release, and releasing pages another thread reads is harmless."""
+        self._touched.add(seg)
+        self._served += nbytes
+        if self._served >= RELEASE_EVERY:
+            touched, self._touched = self._touched, set()
+            self._served = 0
+            for s in touched:
+                s.release(0, s.size)
 
     def release(self, offset: int, count: int) -> None:
         """Let the mapped pages of bytes ``[offset, offset + count)`` go from memory (after a

@@ -166,6 +166,11 @@ class TableAttrs(WriteRules):
             ctime=ctime,
         )
 
+    def _data_csv_attrs(self, version: int, size: int) -> Fattr3:
+        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's)."""
+        mode = _FILE_MODE if self._read_only else _RW_MODE
+        return self._file_attrs(DATA_CSV_ID, mode, size, self._commit_time(version))
+
     def _getattr(self, fid: FileId, ctx: CallContext) -> Fattr3:
         if fid in (ROOT_ID, DATA_DIR_ID):
             return self._mixed_dir_attrs(fid)
@@ -178,7 +183,7 @@ class TableAttrs(WriteRules):
             version = self._version()
             size = self._presented(version).size
             self._shown.set(ctx.peer or "local", version)
-            return self._file_attrs(fid, mode, size, self._commit_time(version))
+            return self._data_csv_attrs(version, size)
         if fid == SCHEMA_ID:
             version = self._version()
             return self._file_attrs(

@@ -396,11 +396,15 @@ class RpcProcedure(Generic[A]):
         run: executes the call and returns the result to pack. It may raise
             `RpcError` for a non-SUCCESS accept_stat; anything else is a bug
             (-> SYSTEM_ERR, logged).
+        run_nowait: optional; executes the call only if that needs no waiting (no
+            lock held elsewhere, no IO), else returns None with no effect
+            (`Dispatcher.handle_parts_nowait`).
     """
 
     name: str
     decode: Callable[[Unpacker], A]
     run: Callable[[A, CallContext], Packable]
+    run_nowait: Callable[[A, CallContext], Packable | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -469,6 +473,53 @@ class Dispatcher:
         version PROG_MISMATCH; an unknown procedure PROC_UNAVAIL; a failing
         procedure SYSTEM_ERR.
         """
+        call = self._decode(record, conn)
+        if not isinstance(call, _Call):
+            return call
+        try:
+            result = call.procedure.run(call.args, call.ctx)
+            p = reply_accepted(call.xid)
+            result.pack(p)
+        except RpcError as err:
+            return reply_accepted(call.xid, err.stat).get_buffers()
+        except Exception:  # the RPC boundary: a bug must not kill the connection
+            logger.exception("xid %#x %s failed", call.xid, call.procedure.name)
+            return reply_accepted(call.xid, AcceptStat.SYSTEM_ERR).get_buffers()
+        return p.get_buffers()
+
+    def handle_parts_nowait(
+        self, record: Buffer, conn: ConnectionContext | None = None
+    ) -> list[bytes | memoryview] | None:
+        """Like `handle_parts` if the procedure can answer without waiting (its
+        ``run_nowait``); None otherwise, with no effect: then call `handle_parts`.
+
+        For a transport that wants to answer cheap calls on its event loop. Never raises
+        and never waits (a procedure without ``run_nowait``, a call that does not decode
+        or is refused, gives None: `handle_parts` makes its reply).
+        """
+        call = self._decode(record, conn)
+        if not isinstance(call, _Call) or call.procedure.run_nowait is None:
+            return None
+        try:
+            result = call.procedure.run_nowait(call.args, call.ctx)
+            if result is None:
+                return None
+            p = reply_accepted(call.xid)
+            result.pack(p)
+        except RpcError:
+            return None
+        except Exception:  # the RPC boundary, as in handle_parts
+            logger.exception(
+                "xid %#x %s failed (answered by the full path)", call.xid, call.procedure.name
+            )
+            return None
+        return p.get_buffers()
+
+    def _decode(
+        self, record: Buffer, conn: ConnectionContext | None
+    ) -> _Call | list[bytes | memoryview] | None:
+        """Decode a call up to its arguments: the call, or the reply that refuses it (or
+        None: nothing to answer). Never raises."""
         u = Unpacker(record)
         try:
             xid_raw, mtype = u.unpack_struct(_XID_MTYPE)
@@ -512,13 +563,14 @@ class Dispatcher:
             logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         ctx = CallContext(credentials, xid, prog, vers, proc, conn.peer if conn else None)
-        try:
-            result = procedure.run(args, ctx)
-            p = reply_accepted(xid)
-            result.pack(p)
-        except RpcError as err:
-            return reply_accepted(xid, err.stat).get_buffers()
-        except Exception:  # the RPC boundary: a bug must not kill the connection
-            logger.exception("xid %#x %s failed", xid, procedure.name)
-            return reply_accepted(xid, AcceptStat.SYSTEM_ERR).get_buffers()
-        return p.get_buffers()
+        return _Call(xid, procedure, args, ctx)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A decoded call, ready to run."""
+
+    xid: Xid
+    procedure: RpcProcedure[Any]
+    args: Any
+    ctx: CallContext

@@ -1,12 +1,17 @@
 """The asyncio transport: NFSv3 + MOUNT (+ optional portmap) on one TCP port.
 
-`NfsServer` runs an event loop in a background thread. Per connection it feeds
-the bytes to a `RecordReader` and runs each record through
-``await asyncio.to_thread(dispatcher.handle_parts, record, conn)``, so calls run
-concurrently (the client matches replies by xid, so they may go back in any
-order). A reply is written as its record-marking header plus the dispatcher's
-buffers, so READ data is not copied on the way out. This is the only module of
-`nfs` that imports asyncio; everything below it is sans-IO.
+`NfsServer` runs an event loop in a background thread that accepts connections
+and reads them: a reader callback per connection feeds the bytes to a
+`RecordReader` and queues each record for the worker threads, which run
+``dispatcher.handle_parts``, so calls run concurrently (the client matches
+replies by xid, so they may go back in any order). The worker sends the reply
+itself (`nfs._sender.ReplySender`: ``sendmsg`` of the record mark and the
+dispatcher's buffers, so READ data is not copied on the way out, and a
+synchronous client waits for no hop back to the loop); the loop takes over the
+sending only while a client does not read. A connection is read no further while
+it has ``max_in_flight`` calls running, its replies back up, or it is over its
+memory budget. This is the only module of `nfs` that imports asyncio; everything
+below it is sans-IO.
 
 Example:
     >>> from nfs.memfs import MemoryFs
@@ -17,18 +22,21 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import errno
 import logging
+import queue
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Final, Self
 
+from nfs._sender import ReplySender
 from nfs._serving import (
     DEFAULT_RESOURCES,
     ResourceLimits,
@@ -56,9 +64,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 256 * 1024
-_STREAM_LIMIT: Final = 64 * 1024
-"""asyncio pauses a socket once 2 x this much is buffered unread: small, so that a
-connection we stop reading (over its budget) keeps its bytes in the kernel."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
@@ -66,43 +71,59 @@ _ACCEPT_WARN_INTERVAL: Final = 600
 
 
 class _Conn:
-    """One client connection, as the loop thread tracks it."""
+    """One client connection: the loop thread reads it, worker threads run its calls.
+
+    ``running``, ``in_flight``, ``held`` and ``last_active`` change under the server's
+    counter lock (workers end calls); the rest belongs to the loop thread.
+    """
 
     __slots__ = (
-        "calls",
         "closed",
         "context",
+        "drained",
+        "ended",
         "held",
         "in_flight",
         "last_active",
+        "pending",
+        "reading",
         "records",
-        "slots",
-        "write_lock",
-        "writer",
+        "room",
+        "running",
+        "sender",
+        "sock",
+        "waiter",
     )
 
     def __init__(
         self,
-        writer: asyncio.StreamWriter,
+        sock: socket.socket,
         context: ConnectionContext,
         records: RecordReader,
-        max_in_flight: int,
         now: float,
+        sender: ReplySender,
     ) -> None:
-        self.writer = writer
+        self.sock = sock  # non-blocking; closed by the connection task, after its calls
         self.context = context
         self.records = records
-        self.write_lock = asyncio.Lock()
-        self.slots = asyncio.Semaphore(max_in_flight)
-        self.calls: set[asyncio.Task[None]] = set()
+        self.sender = sender
+        self.room: list[asyncio.Future[None]] = []  # waiting for the replies queued to shrink
+        self.drained: list[asyncio.Future[None]] = []  # waiting for the loop to finish sending
+        self.waiter: asyncio.Future[None] | None = None  # the loop, waiting for a call to end
+        self.ended: asyncio.Future[None] | None = None  # set when reading ends (EOF, error)
+        self.pending: collections.deque[bytes] = collections.deque()  # records not yet run
+        self.reading = False  # the loop watches the socket for reading
+        self.running = 0  # calls queued or running
         self.held = 0
         self.in_flight = 0
         self.last_active = now
         self.closed = False
 
     def close(self) -> None:
+        """End the connection: the client sees it closed now (replies not sent yet are
+        dropped); the reading task sees EOF and closes the socket after the calls."""
         self.closed = True
-        self.writer.close()
+        self.sender.shutdown()
 
 
 class NfsServer:
@@ -182,8 +203,11 @@ class NfsServer:
         self._stop: asyncio.Event | None = None
         self._room: asyncio.Condition | None = None
         self._connections: dict[asyncio.Task[None], _Conn] = {}
-        self._stats = ServerStats()
-        self._stats_changed = threading.Condition()
+        self._counters = dataclasses.asdict(ServerStats())
+        self._stats_changed = threading.Condition()  # also guards the _Conn counters
+        self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
+        self._background: set[asyncio.Task[None]] = set()
+        self._read_buf = bytearray(_READ_SIZE)  # the loop's, for every connection
         self._closed = False
         self._close_lock = threading.Lock()
         if autostart:  # the original project's NfsServer(db, port) serves at once
@@ -228,7 +252,7 @@ class NfsServer:
     def stats(self) -> ServerStats:
         """Return the current counters (see `ServerStats`)."""
         with self._stats_changed:
-            return self._stats
+            return ServerStats(**self._counters)
 
     def wait_stats(
         self, predicate: Callable[[ServerStats], bool], timeout: float
@@ -239,8 +263,10 @@ class NfsServer:
             The counters that satisfied `predicate`, or None after `timeout` seconds.
         """
         with self._stats_changed:
-            if self._stats_changed.wait_for(lambda: predicate(self._stats), timeout):
-                return self._stats
+            if self._stats_changed.wait_for(
+                lambda: predicate(ServerStats(**self._counters)), timeout
+            ):
+                return ServerStats(**self._counters)
             return None
 
     def start(self, timeout: float = 10.0) -> Self:
@@ -302,19 +328,28 @@ class NfsServer:
     # ------------------------------------------------------------ counters
 
     def _count(self, **changes: int) -> None:
-        """Add to counters (loop thread) and wake `wait_stats` callers."""
+        """Add to counters and wake `wait_stats` callers."""
         with self._stats_changed:
-            s = self._stats
-            self._stats = dataclasses.replace(
-                s, **{name: getattr(s, name) + delta for name, delta in changes.items()}
-            )
-            self._stats_changed.notify_all()
+            self._count_locked(changes)
 
-    def _hold(self, conn: _Conn) -> None:
-        """Recount the bytes `conn` holds (unfinished record + queued calls)."""
+    def _count_locked(self, changes: dict[str, int]) -> None:
+        counters = self._counters
+        for name, delta in changes.items():
+            counters[name] += delta
+        self._stats_changed.notify_all()
+
+    def _hold(self, conn: _Conn, *, calls: int = 0, nbytes: int = 0) -> None:
+        """Add `calls` and `nbytes` to those of `conn` in progress; recount the bytes it
+        holds (unfinished record + calls in progress)."""
+        with self._stats_changed:
+            self._hold_locked(conn, calls, nbytes)
+
+    def _hold_locked(self, conn: _Conn, calls: int, nbytes: int) -> None:
+        conn.running += calls
+        conn.in_flight += nbytes
         held = conn.records.pending + conn.in_flight
         if held != conn.held:
-            self._count(buffered_bytes=held - conn.held)
+            self._count_locked({"buffered_bytes": held - conn.held})
             conn.held = held
 
     def _has_room(self, conn: _Conn) -> bool:
@@ -323,7 +358,7 @@ class NfsServer:
             or (self._stop is not None and self._stop.is_set())
             or (
                 conn.held < self.resources.max_connection_bytes
-                and self._stats.buffered_bytes < self.resources.max_buffered_bytes
+                and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
             )
         )
 
@@ -351,12 +386,20 @@ class NfsServer:
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
-        executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="nfs-call")
-        loop.set_default_executor(executor)
+        workers = [
+            threading.Thread(target=self._work_loop, name=f"nfs-call_{i}", daemon=True)
+            for i in range(self._workers)
+        ]
+        for worker in workers:
+            worker.start()
         try:
             loop.run_until_complete(self._main())
         finally:
             self._started.set()  # in case _main failed before setting it
+            for _ in workers:
+                self._work.put(None)
+            for worker in workers:
+                worker.join()
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
 
@@ -449,23 +492,60 @@ class NfsServer:
                 sock.close()
                 continue
             try:
-                reader, writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+                conn = self._connect(sock, loop)
             except OSError as err:
                 logger.debug("cannot set up a connection: %s", err)
                 sock.close()
                 continue
-            peer = writer.get_extra_info("peername")
-            conn = _Conn(
-                writer,
-                ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
-                RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
-                self._max_in_flight,
-                loop.time(),
-            )
-            task = asyncio.create_task(self._serve_connection(conn, reader))
+            task = asyncio.create_task(self._serve_connection(conn))
             self._connections[task] = conn
             task.add_done_callback(self._connection_done)
             self._count(connections=1)
+
+    def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
+        """Set up an accepted connection: its record reader and its `ReplySender`.
+
+        The socket is not handed to an asyncio transport: the loop reads it (a reader
+        callback, `_readable`), worker threads send on it, and it is closed only once no
+        call of the connection runs (so a worker never sends on a reused descriptor).
+        """
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        fd = sock.fileno()
+
+        def writable() -> None:  # the loop sends while the client is slow to read
+            if sender.resume():
+                loop.remove_writer(fd)
+                _resolve(conn.drained)
+
+        def watch() -> None:
+            if not sender.idle:
+                loop.add_writer(fd, writable)
+
+        def room() -> None:
+            _resolve(conn.room)
+
+        def on_blocked() -> None:
+            loop.call_soon_threadsafe(watch)
+
+        def on_room() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(room)
+
+        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room)
+        conn = _Conn(
+            sock,
+            ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
+            RecordReader(self._max_record, max_fragments=self.resources.max_fragments),
+            loop.time(),
+            sender,
+        )
+        return conn
 
     def _connection_done(self, task: asyncio.Task[None]) -> None:
         if self._connections.pop(task, None) is not None:
@@ -473,11 +553,7 @@ class NfsServer:
 
     async def _evict_idle(self) -> bool:
         """Close the connection idle the longest (no call in progress); whether one was."""
-        idle = [
-            c
-            for c in self._connections.values()
-            if not c.closed and not c.calls and not c.in_flight
-        ]
+        idle = [c for c in self._connections.values() if not c.closed and not c.running]
         if not idle:
             return False
         victim = min(idle, key=lambda c: c.last_active)
@@ -498,7 +574,7 @@ class NfsServer:
                 await asyncio.wait_for(stop.wait(), min(max(timeout / 4, 0.01), 30.0))
             now = loop.time()
             for conn in list(self._connections.values()):
-                if conn.closed or conn.calls:
+                if conn.closed or conn.running:
                     continue
                 if now - conn.last_active >= timeout:
                     logger.debug("closing connection from %s: idle", conn.context.peer)
@@ -506,85 +582,203 @@ class NfsServer:
                     self._count(idle_closed=1)
             await self._room_changed()
 
-    async def _serve_connection(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
+    async def _serve_connection(self, conn: _Conn) -> None:
+        """Read `conn` (a reader callback, paused while over a bound) until it ends;
+        then wait for its calls, let the loop send what is left, and close it."""
         loop = asyncio.get_running_loop()
-        writer = conn.writer
+        sock = conn.sock
         stop = self._stop
         if stop is None or stop.is_set():
-            writer.close()
+            sock.close()
             return
+        conn.ended = loop.create_future()
+        self._read_on(conn)
         try:
-            while not conn.closed:
-                await self._wait_for_room(conn)
-                if conn.closed or stop.is_set():
-                    break
-                data = await reader.read(_READ_SIZE)
-                if not data:
-                    break
-                self._count(received_bytes=len(data))
-                records = conn.records.feed(data)
-                if records:
-                    conn.last_active = loop.time()
-                self._hold(conn)
-                for record in records:
-                    await conn.slots.acquire()
-                    conn.in_flight += len(record)
-                    self._hold(conn)
-                    call = asyncio.create_task(self._call(record, conn))
-                    conn.calls.add(call)
-                    call.add_done_callback(conn.calls.discard)
-        except RecordError as err:
-            logger.warning("closing connection from %s: %s", conn.context.peer, err)
-        except ConnectionError:
-            logger.debug("connection from %s reset", conn.context.peer)
+            await conn.ended
         finally:
+            self._read_off(conn)
             conn.closed = True
-            if conn.calls:  # let running calls finish (their replies go out if still possible)
-                await asyncio.gather(*conn.calls, return_exceptions=True)
+            # let running calls finish (their replies go out if still possible)
+            await self._until(conn, lambda: conn.running == 0)
+            conn.pending.clear()
             self._count(buffered_bytes=-conn.held)
             conn.held = conn.in_flight = 0
             await self._room_changed()
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            await self._finish_sending(conn)
+            sock.close()
 
-    async def _call(self, record: bytes, conn: _Conn) -> None:
-        writer = conn.writer
+    def _read_on(self, conn: _Conn) -> None:
+        if not conn.reading:
+            asyncio.get_running_loop().add_reader(conn.sock.fileno(), self._readable, conn)
+            conn.reading = True
+
+    def _read_off(self, conn: _Conn) -> None:
+        if conn.reading:
+            asyncio.get_running_loop().remove_reader(conn.sock.fileno())
+            conn.reading = False
+
+    def _end(self, conn: _Conn) -> None:
+        self._read_off(conn)
+        if conn.ended is not None and not conn.ended.done():
+            conn.ended.set_result(None)
+
+    def _readable(self, conn: _Conn) -> None:
+        """The loop's reader callback: read, cut records, hand them to the workers."""
+        buf = self._read_buf
         try:
-            parts = await asyncio.to_thread(self.dispatcher.handle_parts, record, conn.context)
-            if parts is None:
-                return
-            framed = _coalesce(encode_record_parts(parts))
-            async with conn.write_lock:
-                if writer.is_closing():
-                    return
-                for buf in framed:
-                    writer.write(buf)
-                await writer.drain()
-            conn.last_active = asyncio.get_running_loop().time()
+            n = conn.sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return
         except ConnectionError:
-            logger.debug("connection from %s lost before a reply", conn.context.peer)
-        finally:
-            conn.in_flight -= len(record)
-            self._hold(conn)
-            conn.slots.release()
-            await self._room_changed()
+            logger.debug("connection from %s reset", conn.context.peer)
+            self._end(conn)
+            return
+        except OSError as err:
+            logger.debug("connection from %s failed: %s", conn.context.peer, err)
+            self._end(conn)
+            return
+        if not n:
+            self._end(conn)
+            return
+        try:
+            with memoryview(buf)[:n] as data:
+                records = conn.records.feed(data)  # copies what it keeps
+        except RecordError as err:
+            logger.warning("closing connection from %s: %s", conn.context.peer, err)
+            self._end(conn)
+            return
+        completed = bool(records)
+        if len(records) == 1 and not conn.running and not conn.pending:
+            # a lone call (a synchronous client): answered here if it needs no waiting
+            parts = self.dispatcher.handle_parts_nowait(records[0], conn.context)
+            if parts is not None:
+                conn.sender.send(encode_record_parts(parts), wait=0.0)
+                records = []
+        with self._stats_changed:
+            self._count_locked({"received_bytes": n})
+            if completed:  # a half-sent record is no activity
+                conn.last_active = time.monotonic()  # the loop's clock
+            self._hold_locked(conn, 0, sum(map(len, records)))
+        conn.pending.extend(records)
+        self._dispatch(conn)
+        if not self._may_read(conn):
+            self._read_off(conn)
+            task = asyncio.create_task(self._resume_reading(conn))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
+    def _dispatch(self, conn: _Conn) -> None:
+        """Hand `conn`'s records to the workers, up to ``max_in_flight`` calls at once."""
+        pending = conn.pending
+        room = self._max_in_flight - conn.running
+        if not pending or room <= 0:
+            return
+        batch = [pending.popleft() for _ in range(min(room, len(pending)))]
+        self._hold(conn, calls=len(batch))
+        for record in batch:
+            self._work.put((record, conn))
 
-def _coalesce(
-    parts: Sequence[bytes | bytearray | memoryview],
-) -> list[bytes | bytearray | memoryview]:
-    """Merge the small buffers of a reply (record mark included) into few write calls."""
-    out: list[bytes | bytearray | memoryview] = []
-    small: list[bytes | bytearray | memoryview] = []
-    for part in parts:
-        if len(part) >= 16 * 1024:
-            if small:
-                out.append(b"".join(small))
-                small = []
-            out.append(part)
+    def _may_read(self, conn: _Conn) -> bool:
+        """Whether `conn` may be read now: no record waits for a call slot, its replies
+        are going out, and its bytes fit the budgets."""
+        return (
+            not conn.pending
+            and conn.sender.queued_bytes <= conn.sender.low_water
+            and conn.held < self.resources.max_connection_bytes
+            and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
+        )
+
+    async def _resume_reading(self, conn: _Conn) -> None:
+        """Wait until `conn` may be read again (calls end, replies go out, budgets have
+        room), then read it again; end it if it was closed meanwhile."""
+        loop = asyncio.get_running_loop()
+        stop = self._stop
+        assert stop is not None
+        while not conn.closed and not stop.is_set() and not self._may_read(conn):
+            if conn.pending:
+                await self._until(conn, lambda: conn.running < self._max_in_flight or conn.closed)
+                self._dispatch(conn)
+            elif conn.sender.queued_bytes > conn.sender.low_water:
+                if not conn.sender.want_room():
+                    # the client does not read its replies: read no more calls until
+                    # they go out (as asyncio's drain() would)
+                    waiting = loop.create_future()
+                    conn.room.append(waiting)
+                    await waiting
+            else:
+                await self._wait_for_room(conn)
+        if conn.closed or stop.is_set():
+            self._end(conn)
         else:
-            small.append(part)
-    if small:
-        out.append(b"".join(small))
-    return out
+            self._read_on(conn)
+
+    async def _until(self, conn: _Conn, done: Callable[[], bool]) -> None:
+        """Wait until `done()` holds; it turns true only when a call of `conn` ends."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._stats_changed:
+                if done():
+                    return
+                waiting = conn.waiter = loop.create_future()
+            try:
+                await waiting
+            finally:
+                conn.waiter = None
+
+    async def _finish_sending(self, conn: _Conn) -> None:
+        """Let the loop send what a slow client has not read yet (unless stopping)."""
+        sender = conn.sender
+        stop = self._stop
+        if not sender.idle and stop is not None and not stop.is_set():
+            done = asyncio.get_running_loop().create_future()
+            conn.drained.append(done)
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([done, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+        if not sender.idle:  # stopping: the loop is the sender (no call runs any more)
+            asyncio.get_running_loop().remove_writer(conn.sock.fileno())
+            sender.abort()
+
+    # ------------------------------------------------------------ the worker threads
+
+    def _work_loop(self) -> None:
+        """Run calls until told to stop (a worker thread)."""
+        loop = self._loop
+        assert loop is not None
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            record, conn = item
+            try:
+                parts = self.dispatcher.handle_parts(record, conn.context)  # never raises
+                if parts is not None:
+                    conn.sender.send(encode_record_parts(parts))
+            except Exception:  # the transport's boundary: a bug must not end a worker
+                logger.exception("a call from %s failed in the transport", conn.context.peer)
+            finally:
+                with self._stats_changed:
+                    self._hold_locked(conn, -1, -len(record))
+                    conn.last_active = time.monotonic()  # the loop's clock
+                    wake = conn.waiter is not None or self._counters["paused_connections"] > 0
+                if wake:
+                    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                        loop.call_soon_threadsafe(self._call_ended, conn)
+
+    def _call_ended(self, conn: _Conn) -> None:
+        """A call of `conn` ended (the loop thread): wake whoever waits for that."""
+        waiter = conn.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if self._counters["paused_connections"]:
+            task = asyncio.create_task(self._room_changed())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+
+def _resolve(waiting: list[asyncio.Future[None]]) -> None:
+    """Wake the futures in `waiting` (and empty it)."""
+    for fut in waiting:
+        if not fut.done():
+            fut.set_result(None)
+    waiting.clear()

@@ -82,6 +82,7 @@ from nfs._tablestate import (
 from nfs._writers import Bounded, ClientPages, Shadows, Writer, WriterKey
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
+    Fattr3,
     Ftype3,
     Nfsstat3,
     Nfstime3,
@@ -350,6 +351,48 @@ class TableFs(TableAttrs):
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or ver is not None:
                 raise _err(Nfsstat3.NFS3ERR_ISDIR)
             return self._scratch.read(fid, offset, count, ctx)
+
+    def read_nowait(
+        self, fid: FileId, offset: int, count: int, ctx: CallContext
+    ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
+        """Read data.csv if that needs no waiting; else None (then call `read`).
+
+        For the transport's event loop (``NfsServer`` answers a READ there without a hop
+        to a worker thread): never waits for a lock, does no IO, renders and applies
+        nothing. None unless: ``fid`` is data.csv, the table lock and the table handle
+        are free, no writer has a staging, the version needs no check yet
+        (``version_ttl``), and its bytes and commit time are at hand. Otherwise the same
+        bytes, EOF flag and effects as `read` (the caller is shown the version), with the
+        attributes GETATTR gives now, taken under the same lock.
+        """
+        if fid != DATA_CSV_ID or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._writers or self._clock() - self._checked_at >= self._ttl:
+                return None  # stagings to poll, or the version to check: the full path
+            state = self._db.try_loaded_state()
+            if state != (self._known_version, self._generation):
+                return None
+            version = self._known_version
+            rendering = self._cache.peek(version)
+            if (
+                rendering is None
+                or version not in self._times
+                or not self._db.authorizer.allows("read")
+            ):
+                return None
+            self._shown.set(ctx.peer or "local", version)
+            shadow = self._shadow(version)
+            data: bytes | memoryview
+            if shadow is not None:
+                data, eof = _slice(shadow, offset, count)
+                size = len(shadow)
+            else:
+                data, eof = rendering.read(offset, count)
+                size = rendering.size
+            return data, eof, self._data_csv_attrs(version, size)
+        finally:
+            self._lock.release()
 
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext

@@ -79,6 +79,7 @@ from nfs.nfs3.types import (
     ZERO_VERF,
     Createmode3,
     DirOpArgs3,
+    Fattr3,
     Nfsstat3,
     Nfstime3,
     PostOpAttr,
@@ -104,6 +105,7 @@ __all__ = [
     "nfsproc3_null",
     "nfsproc3_pathconf",
     "nfsproc3_read",
+    "nfsproc3_read_nowait",
     "nfsproc3_readdir",
     "nfsproc3_readdirplus",
     "nfsproc3_readlink",
@@ -199,6 +201,25 @@ def nfsproc3_read(s: Nfs3Service, args: Read3Args, ctx: CallContext) -> Read3Res
         return Read3Res(OK, Read3ResOk(s.post_op(fid), len(data), eof, data))
     except NfsError as err:
         return Read3Res(nfs3_status(err), resfail=s.post_op(fid))
+
+
+def nfsproc3_read_nowait(s: Nfs3Service, args: Read3Args, ctx: CallContext) -> Read3Res | None:
+    """READ without waiting, if the Vfs can (its ``read_nowait``: bytes and attributes at
+    hand, no lock to wait for); None means run `nfsproc3_read` instead."""
+    read_nowait = getattr(s.vfs, "read_nowait", None)
+    if read_nowait is None:
+        return None
+    try:
+        fid = s.fid(args.file)
+    except NfsError:
+        return None
+    got: tuple[bytes | memoryview, bool, Fattr3] | None = read_nowait(
+        fid, args.offset, min(args.count, s.limits.rtmax), ctx
+    )
+    if got is None:
+        return None
+    data, eof, attrs = got
+    return Read3Res(OK, Read3ResOk(PostOpAttr(attrs), len(data), eof, data))
 
 
 def nfsproc3_write(s: Nfs3Service, args: Write3Args, ctx: CallContext) -> Write3Res:

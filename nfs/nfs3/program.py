@@ -27,11 +27,14 @@ R = TypeVar("R", bound=Packable)
 
 @dataclass(frozen=True)
 class Procedure(Generic[A, R]):
-    """An NFSv3 procedure: its RFC name, argument decoder and implementation."""
+    """An NFSv3 procedure: its RFC name, argument decoder and implementation, and
+    optionally an implementation that answers only when it need not wait (None: not
+    now), which the transport may run on its event loop."""
 
     name: str
     decode: Callable[[Unpacker], A]
     run: Callable[[Nfs3Service, A, CallContext], R]
+    run_nowait: Callable[[Nfs3Service, A, CallContext], R | None] | None = None
 
 
 NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
@@ -47,7 +50,9 @@ NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
     NfsProc3.NFSPROC3_READLINK: Procedure(
         "NFSPROC3_READLINK", a.Readlink3Args.unpack, p.nfsproc3_readlink
     ),
-    NfsProc3.NFSPROC3_READ: Procedure("NFSPROC3_READ", a.Read3Args.unpack, p.nfsproc3_read),
+    NfsProc3.NFSPROC3_READ: Procedure(
+        "NFSPROC3_READ", a.Read3Args.unpack, p.nfsproc3_read, p.nfsproc3_read_nowait
+    ),
     NfsProc3.NFSPROC3_WRITE: Procedure("NFSPROC3_WRITE", a.Write3Args.unpack, p.nfsproc3_write),
     NfsProc3.NFSPROC3_CREATE: Procedure("NFSPROC3_CREATE", a.Create3Args.unpack, p.nfsproc3_create),
     NfsProc3.NFSPROC3_MKDIR: Procedure("NFSPROC3_MKDIR", a.Mkdir3Args.unpack, p.nfsproc3_mkdir),
@@ -86,10 +91,19 @@ def nfs3_program(service: Nfs3Service) -> RpcProgram:
 
 def _bind(service: Nfs3Service, proc: Procedure[Any, Any]) -> RpcProcedure[Any]:
     run = proc.run
+    run_nowait = proc.run_nowait
 
     def bound(args: Any, ctx: CallContext) -> Packable:
         with calling(ctx):
             result: Packable = run(service, args, ctx)
         return result
 
-    return RpcProcedure(proc.name, proc.decode, bound)
+    def bound_nowait(args: Any, ctx: CallContext) -> Packable | None:
+        assert run_nowait is not None
+        with calling(ctx):
+            result: Packable | None = run_nowait(service, args, ctx)
+        return result
+
+    return RpcProcedure(
+        proc.name, proc.decode, bound, bound_nowait if run_nowait is not None else None
+    )

@@ -300,6 +300,11 @@ class TableCore:
         move it at once; :attr:`version` also catches up with other writers)."""
         return int(self._log.version)
 
+    def try_loaded_state(self) -> tuple[int, int] | None:
+        """Return (:attr:`loaded_version`, :attr:`generation`) without waiting, or None
+        while another thread is committing through this handle."""
+        return self._log.try_loaded_state()
+
     @property
     def arrow_schema(self) -> pa.Schema:
         """The table's stored Arrow schema (the physical types Delta keeps)."""

@@ -216,6 +216,16 @@ class LoadedTable:
         with self._lock:
             return int(self._dt.version())
 
+    def try_loaded_state(self) -> tuple[int, int] | None:
+        """Return the loaded version and :attr:`generation` without waiting: None while
+        another thread holds the log (a commit in progress)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return int(self._dt.version()), self._generation
+        finally:
+            self._lock.release()
+
     def refresh(self) -> int:
         """Catch up with commits made by others (lists only new log entries); return the version.
 
