@@ -1,20 +1,24 @@
 """The NFS face through real clients, against NFS-Ganesha serving the same bytes as plain files.
 
-Run:  python benchmarks/bench_nfs.py [--runs N] [--dir DIR] [--big-rows N] [--install]
-                                     [--no-ganesha] [--no-vm]
+Run:  python benchmarks/bench_nfs.py [--runs N] [--dir DIR] [--rows 100000,10000000]
+                                     [--install] [--no-ganesha] [--no-vm]
 
-Tables (id Int64, name String, value Float64): 100,000 rows (about 2.5 MB of CSV) and a
-large one (5,000,000 rows by default, about 130 MB of CSV). Ganesha (Debian
-``nfs-ganesha`` + ``nfs-ganesha-vfs``; ``--install`` installs them and ``rpcbind``) serves
-byte-identical plain files from a temporary export, in the same run.
+Tables (id Int64, name String, value Float64): 100,000 rows (about 2.5 MB of CSV) and one
+of each size ``--rows`` names (default 100,000 and 10,000,000 rows, about 300 MB of CSV;
+add 100000000 where the disk allows: about 3 GB of CSV, twice that on disk). Ganesha
+(Debian ``nfs-ganesha`` + ``nfs-ganesha-vfs``; ``--install`` installs them and
+``rpcbind``) serves byte-identical plain files from a temporary export, in the same run.
 
 Workloads (medians over ``--runs``; libnfs' ``nfs-cat`` / ``nfs-cp`` unless noted):
 
 1. warm read of the 100,000-row table: ``nfs-cat`` after a first read;
 2. cold read of the 100,000-row table: the first ``nfs-cat`` after an API write, so
    the new version is rendered (Ganesha: the same bytes, nothing to render);
-3. read throughput of the large table, warm, ``nfs-cat > /dev/null`` (MB/s); also its
-   first rendering time and the peak memory a fresh process needs to render it;
+3. at each ``--rows`` size: read throughput, warm, ``nfs-cat > /dev/null`` (MB/s); the
+   first rendering time and the peak memory a fresh process needs for it; a one-row
+   append (WRITE FILE_SYNC at EOF, RPC); a one-row change in a whole-file overwrite
+   (``nfs-cp``, with its Delta commits); and the server's peak RSS over these (VmHWM of
+   this process, which serves the table: the mapped cache pages it touched count);
 4. one-row append on 100,000 rows: the Linux kernel client's ``echo >> data.csv`` timed
    inside the nfs-vm guest (TCG, so slower than a real machine, for both servers), and
    the exact RPC that command sends (WRITE FILE_SYNC at EOF) timed from the host;
@@ -312,10 +316,13 @@ def peak_render_memory(path: Path) -> tuple[float, float, int]:
 
 
 def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests/
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per workload (default 5)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
-    parser.add_argument("--big-rows", type=int, default=5_000_000, help="rows of the big table")
+    parser.add_argument(
+        "--rows", default="100000,10000000", help="comma-separated sizes of workload 3"
+    )
     parser.add_argument("--install", action="store_true", help="apt-get install Ganesha")
     parser.add_argument("--no-ganesha", action="store_true", help="skip Ganesha")
     parser.add_argument("--no-vm", action="store_true", help="skip the kernel-client (VM) runs")
@@ -328,22 +335,14 @@ def main() -> None:
     results: list[Result] = []
     print(f"bench_nfs: building tables in {work} ...", flush=True)
     small = make_table(work / "small", SMALL)
-    big = make_table(work / "big", args.big_rows)
-
-    render_ms, render_mb, big_size = peak_render_memory(work / "big")
-    print(f"bench_nfs: big table: {big_size / 1e6:.0f} MB of CSV", flush=True)
 
     maybe_ganesha = _none() if args.no_ganesha else ganesha(work, install=args.install)
-    with maybe_ganesha as g, NfsServer(TableFs(small)) as s_srv, NfsServer(TableFs(big)) as b_srv:
+    with maybe_ganesha as g, NfsServer(TableFs(small)) as s_srv:
         s_url = s_srv.nfs_url("/data/data.csv")
-        b_url = b_srv.nfs_url("/data/data.csv")
         small_bytes = nfs_cat(s_url)
-        nfs_cat_null(b_url)  # render the big table in the server
         if g is not None:
             (g.export / "data.csv").write_bytes(small_bytes)
-            (g.export / "big.csv").write_bytes(nfs_cat(b_url))
             nfs_cat_null(g.url("data.csv"))
-            nfs_cat_null(g.url("big.csv"))
 
         # 1. warm read
         r = Result("warm read, 100k rows (nfs-cat)", [], target="<= 30", original="190")
@@ -362,24 +361,11 @@ def main() -> None:
                 r.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
         results.append(r)
 
-        # 3. big table throughput
-        mb = big_size / 1e6
-        r = Result(f"read {mb:.0f} MB table, warm", [], unit="MB/s", target=">= 300")
-        for _ in range(max(3, runs // 2)):
-            r.ours.append(mb / (timed(lambda: nfs_cat_null(b_url)) / 1000))
-            if g is not None:
-                r.ganesha.append(mb / (timed(lambda: nfs_cat_null(g.url("big.csv"))) / 1000))
-        results.append(r)
-        results.append(
-            Result(
-                f"first render of the {mb:.0f} MB table",
-                [render_ms],
-                note=f"peak RSS growth {render_mb:.0f} MB = {render_mb / mb:.2f} x CSV",
-            )
-        )
+        # 3. at each size: throughput, first render, append, overwrite, server peak RSS
+        for rows in (int(n) for n in args.rows.split(",")):
+            results += at_scale(work, rows, g, runs)
 
         # 4. one-row append: the RPC that echo >> sends, from the host
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests/
         from tests.nfs.rpcclient import RpcClient
 
         r = Result("one-row append, 100k rows (WRITE at EOF, RPC)", [], target="<= 100")
@@ -476,6 +462,127 @@ def main() -> None:
     report(results)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def rpc_append(
+    url_port: int, path: str, first: int, runs: int, *, export: str = "/"
+) -> list[float]:
+    """Time ``runs`` one-row appends (WRITE FILE_SYNC at EOF) to ``path`` over RPC (ms)."""
+    from tests.nfs.rpcclient import RpcClient
+
+    times = []
+    with RpcClient("127.0.0.1", url_port) as c:
+        c.mount(export)
+        fh = c.walk(path)
+        for i in range(runs):
+            size = c.attrs(fh).size
+            line = f"{first + i},rpc,0.5\n".encode()
+            times.append(timed(partial(c.write, fh, size, line, StableHow.FILE_SYNC)))
+    return times
+
+
+def at_scale(work: Path, rows: int, g: Ganesha | None, runs: int) -> list[Result]:
+    """Workload 3 on a table of ``rows`` rows, ours next to Ganesha on the same bytes."""
+    from tests.nfs.rpcclient import RpcClient
+
+    path = work / f"t{rows}"
+    print(f"bench_nfs: building {rows:,} rows ...", flush=True)
+    db = make_table(path, rows)
+    render_ms, render_mb, size = peak_render_memory(path)
+    mb = size / 1e6
+    label = f"{rows:,} rows ({mb:.0f} MB)"
+    out: list[Result] = []
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # VmHWM starts again from the RSS now: the server's peak from here
+    rss_before = _status_mb("VmRSS")
+    with NfsServer(TableFs(db)) as srv:
+        url = srv.nfs_url("/data/data.csv")
+        nfs_cat_null(url)  # render the table in the server
+        name = f"t{rows}.csv"
+        if g is not None:
+            run("nfs-cp", url, g.url(name))  # the same bytes, as a plain file
+            nfs_cat_null(g.url(name))
+        r = Result(f"read, warm: {label}", [], unit="MB/s", target=">= 1.0x")
+        for _ in range(max(3, runs // 2)):
+            r.ours.append(mb / (timed(lambda: nfs_cat_null(url)) / 1000))
+            if g is not None:
+                r.ganesha.append(mb / (timed(lambda: nfs_cat_null(g.url(name))) / 1000))
+        out.append(r)
+        out.append(
+            Result(
+                f"first render: {label}",
+                [render_ms],
+                note=f"a fresh process; peak RSS growth {render_mb:.0f} MB",
+            )
+        )
+        r = Result(f"one-row append (WRITE at EOF, RPC): {label}", [], target="<= 20")
+        before = db.version
+        r.ours = rpc_append(srv.port, "/data/data.csv", 1 << 40, runs)
+        assert db.version == before + runs
+        if g is not None:
+            with RpcClient("127.0.0.1", g.mnt_port) as m:
+                root = m.mount(str(g.export))
+            with RpcClient("127.0.0.1", g.nfs_port) as c:
+                c.root = root
+                fh = c.walk(f"/{name}")
+                for i in range(runs):
+                    end = c.attrs(fh).size
+                    line = f"{(1 << 40) + i},rpc,0.5\n".encode()
+                    r.ganesha.append(timed(partial(c.write, fh, end, line, StableHow.FILE_SYNC)))
+        out.append(r)
+        r = Result(f"one-row change, overwrite (nfs-cp): {label}", [], target="<= 3000")
+        src = work / f"changed{rows}.csv"
+        renamed(url, work / f"current{rows}.csv", src)
+        before = db.version
+        r.ours.append(timed(partial(run, "nfs-cp", str(src), url)))
+        commits = db.version - before
+        if g is not None:
+            r.ganesha.append(timed(partial(run, "nfs-cp", str(src), g.url(f"copy-{name}"))))
+            (g.export / f"copy-{name}").unlink(missing_ok=True)
+            (g.export / name).unlink(missing_ok=True)
+        src.unlink()
+        r.note = f"{commits} Delta commit(s)"
+        out.append(r)
+    peak = _status_mb("VmHWM")
+    out.append(
+        Result(
+            f"server peak RSS over the above: {label}",
+            [peak],
+            unit="MB",
+            note=f"{rss_before:.0f} MB before the server started",
+        )
+    )
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
+def renamed(url: str, copy: Path, out: Path) -> None:
+    """Write ``out``: the file at ``url`` with the row in the middle renamed, streamed
+    through ``copy`` (this process serves the table: its memory is the server's)."""
+    run("nfs-cp", url, str(copy))
+    size = copy.stat().st_size
+    with open(copy, "rb") as src, open(out, "wb") as dst:
+        src.seek(size // 2)
+        window = src.read(1 << 16)
+        lf = window.find(b"\n") + 1
+        at = size // 2 + window.find(b",", lf) + 1  # the row's name starts here
+        src.seek(0)
+        left = at
+        while left:
+            chunk = src.read(min(left, 1 << 20))
+            dst.write(chunk)
+            left -= len(chunk)
+        dst.write(b"renamed-")
+        shutil.copyfileobj(src, dst, 1 << 20)
+    copy.unlink()
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 @contextmanager
