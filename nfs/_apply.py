@@ -17,6 +17,7 @@ status mapping lives in :mod:`nfs.tableview`.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
@@ -35,7 +36,7 @@ from nfs._region import (
 from nfs._staging import Base, BytesBase, read_all
 from posixlake import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
-from posixlake.errors import DuplicateKeyError
+from posixlake.errors import DuplicateKeyError, InvalidOperation
 
 __all__ = [
     "Applied",
@@ -43,6 +44,7 @@ __all__ = [
     "apply_content",
     "apply_lines",
     "arrow_schema",
+    "change_budget",
     "committed_write",
     "header_of",
     "loaded_version",
@@ -337,12 +339,31 @@ def _apply(
     if regions is not None:
         try:
             applied = _apply_regions(db, content, base, base_version, regions, keys)
-        except CsvFormatError:
+        except CsvFormatError as err:
+            if content.size > change_budget():  # too large to parse whole for line numbers
+                raise CsvFormatError(f"{err} (in a changed part of data.csv)") from err
             applied = None  # reported by the whole parse, with the file's line numbers
         if applied is not None:
             return applied
+    if content.size > change_budget():
+        raise InvalidOperation(
+            f"data.csv: this rewrite changes its header line; at {content.size:,} bytes it is "
+            f"more than the NFS face parses in one commit ({change_budget():,} bytes: 1/16 "
+            "of this machine's memory); change the columns with posixlake instead"
+        )
     new = parse_csv(read_all(content), arrow_schema(db), header="require")
     return _diff(db, new, db.to_arrow(version=base_version))
+
+
+def change_budget() -> int:
+    """The bytes of changed rows (old and new) one rewrite may parse: 1/16 of the
+    machine's memory (their Arrow rows, the diff and the MERGE take about ten times as
+    much); a larger change is refused instead of running the server out of memory."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        memory = 8 << 30
+    return max(64 << 20, memory // 16)
 
 
 def _apply_regions(
@@ -367,8 +388,16 @@ def _apply_regions(
     schema = arrow_schema(db)
     parse_csv(header_of(base), schema, header="require")  # the base shows today's columns
     olds, news = [], []
+    budget, used = change_budget(), 0
     for region in regions:
         for before, after in changed_pieces(content, base, region):
+            used += len(before) + len(after)
+            if used > budget:  # the rows in memory would be ten times as many bytes
+                raise InvalidOperation(
+                    f"data.csv: this rewrite changes more than {budget:,} bytes of rows "
+                    "(1/16 of this machine's memory), more than the NFS face applies in "
+                    "one commit; use posixlake update or merge for changes this large"
+                )
             olds.append(parse_csv(before, schema, header="none"))
             news.append(parse_csv(after, schema, header="none"))
     if not olds:  # no row changed (the regions' bytes are the same records)

@@ -662,6 +662,36 @@ def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_chang
     assert PathOps(fs, A).read_file("/data/data.csv") == shown
 
 
+def test_a_rewrite_changing_more_than_memory_allows_is_refused_and_nothing_changes(
+    keyed: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The changed rows are held in memory (ten times their bytes): past 1/16 of the
+    machine's memory the rewrite is refused with EINVAL, not run out of memory (a server
+    killed by the OOM killer would retry the journal at every start)."""
+    import nfs._apply as apply_module
+
+    monkeypatch.setattr(apply_module, "change_budget", lambda: 40)
+    fs = _fs(keyed, clock, state)
+    try:
+        v = keyed.version
+        before = PathOps(fs, A).read_file("/data/data.csv")
+        one = before.replace(b"3,n3", b"3,N3")  # a small change still applies
+        PathOps(fs, A).write_file("/data/data.csv", one, truncate=True)
+        assert keyed.version == v + 1 and (3, "N3") in rows(keyed)
+        every = one.replace(b",n", b",renamed-n")
+        with pytest.raises(NfsError) as e:
+            PathOps(fs, A).write_file("/data/data.csv", every, truncate=True)
+        assert status(e) == Nfsstat3.NFS3ERR_INVAL and "one commit" in str(e.value)
+        assert keyed.version == v + 1
+        header = one.replace(b"id,name", b"id,nom")
+        with pytest.raises(NfsError) as e:
+            PathOps(fs, A).write_file("/data/data.csv", header, truncate=True)
+        assert status(e) == Nfsstat3.NFS3ERR_INVAL and keyed.version == v + 1
+        assert not list((state / "journal").glob("*.wal"))  # nothing left to retry
+    finally:
+        fs.close()
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
