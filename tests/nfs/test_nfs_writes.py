@@ -640,6 +640,30 @@ def test_page_widened_appends_in_a_row_from_a_stale_page_insert_each_line_once(
     assert (1, "other") in got and len(got) == 5 + 4
 
 
+@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated"])
+def test_a_damaged_page_file_is_ignored_after_a_restart(
+    plain: DatabaseOps, clock: Clock, state: Path, damage: str
+) -> None:
+    """A client's page kept in the state directory that does not read back (garbage, an
+    empty file, a cut header) is not used: the append is matched as without it."""
+    fs = _fs(plain, clock, state)
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.FILE_SYNC, A)
+    crash(fs)
+    (page,) = state.glob("pages-*/*.page")
+    raw = page.read_bytes()
+    page.write_bytes(
+        {"garbage": b"\xff\x00 not json\n", "empty": b"", "truncated": raw[:9]}[damage]
+    )
+    again = _fs(plain, clock, state)
+    try:
+        end = again.getattr(DATA_CSV_ID, A).size
+        again.write(DATA_CSV_ID, end, b"7,seven\n", StableHow.FILE_SYNC, A)
+        assert [r for r in rows(plain) if r[0] >= 6] == [(6, "six"), (7, "seven")]
+    finally:
+        again.close()
+
+
 def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_changed(
     fs: TableFs, plain: DatabaseOps
 ) -> None:
