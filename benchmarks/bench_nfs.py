@@ -323,10 +323,13 @@ def main() -> None:
     parser.add_argument(
         "--rows", default="100000,10000000", help="comma-separated sizes of workload 3"
     )
+    parser.add_argument("--big-rows", type=int, help=argparse.SUPPRESS)  # before --rows
     parser.add_argument("--install", action="store_true", help="apt-get install Ganesha")
     parser.add_argument("--no-ganesha", action="store_true", help="skip Ganesha")
     parser.add_argument("--no-vm", action="store_true", help="skip the kernel-client (VM) runs")
     args = parser.parse_args()
+    if args.big_rows:
+        args.rows = str(args.big_rows)
     if shutil.which("nfs-cat") is None:
         sys.exit("bench_nfs: needs libnfs-utils (nfs-cat, nfs-cp): apt install libnfs-utils")
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-nfs-"))
