@@ -12,6 +12,7 @@ import struct
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ __all__ = [
     "CODEC_VERSION",
     "DEFAULT_CACHE_BYTES",
     "MMAP_MIN",
-    "RELEASE_EVERY",
+    "RESIDENT_MAX",
     "Segment",
     "SegmentStore",
     "SegmentedRendering",
@@ -40,10 +41,11 @@ DEFAULT_CACHE_BYTES: Final = 8 << 30
 MMAP_MIN: Final = 256 << 10
 """Segments at least this large are memory-mapped; smaller ones are read into memory
 (a mapping holds a file descriptor; a table of thousands of one-line files must not)."""
-RELEASE_EVERY: Final = 64 << 20
-"""After serving this many bytes of mapped segments, a rendering lets the pages it touched
-go from the process' memory (they stay in the page cache): reading a table of any size
-through NFS holds about this much of it resident, not all of it."""
+RESIDENT_MAX: Final = 1 << 30
+"""The bytes of mapped segments a rendering keeps resident once read; past it, the pages
+of the segments read longest ago go from the process' memory (they stay in the page
+cache): reading a table of any size through NFS holds at most about this much of it,
+and a table smaller than it is read again without faulting its pages back in."""
 _MAGIC: Final = b"PLXSEG01"
 _TRAILER: Final = b"PLXEND01"
 _HEAD: Final = struct.Struct("<8s32sQQ")  # magic, key digest, payload length, rows
@@ -383,8 +385,10 @@ class SegmentedRendering:
         self._parts = parts
         self._starts = starts
         self._mapped = mapped
-        self._served = 0  # bytes of mapped segments read since their pages were let go
-        self._touched: set[Segment] = set()
+        # the mapped segments read, least recently first, and their bytes (RESIDENT_MAX)
+        self._resident: OrderedDict[Segment, None] = OrderedDict()
+        self._resident_bytes = 0
+        self._resident_lock = threading.Lock()
         self._data: memoryview | None = None
         self._lock = threading.Lock()
 
@@ -395,9 +399,9 @@ class SegmentedRendering:
         spans segments is joined into new bytes. An offset at or past the end gives empty
         bytes and True; a negative offset counts as 0.
 
-        Every `RELEASE_EVERY` bytes read from mapped segments, the pages touched are let
-        go (`Segment.release`); a view returned earlier stays valid (its bytes come back
-        from the page cache when used).
+        Past `RESIDENT_MAX` bytes of mapped segments read, the pages of those read
+        longest ago are let go (`Segment.release`); a view returned earlier stays valid
+        (its bytes come back from the page cache when used).
         """
         offset = max(0, offset)
         if offset >= self.size or count <= 0:
@@ -426,16 +430,22 @@ class SegmentedRendering:
         return data, end >= self.size
 
     def _served_from(self, seg: Segment, nbytes: int) -> None:
-        """Count ``nbytes`` read from ``seg``; let the touched pages go every
-        `RELEASE_EVERY` bytes. Thread-safe enough: a count lost to a race only delays a
-        release, and releasing pages another thread reads is harmless."""
-        self._touched.add(seg)
-        self._served += nbytes
-        if self._served >= RELEASE_EVERY:
-            touched, self._touched = self._touched, set()
-            self._served = 0
-            for s in touched:
-                s.release(0, s.size)
+        """Note that ``seg`` was read; past `RESIDENT_MAX` bytes of segments read, let the
+        pages of those read longest ago go."""
+        del nbytes  # a segment read in part may be resident whole: counted whole
+        with self._resident_lock:
+            if seg in self._resident:
+                self._resident.move_to_end(seg)
+                return
+            self._resident[seg] = None
+            self._resident_bytes += seg.size
+            gone = []
+            while self._resident_bytes > RESIDENT_MAX and len(self._resident) > 1:
+                old, _ = self._resident.popitem(last=False)
+                self._resident_bytes -= old.size
+                gone.append(old)
+        for old in gone:  # releasing pages another thread reads is harmless
+            old.release(0, old.size)
 
     def release(self, offset: int, count: int) -> None:
         """Let the mapped pages of bytes ``[offset, offset + count)`` go from memory (after a

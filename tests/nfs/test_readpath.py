@@ -120,10 +120,10 @@ def test_pipelined_reads_come_back_whole_and_matched(
 def test_pages_let_go_while_reading_read_back_the_same(
     served: tuple[NfsServer, TableFs, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Releasing the mapped pages every few reads (here every 64 KiB) changes no byte,
-    also for views handed out before a release."""
+    """Releasing the mapped pages of the segments read longest ago (here past 64 KiB
+    resident) changes no byte, also for views handed out before a release."""
     _, fs, whole = served
-    monkeypatch.setattr(nfs._segstore, "RELEASE_EVERY", 64 << 10)
+    monkeypatch.setattr(nfs._segstore, "RESIDENT_MAX", 64 << 10)
     rendering = fs._rendering(fs._version())
     views = []
     for offset in range(0, len(whole), 50_000):
