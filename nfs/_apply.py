@@ -347,9 +347,11 @@ def _apply(
             return applied
     if content.size > change_budget():
         raise InvalidOperation(
-            f"data.csv: this rewrite changes its header line; at {content.size:,} bytes it is "
-            f"more than the NFS face parses in one commit ({change_budget():,} bytes: 1/16 "
-            "of this machine's memory); change the columns with posixlake instead"
+            "data.csv: this rewrite must be parsed whole (its header line changed, or the "
+            "table's files cannot be read by key: deletion vectors, column mapping), and at "
+            f"{content.size:,} bytes it is more than the NFS face parses in one commit "
+            f"({change_budget():,} bytes: 1/16 of this machine's memory); use posixlake "
+            "update, merge or add_columns instead"
         )
     new = parse_csv(read_all(content), arrow_schema(db), header="require")
     return _diff(db, new, db.to_arrow(version=base_version))
