@@ -92,7 +92,8 @@ class ServerStats:
         paused_connections: connections not being read because of a memory budget.
         received_bytes: bytes read from clients since start.
         refused_connections: closed at once because every connection was busy.
-        evicted_connections: idle connections closed to make room for a new one.
+        evicted_connections: idle connections closed (socket and all) to make room for
+            a new one.
         idle_closed: connections closed by the idle timeout.
         accept_errors: accept() failures (e.g. EMFILE) since start.
     """

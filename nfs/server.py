@@ -559,6 +559,10 @@ class NfsServer:
         victim = min(idle, key=lambda c: c.last_active)
         logger.debug("closing idle connection from %s to make room", victim.context.peer)
         victim.close()
+        # the room is there once its socket is closed: accepting on before that would
+        # hold a descriptor per evicted connection through a burst of connects
+        task = next(t for t, c in self._connections.items() if c is victim)
+        await asyncio.wait({task})
         self._count(evicted_connections=1)
         await self._room_changed()
         return True

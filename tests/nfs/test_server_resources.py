@@ -12,6 +12,8 @@ logged 8,499 tracebacks in 10 s.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
 import threading
@@ -99,12 +101,39 @@ def test_idle_connections_at_the_descriptor_limit(tmp_path: Path) -> None:
         try:
             stats = server.wait("evicted_connections", 300 - cap)
             assert stats["refused_connections"] == 0
+            # an evicted connection's descriptor is free before the next one is accepted,
+            # so a burst of connects never reaches the limit
+            assert stats["accept_errors"] == 0
             assert server.fds() < 256 - 64
             # a new client gets in (the oldest idle connection makes room) and can write
             with RpcClient("127.0.0.1", server.port) as c:
                 c.mount("/")
                 c.write_file("/notes.txt", b"still here\n")
                 assert c.read_file("/notes.txt") == b"still here\n"
+        finally:
+            for sock in socks:
+                sock.close()
+        assert "Traceback" not in server.log()
+
+
+def test_a_burst_of_connects_holds_no_descriptor_per_evicted_connection(
+    tmp_path: Path,
+) -> None:
+    # the server is stopped while 120 clients connect (the kernel completes them into the
+    # listen backlog), so it then accepts them back to back: each accept past the cap
+    # evicts an idle connection, whose descriptor must be free before the next accept
+    with ServerProcess(tmp_path, nofile=200) as server:
+        cap = (200 - 128) // 2
+        base = server.fds()
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(120)]
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        try:
+            stats = server.wait("evicted_connections", 120 - cap)
+            assert stats["accept_errors"] == 0
+            assert server.fds() <= base + cap
         finally:
             for sock in socks:
                 sock.close()
