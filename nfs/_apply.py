@@ -121,7 +121,18 @@ def partition_columns(db: DatabaseOps) -> list[str]:
     return db.partition_columns
 
 
-def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
+def _insert_lines(
+    db: DatabaseOps, content: Base, start: int, header: bytes, keys: KeyReader | None
+) -> Applied:
+    """Insert the whole lines of ``content`` from ``start`` on (one commit)."""
+    added = content.size - start
+    if added > change_budget():  # read and parsed whole: refused before anything is read
+        raise InvalidOperation(
+            f"data.csv: the {added:,} bytes appended are more than the NFS face parses in "
+            f"one commit ({change_budget():,} bytes: 1/16 of this machine's memory); load "
+            "them with posixlake insert TABLE FILE instead"
+        )
+    extra = read_all(content, start)
     # ``cat more.csv >> data.csv`` appends a header line again: it is not a row
     if header and bytes(extra[: len(header)]) == header:
         extra = extra[len(header) :]
@@ -132,7 +143,7 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
         done = db.insert(rows)
     except DuplicateKeyError as err:
         try:
-            rows = _not_yet_there(db, rows)
+            rows = _not_yet_there(db, rows, keys)
         except pa.ArrowException:  # columns a join cannot compare (nested): as it was
             raise err from None
         if rows.num_rows == 0:
@@ -141,16 +152,21 @@ def _insert_lines(db: DatabaseOps, extra: memoryview, header: bytes) -> Applied:
     return Applied("insert", done.version, inserted=rows.num_rows)
 
 
-def _not_yet_there(db: DatabaseOps, rows: pa.Table) -> pa.Table:
+def _not_yet_there(db: DatabaseOps, rows: pa.Table, keys: KeyReader | None) -> pa.Table:
     """Drop appended rows the keyed table already holds exactly (a resent append).
 
     A client may resend an append the server already committed: a retransmission after a
     lost reply, or a page that holds its own earlier line. Identical rows are not new;
-    a row whose key holds other values is still a DuplicateKeyError. Reads the table:
-    only on this (rare) path.
+    a row whose key holds other values is still a DuplicateKeyError. Reads the table's
+    rows with the appended keys (``keys``), or else the whole table.
     """
-    current = db.to_arrow()
+    key = list(db.key_columns or ())
+    found = None
+    if keys is not None and key:
+        wanted = rows.select(key).group_by(key).aggregate([])
+        found = keys.rows_with_keys(db.version, wanted)
     cols = rows.column_names
+    current = db.to_arrow() if found is None else found.select(cols).cast(rows.schema)
     fresh = rows.join(current.select(cols), keys=cols, join_type="left anti")
     return fresh.select(cols)
 
@@ -295,16 +311,24 @@ def apply_content(
 
 
 def apply_lines(
-    db: DatabaseOps, extra: memoryview, *, header: bytes, write_id: str | None = None
+    db: DatabaseOps,
+    content: Base,
+    start: int,
+    *,
+    header: bytes,
+    write_id: str | None = None,
+    keys: KeyReader | None = None,
 ) -> Applied:
-    """Insert the whole lines ``extra`` that a writer added after its base (one commit).
+    """Insert the whole lines a writer added after its base: ``content`` from ``start``
+    on (one commit).
 
-    ``header``: the base's header line; ``extra`` starting with it again (``cat more.csv
-    >> data.csv``) skips it.
+    ``header``: the base's header line; added lines starting with it again (``cat
+    more.csv >> data.csv``) skip it. Past `change_budget` bytes, InvalidOperation.
+    ``keys``: as for `apply_content` (a resent append reads only the rows of its keys).
     """
     tags = {WRITE_TAG: write_id} if write_id else {}
     with db.commit_tags(tags):
-        return _insert_lines(db, extra, header)
+        return _insert_lines(db, content, start, header, keys)
 
 
 def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
@@ -334,7 +358,7 @@ def _apply(
         return Applied("unchanged", None)
     if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
         # the base plus whole lines: an INSERT of those lines
-        return _insert_lines(db, read_all(content, n), header_of(base))
+        return _insert_lines(db, content, n, header_of(base), keys)
     regions = changed_regions(content, base, same, quotes)
     if regions is not None:
         try:

@@ -311,22 +311,31 @@ class Staging:
         )
         return out
 
-    def appended(self) -> memoryview | None:
-        """Return the bytes added after the base when the content is the base plus more.
+    def appended_at(self) -> int | None:
+        """Return where the bytes added after the base start (the base's size) when the
+        content is the base plus more; else None.
 
         That is: the base is non-empty, whole (no truncation cut it) and ends a line, the
         bytes written over it equal it (a client resending the page it had), and
-        something follows it. Costs the written range, not the file.
+        something follows it. Compares the resent range a chunk at a time: memory stays
+        bounded whatever the size.
         """
         size = self._base_size
         if size == 0 or self._base_limit < size or self.size <= size or self._start > size:
             return None  # an empty base has no header: the content is a new file
         if self._base_bytes(size - 1, size)[0] != _LF:
             return None  # the base does not end a line: the first added bytes continue it
-        over = size - self._start
-        if over > 0 and self._buf.read(0, over) != bytes(self._base_bytes(self._start, size)):
-            return None
-        return memoryview(self._buf.read(max(0, over), len(self._buf)))
+        for pos in range(0, size - self._start, _COPY):
+            end = min(size - self._start, pos + _COPY)
+            mine = self._buf.read(pos, end)
+            if mine != bytes(self._base_bytes(self._start + pos, self._start + end)):
+                return None
+        return size
+
+    def appended(self) -> memoryview | None:
+        """Return the bytes added after the base (see `appended_at`), read whole."""
+        at = self.appended_at()
+        return None if at is None else read_all(self, at)
 
     def same_as_base(self) -> bool:
         """Return whether the content is byte for byte the base."""

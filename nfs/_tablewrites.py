@@ -214,12 +214,17 @@ class WriteRules(TableState):
         """
         st = w.staging
         try:
-            extra = st.appended() if st.on_line_boundary() else None
-            if extra is not None:  # the base plus whole lines: an INSERT, costs the lines
-                lines = extra
+            start = st.appended_at() if st.on_line_boundary() else None
+            if start is not None:  # the base plus whole lines: an INSERT, costs the lines
+                at = start
                 applied = self._commit(
                     lambda: apply_lines(
-                        self._db, lines, header=header_of(st.base), write_id=w.write_id
+                        self._db,
+                        st,
+                        at,
+                        header=header_of(st.base),
+                        write_id=w.write_id,
+                        keys=self._keys,
                     )
                 )
                 page = st.flattened()  # the client's page now
@@ -285,7 +290,7 @@ class WriteRules(TableState):
     @staticmethod
     def _is_append(st: Staging) -> bool:
         """Whether the staged content is its base plus whole new lines (an INSERT)."""
-        return st.written and st.on_line_boundary() and st.appended() is not None
+        return st.written and st.on_line_boundary() and st.appended_at() is not None
 
     def _idle_loop(self) -> None:
         while not self._stop.wait(max(0.05, min(self._idle, self._abandon) / 4)):

@@ -716,6 +716,60 @@ def test_a_rewrite_changing_more_than_memory_allows_is_refused_and_nothing_chang
         fs.close()
 
 
+def test_an_append_larger_than_memory_allows_is_refused_and_nothing_changes(
+    keyed: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appended lines are parsed in memory as one INSERT: past the same budget as a
+    rewrite they are refused with EINVAL before they are read (not run out of memory),
+    and no journal is left to retry at the next start."""
+    import nfs._apply as apply_module
+
+    monkeypatch.setattr(apply_module, "change_budget", lambda: 40)
+    fs = _fs(keyed, clock, state)
+    try:
+        v = keyed.version
+        size = fs.getattr(DATA_CSV_ID, A).size
+        fs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, A)  # within it
+        assert keyed.version == v + 1 and (7, "seven") in rows(keyed)
+        size = fs.getattr(DATA_CSV_ID, A).size
+        lines = b"".join(b"%d,line-%d\n" % (i, i) for i in range(10, 20))
+        fs.write(DATA_CSV_ID, size, lines, StableHow.UNSTABLE, A)
+        with pytest.raises(NfsError) as e:
+            fs.commit(DATA_CSV_ID, 0, 0, A)
+        assert status(e) == Nfsstat3.NFS3ERR_INVAL and "posixlake insert" in str(e.value)
+        assert keyed.version == v + 1 and len(rows(keyed)) == 6
+        # the same lines in a whole overwrite (base plus lines) are refused alike
+        whole = PathOps(fs, A).read_file("/data/data.csv") + lines
+        with pytest.raises(NfsError) as e:
+            PathOps(fs, A).write_file("/data/data.csv", whole, truncate=True)
+        assert status(e) == Nfsstat3.NFS3ERR_INVAL and keyed.version == v + 1
+        assert not list((state / "journal").glob("*.wal"))
+    finally:
+        fs.close()
+
+
+def test_a_resent_append_reads_only_the_rows_of_its_keys(
+    kfs: TableFs, keyed: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telling a resent append from a duplicate key reads the rows with its keys (the
+    key reader), not the whole table (at 100M rows that would not fit in memory)."""
+    size = kfs.getattr(DATA_CSV_ID, A).size
+    kfs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, A)
+    v = keyed.version
+
+    def whole_table(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the whole table was read")
+
+    monkeypatch.setattr(keyed, "to_arrow", whole_table)
+    kfs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, B)
+    assert keyed.version == v
+    with pytest.raises(NfsError) as e:
+        kfs.write(DATA_CSV_ID, size, b"7,other\n8,eight\n", StableHow.FILE_SYNC, B)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL and keyed.version == v
+    monkeypatch.undo()
+    assert (7, "seven") in rows(keyed) and (8, "eight") not in rows(keyed)
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
