@@ -19,16 +19,54 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ipaddress
 import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
-__all__ = ["IOV_MAX", "ReplySender"]
+__all__ = ["IOV_MAX", "LOOPBACK_CONGESTION", "ReplySender", "unpaced_on_loopback"]
 
 IOV_MAX: Final = 1024
 """Buffers per ``sendmsg`` (the Linux limit)."""
+
+LOOPBACK_CONGESTION: Final = (b"cubic", b"reno")
+"""Congestion controls asked for on a loopback connection, first one Linux takes."""
+
+
+def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
+    """Give a TCP connection from this machine a congestion control that does not pace.
+
+    Where the machine's default is BBR (common on cloud images), a loopback connection
+    is paced by the kernel's internal pacing (``lo`` has no ``fq`` qdisc) at BBR's
+    estimate of the path, which a request-reply stream of 1 MiB READs keeps well below
+    what loopback carries: measured here, warm ``nfs-cat`` of 425 MB at 2.65 GB/s paced
+    and 3.04 GB/s with cubic, the same server in alternating runs. There is no network
+    on loopback to be fair to, so the connection asks for cubic (or reno) instead. A
+    remote peer, or a system that refuses, keeps the machine's choice.
+
+    Returns:
+        The congestion control set, or None if the connection is left as it was.
+    """
+    option = getattr(socket, "TCP_CONGESTION", None)
+    if option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    try:
+        host = sock.getpeername()[0]
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except (OSError, ValueError):
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    if not (address.is_loopback or (mapped is not None and mapped.is_loopback)):
+        return None
+    for name in LOOPBACK_CONGESTION:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, option, name)
+        except OSError:
+            continue
+        return name
+    return None
 
 
 class ReplySender:

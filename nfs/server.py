@@ -36,7 +36,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Final, Self
 
-from nfs._sender import ReplySender
+from nfs._sender import ReplySender, unpaced_on_loopback
 from nfs._serving import (
     DEFAULT_RESOURCES,
     ResourceLimits,
@@ -512,6 +512,7 @@ class NfsServer:
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            unpaced_on_loopback(sock)
         try:
             peer = sock.getpeername()
         except OSError:

@@ -20,7 +20,7 @@ import pytest
 
 import nfs._segstore
 from nfs._segments import SegmentedRendering
-from nfs._sender import ReplySender
+from nfs._sender import ReplySender, unpaced_on_loopback
 from nfs.memfs import MemoryFs
 from nfs.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
 from nfs.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
@@ -245,6 +245,48 @@ def test_sender_reports_a_reset_peer() -> None:
         assert pair.sender.idle
     finally:
         pair.near.close()
+
+
+def _congestion(sock: socket.socket) -> bytes:
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+    return raw.split(b"\0", 1)[0]
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux socket option")
+def test_a_loopback_connection_is_not_paced() -> None:
+    """The server's side of a connection from this machine gets cubic (no pacing),
+    whatever the machine's default; the client's side is left alone."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        served, _ = listener.accept()
+        try:
+            default = _congestion(client)
+            assert unpaced_on_loopback(served) == b"cubic"
+            assert _congestion(served) == b"cubic"
+            assert _congestion(client) == default
+        finally:
+            client.close()
+            served.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux socket option")
+def test_the_server_asks_for_no_pacing_on_its_loopback_connections() -> None:
+    with (
+        NfsServer(MemoryFs(root_mode=0o777), 0) as server,
+        RpcClient("127.0.0.1", server.port) as c,
+    ):
+        c.null()
+        socks = [conn.sock for conn in server._connections.values()]
+        assert [_congestion(sock) for sock in socks] == [b"cubic"]
+
+
+def test_other_sockets_keep_their_congestion_control() -> None:
+    a, b = socket.socketpair()  # not TCP
+    try:
+        assert unpaced_on_loopback(a) is None
+    finally:
+        a.close()
+        b.close()
 
 
 # -- READ answered on the event loop (TableFs.read_nowait, Dispatcher.handle_parts_nowait) ----
