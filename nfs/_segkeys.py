@@ -127,6 +127,8 @@ class SegmentKeys:
         self._lock = threading.Lock()
         self._repeated: dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = {}
         self._file_keys: dict[tuple[str, tuple[str, ...]], _FileKeys] = {}
+        # per key: the last set of files known to hold each key once (keys, files)
+        self._clean: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[DataFile, ...]]] = {}
 
     def _plan_of(self, version: int) -> tuple[object, _Plan | None]:
         return self._segmenter._plan_of(version)
@@ -169,10 +171,12 @@ class SegmentKeys:
     def repeated_keys(self, version: int, key: Sequence[str]) -> pa.Table | None:
         """Return the key values that ``version`` holds more than once (usually none).
 
-        Incremental: each data file's key range and the keys it repeats are read once
-        (files are immutable) and remembered; the key columns of several files are read
-        together only where their ranges overlap. A key of several columns, or one that is
-        a partition column, reads every file's keys (remembered per set of files). None
+        Incremental: after a version whose files held each key once, only the files
+        added since are read with the files they replaced (`_repeated_since`). Otherwise
+        each data file's key range and the keys it repeats are read once (files are
+        immutable) and remembered; the key columns of several files are read together
+        only where their ranges overlap. A key of several columns, or one that is a
+        partition column, reads every file's keys (remembered per set of files). None
         when the version's files cannot be read one by one.
         """
         self._db.authorizer.check("read", "read")
@@ -190,15 +194,77 @@ class SegmentKeys:
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
         schema = pa.schema([snapshot.schema.field(k) for k in names])
-        if len(names) == 1 and names[0] not in snapshot.partition_columns:
+        with self._lock:
+            clean = self._clean.get(names)
+        repeated = None if clean is None else self._repeated_since(fs, plan, schema, *clean)
+        if repeated is None and len(names) == 1 and names[0] not in snapshot.partition_columns:
             repeated = self._repeated_by_ranges(fs, plan, schema)
-        else:
+        elif repeated is None:
             repeated = _repeats([_key_columns(fs, plan, f, schema) for f in plan.files], schema)
         with self._lock:
             if len(self._repeated) >= 4:
                 self._repeated.pop(next(iter(self._repeated)))
             self._repeated[memo] = repeated
+            if repeated.num_rows == 0:
+                self._clean[names] = (plan.keys, plan.files)
         return repeated
+
+    def _repeated_since(
+        self,
+        fs: pafs.FileSystem,
+        plan: _Plan,
+        schema: pa.Schema,
+        before_keys: tuple[str, ...],
+        before_files: tuple[DataFile, ...],
+    ) -> pa.Table | None:
+        """The keys ``plan`` repeats, from an earlier set of files that held each key once
+        (``before_keys``, ``before_files``); None when too much changed to be cheaper, or
+        a file replaced since is gone (vacuumed).
+
+        A key twice in the new files is twice in the files added, or in a file added and
+        in a file kept. The second kind cannot be a key the replaced files held: before,
+        it was in those and in the kept file, twice. So: the keys the added files repeat
+        among themselves, plus the added keys the replaced files did not hold that a kept
+        file holds (the kept files whose key range admits one of them are read). A MERGE
+        that rewrites one file to change a row reads that file and the one it replaced.
+        """
+        now = set(plan.keys)
+        before = set(before_keys)
+        added = [i for i, k in enumerate(plan.keys) if k not in before]
+        gone = [f for k, f in zip(before_keys, before_files, strict=True) if k not in now]
+        if len(added) + len(gone) > max(4, len(plan.keys) // 4):
+            return None
+        names = tuple(schema.names)
+        try:
+            fresh_tables = [_key_columns(fs, plan, plan.files[i], schema) for i in added]
+            old_tables = [_key_columns(fs, plan, f, schema) for f in gone]
+        except (OSError, pa.ArrowException):
+            return None
+        if len(names) == 1 and _same_values(fresh_tables, old_tables, schema):
+            return schema.empty_table()  # a file rewritten with the same keys (an UPDATE)
+        found = [_repeats(fresh_tables, schema)]
+        if fresh_tables:
+            fresh = pa.concat_tables([t.cast(schema) for t in fresh_tables])
+            fresh = fresh.group_by(list(names)).aggregate([]).select(list(names)).cast(schema)
+            if old_tables:
+                replaced = pa.concat_tables([t.cast(schema) for t in old_tables])
+                fresh = fresh.join(replaced, keys=list(names), join_type="left anti")
+            if fresh.num_rows:
+                fresh = fresh.select(list(names)).cast(schema)
+                added_set = set(added)
+                for i, data_file in enumerate(plan.files):
+                    if i in added_set:
+                        continue
+                    with self._lock:
+                        info = self._file_keys.get((plan.keys[i], names))
+                    if info is not None and not info.may_hold(fresh):
+                        continue
+                    kept = _key_columns(fs, plan, data_file, schema)
+                    hits = fresh.join(kept, keys=list(names), join_type="left semi")
+                    if hits.num_rows:
+                        found.append(hits.select(list(names)).cast(schema))
+        union = pa.concat_tables([t.cast(schema) for t in found])
+        return union.group_by(list(names)).aggregate([]).select(list(names)).cast(schema)
 
     def _repeated_by_ranges(self, fs: pafs.FileSystem, plan: _Plan, schema: pa.Schema) -> pa.Table:
         names = tuple(schema.names)
@@ -234,6 +300,28 @@ class SegmentKeys:
             return schema.empty_table()
         union = pa.concat_tables([t.cast(schema) for t in found])
         return union.group_by(schema.names).aggregate([]).select(schema.names).cast(schema)
+
+
+def _same_values(ones: Sequence[pa.Table], others: Sequence[pa.Table], schema: pa.Schema) -> bool:
+    """Whether two sets of one-column tables hold the same values, as many times each
+    (compared sorted; False for NULLs, or a type that does not sort)."""
+    import pyarrow.compute as pc
+
+    def ordered(tables: Sequence[pa.Table]) -> pa.Array[Any] | None:
+        if not tables:
+            return None
+        column = pa.concat_tables([t.cast(schema) for t in tables]).column(0).combine_chunks()
+        if column.null_count:
+            return None
+        return column.take(pc.array_sort_indices(column))
+
+    try:
+        one, other = ordered(ones), ordered(others)
+        if one is None or other is None or len(one) != len(other):
+            return False
+        return bool(pc.all(pc.equal(one, other)).as_py())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return False
 
 
 def _rows_with_keys(
