@@ -332,11 +332,6 @@ class Staging:
                 return None
         return size
 
-    def appended(self) -> memoryview | None:
-        """Return the bytes added after the base (see `appended_at`), read whole."""
-        at = self.appended_at()
-        return None if at is None else read_all(self, at)
-
     def same_as_base(self) -> bool:
         """Return whether the content is byte for byte the base."""
         if self.size != self._base_size or self._base_limit != self._base_size:

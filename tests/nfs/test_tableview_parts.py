@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nfs._render_cache import RenderCache, Rendering
 from nfs._schema_sql import create_table_sql
-from nfs._staging import BytesBase, Staging
+from nfs._staging import BytesBase, Staging, read_all
 
 # -- Staging ---------------------------------------------------------------------------
 
@@ -50,12 +50,12 @@ def test_staging_behaves_like_a_posix_file(
                 assert eof == (off + 9 >= len(model))
         assert s.on_line_boundary() == (not model or model[-1] == 0x0A)
         assert s.same_as_base() == (bytes(model) == base)
-        extra = s.appended()
+        at = s.appended_at()
         if len(model) > len(base) and model.startswith(base):
             # the base plus more, unless a truncation cut the base on the way
-            assert extra is None or bytes(extra) == bytes(model[len(base) :])
+            assert at is None or (at == len(base) and s.content()[at:] == model[at:])
         else:
-            assert extra is None
+            assert at is None
         assert bytes(s.content()) == bytes(model)
     assert bytes(s.content()) == bytes(model)
 
@@ -79,7 +79,8 @@ def test_an_append_to_a_big_base_reads_only_the_resent_page() -> None:
     base.bytes_read = 0
     s.write(page, tail + b"7,new\n", touched=1.0, mtime=1.0)  # the page-widened append
     assert s.on_line_boundary()
-    assert bytes(s.appended() or b"") == b"7,new\n"
+    assert s.appended_at() == base.size
+    assert bytes(read_all(s, base.size)) == b"7,new\n"
     assert base.bytes_read <= 2 * 4096
 
 
