@@ -6,6 +6,7 @@ repeats, are learned once (files are immutable). See docs/design.md."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,9 +16,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from nfs._segments import _KEY_MEMO, Segmenter, _assemble, _open_file, _Plan
+from nfs._segments import _KEY_MEMO, Segmenter, _assemble, _digest, _open_file, _Plan
 from posixlake.delta._snapshot import DataFile
 from posixlake.engines.spark._io import table_filesystem
+from posixlake.errors import PosixLakeError
 
 __all__ = ["SegmentKeys"]
 
@@ -127,8 +129,10 @@ class SegmentKeys:
         self._lock = threading.Lock()
         self._repeated: dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = {}
         self._file_keys: dict[tuple[str, tuple[str, ...]], _FileKeys] = {}
-        # per key: the last set of files known to hold each key once (keys, files)
+        # per key: the last set of files known to hold each key once (keys, files); the
+        # version of it last kept on disk, per record (see _save_clean)
         self._clean: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[DataFile, ...]]] = {}
+        self._saved: dict[str, int] = {}
 
     def _plan_of(self, version: int) -> tuple[object, _Plan | None]:
         return self._segmenter._plan_of(version)
@@ -196,6 +200,9 @@ class SegmentKeys:
         schema = pa.schema([snapshot.schema.field(k) for k in names])
         with self._lock:
             clean = self._clean.get(names)
+        record = self._record_name(snapshot.uri, names)
+        if clean is None:
+            clean = self._load_clean(record)
         repeated = None if clean is None else self._repeated_since(fs, plan, schema, *clean)
         if repeated is None and len(names) == 1 and names[0] not in snapshot.partition_columns:
             repeated = self._repeated_by_ranges(fs, plan, schema)
@@ -207,7 +214,41 @@ class SegmentKeys:
             self._repeated[memo] = repeated
             if repeated.num_rows == 0:
                 self._clean[names] = (plan.keys, plan.files)
+        if repeated.num_rows == 0:
+            self._save_clean(record, version, plan.keys)
         return repeated
+
+    def _record_name(self, uri: str, names: tuple[str, ...]) -> str:
+        """The note (beside the segments) naming the last version known to hold each key
+        once: keyed by the table's identity and URI and the key columns."""
+        material = ["clean-keys", self._segmenter._identity(), uri, list(names)]
+        return f"keys-{_digest(material)}.json"
+
+    def _load_clean(self, record: str) -> tuple[tuple[str, ...], tuple[DataFile, ...]] | None:
+        """The files of the version a note (an earlier run's) names, if that version's
+        files are still exactly the ones it lists; None otherwise (no note, a damaged or
+        stale one, or a version no longer readable)."""
+        raw = self._segmenter.store.read_note(record)
+        if raw is None:
+            return None
+        try:
+            saved = json.loads(raw)
+            version, files = int(saved["version"]), tuple(str(k) for k in saved["files"])
+            _log, plan = self._plan_of(version)
+        except (ValueError, KeyError, TypeError, PosixLakeError):
+            return None
+        if plan is None or plan.keys != files:
+            return None
+        return plan.keys, plan.files
+
+    def _save_clean(self, record: str, version: int, files: tuple[str, ...]) -> None:
+        """Note (best effort) that ``version``'s files hold each key once."""
+        with self._lock:
+            if self._saved.get(record) == version:
+                return
+            self._saved[record] = version
+        note = json.dumps({"version": version, "files": list(files)}).encode()
+        self._segmenter.store.write_note(record, note)
 
     def _repeated_since(
         self,

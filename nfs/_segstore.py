@@ -319,6 +319,35 @@ class SegmentStore:
             with contextlib.suppress(OSError):
                 self._path(key).unlink()
 
+    def read_note(self, name: str) -> bytes | None:
+        """Return the small file ``name`` kept beside the segments, or None if missing.
+
+        Notes are derived data too (see `write_note`): not counted in the size bound,
+        and a reader must check what one says against the table.
+        """
+        try:
+            return (self.root / name).read_bytes()
+        except OSError:
+            return None
+
+    def write_note(self, name: str, data: bytes) -> bool:
+        """Keep ``data`` as the small file ``name`` beside the segments, atomically (a
+        temporary file renamed into place); best effort: False if it cannot be written."""
+        tmp = None
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".note", dir=self.root)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self.root / name)
+            return True
+        except OSError as err:
+            logger.debug("segment cache %s: cannot keep %s: %s", self.root, name, err)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            return False
+
     def clear(self) -> None:
         """Remove every segment file (live mappings stay valid)."""
         with self._lock:

@@ -8,6 +8,7 @@ one (from scratch) must both give exactly the keys the version holds more than o
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -75,6 +76,8 @@ def _run(steps: list[tuple[str, list[int]]], key: list[str]) -> None:
             assert _found(incremental, version, key) == want
             scratch = SegmentKeys(Segmenter(db, SegmentStore(root / f"cache{n}"), workers=1))
             assert _found(scratch, version, key) == want
+            restarted = SegmentKeys(Segmenter(db, store, workers=1))  # from the kept note
+            assert _found(restarted, version, key) == want
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -91,21 +94,19 @@ def test_repeated_keys_of_a_two_column_key(steps: list[tuple[str, list[int]]]) -
     _run(steps, ["id", "part"])
 
 
-def test_a_file_rewritten_with_the_same_keys_reads_only_it_and_the_one_it_replaced(
-    tmp_path: Path,
-) -> None:
-    """After a version known to hold each key once, an UPDATE that rewrites one file
-    reads the keys of that file and of the one it replaced, not of the other files."""
-    import nfs._segkeys as segkeys
-
+def _overlapping(root: Path) -> DatabaseOps:
     db = DatabaseOps.create(
-        tmp_path / "t", {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
+        root / "t", {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
     )
     for start in range(0, 400, 100):  # four files, key ranges overlapping
         db.insert([{"id": i * 4 + start // 100, "name": "x"} for i in range(100)])
-    keys = SegmentKeys(Segmenter(db, SegmentStore(tmp_path / "cache"), workers=1))
-    assert _found(keys, db.version, ["id"]) == set()
-    db.update("id = 5", {"name": "changed"})
+    return db
+
+
+def _files_read(keys: SegmentKeys, version: int) -> tuple[set[tuple[object, ...]], int]:
+    """The keys ``version`` repeats, and how many files' key columns were read for them."""
+    import nfs._segkeys as segkeys
+
     read: list[str] = []
     original = segkeys._key_columns
 
@@ -115,9 +116,47 @@ def test_a_file_rewritten_with_the_same_keys_reads_only_it_and_the_one_it_replac
 
     segkeys._key_columns = counting
     try:
-        assert _found(keys, db.version, ["id"]) == set()
+        return _found(keys, version, ["id"]), len(read)
     finally:
         segkeys._key_columns = original
-    assert len(read) == 2
+
+
+def test_a_file_rewritten_with_the_same_keys_reads_only_it_and_the_one_it_replaced(
+    tmp_path: Path,
+) -> None:
+    """After a version known to hold each key once, an UPDATE that rewrites one file
+    reads the keys of that file and of the one it replaced, not of the other files."""
+    db = _overlapping(tmp_path)
+    keys = SegmentKeys(Segmenter(db, SegmentStore(tmp_path / "cache"), workers=1))
+    found, read = _files_read(keys, db.version)  # from scratch: every file (overlapping)
+    assert found == set() and read >= 4
+    db.update("id = 5", {"name": "changed"})
+    assert _files_read(keys, db.version) == (set(), 2)
     write_deltalake(db.uri, pa.table({"id": [5], "name": ["again"]}), mode="append")
     assert _found(keys, db.version, ["id"]) == {(5,)}
+
+
+def test_a_restart_starts_from_the_version_an_earlier_run_found_clean(tmp_path: Path) -> None:
+    """The last version known to hold each key once is noted beside the segments: a new
+    reader (a server restarted) reads only what changed since; a damaged note, or one
+    whose files are not that version's, is not trusted."""
+    db = _overlapping(tmp_path)
+    store = SegmentStore(tmp_path / "cache")
+    found, read = _files_read(SegmentKeys(Segmenter(db, store, workers=1)), db.version)
+    assert found == set() and read >= 4
+    db.update("id = 5", {"name": "changed"})
+    assert _files_read(SegmentKeys(Segmenter(db, store, workers=1)), db.version) == (set(), 2)
+
+    notes = list((tmp_path / "cache").glob("keys-*.json"))
+    assert len(notes) == 1
+    notes[0].write_text("{not json")
+    found, read = _files_read(SegmentKeys(Segmenter(db, store, workers=1)), db.version)
+    assert found == set() and read >= 4
+    saved = json.loads(notes[0].read_text())
+    assert SegmentKeys(Segmenter(db, store, workers=1))._load_clean(notes[0].name) is not None
+    saved["files"] = saved["files"][1:]  # not what that version holds
+    notes[0].write_text(json.dumps(saved))
+    assert SegmentKeys(Segmenter(db, store, workers=1))._load_clean(notes[0].name) is None
+    write_deltalake(db.uri, pa.table({"id": [9], "name": ["again"]}), mode="append")
+    found, read = _files_read(SegmentKeys(Segmenter(db, store, workers=1)), db.version)
+    assert found == {(9,)} and read >= 5
