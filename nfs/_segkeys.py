@@ -129,8 +129,8 @@ class SegmentKeys:
         self._lock = threading.Lock()
         self._repeated: dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Table] = {}
         self._file_keys: dict[tuple[str, tuple[str, ...]], _FileKeys] = {}
-        # per key: the last set of files known to hold each key once (keys, files); the
-        # version of it last kept on disk, per record (see _save_clean)
+        # per key: the last set of files known to hold each key once (keys, files); per
+        # note, the version this reader last wrote to it (-1: read, not written)
         self._clean: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[DataFile, ...]]] = {}
         self._saved: dict[str, int] = {}
 
@@ -228,6 +228,10 @@ class SegmentKeys:
         """The files of the version a note (an earlier run's) names, if that version's
         files are still exactly the ones it lists; None otherwise (no note, a damaged or
         stale one, or a version no longer readable)."""
+        with self._lock:
+            if record in self._saved:
+                return None  # read (or written) once already by this reader
+            self._saved[record] = -1
         raw = self._segmenter.store.read_note(record)
         if raw is None:
             return None
