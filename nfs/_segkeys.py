@@ -352,19 +352,22 @@ def _same_values(ones: Sequence[pa.Table], others: Sequence[pa.Table], schema: p
     (compared sorted; False for NULLs, or a type that does not sort)."""
     import pyarrow.compute as pc
 
-    def ordered(tables: Sequence[pa.Table]) -> pa.Array[Any] | None:
+    def flat(tables: Sequence[pa.Table]) -> pa.Array[Any] | None:
         if not tables:
             return None
         column = pa.concat_tables([t.cast(schema) for t in tables]).column(0).combine_chunks()
-        if column.null_count:
-            return None
-        return column.take(pc.array_sort_indices(column))
+        return None if column.null_count else column
+
+    def same(a: pa.Array[Any], b: pa.Array[Any]) -> bool:
+        return bool(pc.all(pc.equal(a, b)).as_py())
 
     try:
-        one, other = ordered(ones), ordered(others)
+        one, other = flat(ones), flat(others)
         if one is None or other is None or len(one) != len(other):
             return False
-        return bool(pc.all(pc.equal(one, other)).as_py())
+        if same(one, other):  # in the same order (a rewrite usually keeps it): no sort
+            return True
+        return same(one.take(pc.array_sort_indices(one)), other.take(pc.array_sort_indices(other)))
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
         return False
 
