@@ -253,11 +253,15 @@ def _congestion(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux socket option")
-def test_a_loopback_connection_is_not_paced() -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_a_loopback_connection_is_not_paced(host: str) -> None:
     """The server's side of a connection from this machine gets cubic (no pacing),
     whatever the machine's default; the client's side is left alone."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        client = socket.create_connection(listener.getsockname())
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if family == socket.AF_INET6 and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    with socket.create_server((host, 0), family=family) as listener:
+        client = socket.create_connection(listener.getsockname()[:2])
         served, _ = listener.accept()
         try:
             default = _congestion(client)
