@@ -86,10 +86,28 @@ class Recovered:
     path: Path
 
 
-def _record(kind: bytes, number: int, data: bytes | memoryview) -> bytes:
+def _record(kind: bytes, number: int, data: bytes | memoryview) -> list[bytes | memoryview]:
+    """One record as the buffers to write: header, data (not copied), CRC."""
     head = _HEAD.pack(kind, number, len(data))
     crc = zlib.crc32(data, zlib.crc32(head))
-    return head + bytes(data) + _CRC.pack(crc)
+    return [head, data, _CRC.pack(crc)]
+
+
+def _write_all(f: BinaryIO, buffers: list[bytes | memoryview]) -> None:
+    """Write ``buffers`` whole, in one ``writev`` when the file takes them (a short write,
+    as a nearly full disk gives, goes on with the rest: a record is never left torn
+    behind a reply that counted it written; an error is raised)."""
+    fd = f.fileno()
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    while views:
+        n = os.writev(fd, views)
+        while n:
+            if n >= views[0].nbytes:
+                n -= views[0].nbytes
+                del views[0]
+            else:
+                views[0] = views[0][n:]
+                n = 0
 
 
 class JournalFile:
@@ -111,7 +129,7 @@ class JournalFile:
         # reply that promises it) makes it survive a power loss too
         self._f = open(path, "xb", buffering=0)  # noqa: SIM115 - held open until discard
         os.chmod(path, 0o600)
-        self._f.write(_MAGIC + _record(b"H", 0, json.dumps(asdict(header)).encode()))
+        _write_all(self._f, [_MAGIC, *_record(b"H", 0, json.dumps(asdict(header)).encode())])
         self._synced_once = False
         self._dirty = True
 
@@ -122,12 +140,29 @@ class JournalFile:
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
         """Record a write (buffered; :meth:`sync` makes it durable)."""
-        self._file().write(_record(b"W", offset, data))
-        self._dirty = True
+        self._append(_record(b"W", offset, data))
 
     def truncate(self, size: int) -> None:
         """Record a truncation (buffered)."""
-        self._file().write(_record(b"T", size, b""))
+        self._append(_record(b"T", size, b""))
+
+    def _append(self, buffers: list[bytes | memoryview]) -> None:
+        """Append one record whole, or raise OSError with the journal as it was: the
+        part of a record a failing write left is cut off again, so records appended
+        later (the client retrying) are not read as lying behind a torn one."""
+        f = self._file()
+        fd = f.fileno()
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(f, buffers)
+        except OSError:
+            try:
+                os.ftruncate(fd, end)
+                os.lseek(fd, end, os.SEEK_SET)
+            except OSError:
+                self._f = None  # cannot be repaired: refuse any further record
+                f.close()
+            raise
         self._dirty = True
 
     def sync(self) -> None:

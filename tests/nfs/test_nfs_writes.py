@@ -8,6 +8,7 @@ and a new one started on the same state directory.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -768,6 +769,82 @@ def test_a_resent_append_reads_only_the_rows_of_its_keys(
     assert status(e) == Nfsstat3.NFS3ERR_INVAL and keyed.version == v
     monkeypatch.undo()
     assert (7, "seven") in rows(keyed) and (8, "eight") not in rows(keyed)
+
+
+def test_short_journal_writes_leave_no_torn_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file may take fewer bytes than asked (a nearly full disk): the journal goes on
+    with the rest, so every record it counted written reads back whole."""
+    from nfs._journal import JournalDir, JournalHeader, JournalOp, read_journal
+
+    real = os.writev
+
+    def short(fd: int, buffers: list[memoryview]) -> int:
+        return real(fd, [memoryview(buffers[0]).cast("B")[:7]])  # 7 bytes at most
+
+    monkeypatch.setattr(os, "writev", short)
+    jdir = JournalDir(tmp_path / "journal")
+    journal = jdir.create(JournalHeader("w1", "t", 3, 40, "10.0.0.1:1", 0, 0))
+    journal.write(0, b"id,name\n1,one\n")
+    journal.truncate(5)
+    journal.write(100, memoryview(b"x" * 1000)[10:])
+    journal.sync()
+    journal.close()
+    monkeypatch.undo()
+    got = read_journal(journal.path)
+    assert got is not None and got.header.base_version == 3
+    assert got.ops == (
+        JournalOp("W", 0, b"id,name\n1,one\n"),
+        JournalOp("T", 5),
+        JournalOp("W", 100, b"x" * 990),
+    )
+    jdir.release()
+
+
+_FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from nfs._journal import JournalDir, JournalHeader
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: a short write, then EFBIG
+journal = JournalDir(Path(sys.argv[1])).create(JournalHeader("w1", "t", 3, 40, "p:1", 0, 0))
+journal.sync()
+limit = journal.path.stat().st_size + 100
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    journal.write(0, b"x" * 1000)
+except OSError as err:
+    print("refused", err.errno)
+else:
+    print("accepted")
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+journal.write(0, b"retried")  # the client retries once there is room
+journal.close()
+from nfs._journal import read_journal
+print(*[(op.kind, op.number, op.data.decode()) for op in read_journal(journal.path).ops])
+"""
+
+
+def test_a_journal_write_the_disk_takes_only_in_part_is_an_error(tmp_path: Path) -> None:
+    """A file that takes only part of a record (a disk or file size limit reached): the
+    WRITE fails, instead of being counted written with a torn record behind it, and
+    the part written is cut off, so the client's retry is read back after a crash."""
+    import errno
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(tmp_path / "journal")],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=True,
+    )
+    refused, ops = out.stdout.splitlines()
+    assert refused.split() == ["refused", str(errno.EFBIG)]
+    assert ops == "('W', 0, 'retried')"  # the retry reads back; nothing torn before it
 
 
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
