@@ -20,6 +20,7 @@ tail: the crash came before its fsync, so no reply promised it).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -135,7 +136,8 @@ class JournalFile:
 
     def _file(self) -> BinaryIO:
         if self._f is None:
-            raise ValueError(f"journal {self.path.name} is closed")
+            # closed, or given up after a failed write it could not cut off again
+            raise OSError(errno.EIO, f"journal {self.path.name} is closed")
         return self._f
 
     def write(self, offset: int, data: bytes | memoryview) -> None:

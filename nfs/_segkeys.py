@@ -349,7 +349,8 @@ class SegmentKeys:
 
 def _same_values(ones: Sequence[pa.Table], others: Sequence[pa.Table], schema: pa.Schema) -> bool:
     """Whether two sets of one-column tables hold the same values, as many times each
-    (compared sorted; False for NULLs, or a type that does not sort)."""
+    (compared in their order, then sorted; False for NULLs, or a type that does not
+    sort)."""
     import pyarrow.compute as pc
 
     def flat(tables: Sequence[pa.Table]) -> pa.Array[Any] | None:
