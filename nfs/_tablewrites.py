@@ -5,6 +5,7 @@ the journal, when a staging applies, and recovery (the rules: docs/nfs-writes.md
 
 from __future__ import annotations
 
+import errno
 import logging
 import secrets
 import threading
@@ -146,9 +147,32 @@ class WriteRules(TableState):
         """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
         w = self._writer(ctx)
         w.settled = False
-        w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
-        self._record(w, size=size)
+        self._stage(w, size=size)
         self._make_durable(w)
+
+    def _stage(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
+        """Journal one operation of ``w``, then apply it to its staging.
+
+        The journal first: a write it could not record is not staged either (the WRITE
+        fails, and neither a crash nor its absence shows the bytes). A staging that then
+        fails (its spill file) is dropped with its journal, and the write verifier
+        changes, so the client resends what it had not committed.
+
+        Raises:
+            NfsError: NOSPC or IO.
+        """
+        self._record(w, write=write, size=size)
+        try:
+            if write is not None:
+                w.staging.write(*write, touched=self._clock(), mtime=self._wallclock())
+            else:
+                w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
+        except OSError as err:
+            logger.error("data.csv: the staging of %s failed and was dropped: %s", w.key, err)
+            self._drop(w)
+            self._verifier = secrets.token_bytes(8)
+            full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err)) from err
 
     def _started_ns(self) -> int:
         """A staging's start: the wall clock in ns, above every earlier start (journals)."""

@@ -410,8 +410,7 @@ class TableFs(TableAttrs):
                 self._writable()
                 self._raise_failure(WriterKey.of(ctx))
                 w = self._writer(ctx, (offset, data))
-                w.staging.write(offset, data, touched=self._clock(), mtime=self._wallclock())
-                self._record(w, write=(offset, data))
+                self._stage(w, write=(offset, data))
                 w.settled = False
                 if stable == StableHow.UNSTABLE:
                     return len(data), StableHow.UNSTABLE

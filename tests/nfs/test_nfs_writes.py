@@ -847,6 +847,66 @@ def test_a_journal_write_the_disk_takes_only_in_part_is_an_error(tmp_path: Path)
     assert ops == "('W', 0, 'retried')"  # the retry reads back; nothing torn before it
 
 
+def test_a_write_the_journal_refuses_is_not_staged(
+    fs: TableFs, plain: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal is written first: a WRITE it cannot record fails and is not in the
+    staging either (with or without a crash, the bytes are not there)."""
+    import errno
+
+    from nfs._journal import JournalFile
+
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)
+    real = JournalFile.write
+
+    def full(self: JournalFile, offset: int, data: bytes | memoryview) -> None:
+        if bytes(data).startswith(b"7,"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, offset, data)
+
+    monkeypatch.setattr(JournalFile, "write", full)
+    with pytest.raises(NfsError) as e:
+        fs.write(DATA_CSV_ID, size + 6, b"7,seven\n", StableHow.UNSTABLE, A)
+    assert status(e) == Nfsstat3.NFS3ERR_NOSPC
+    monkeypatch.undo()
+    mine, _ = fs.read(DATA_CSV_ID, 0, size + 100, A)
+    assert bytes(mine).endswith(b"5,n5\n6,six\n")
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert rows(plain)[-1] == (6, "six") and len(rows(plain)) == 6
+
+
+def test_a_staging_that_fails_is_dropped_and_the_client_told_to_resend(
+    fs: TableFs, plain: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staging's own storage failing (its spill file) after the journal took the
+    write: the staging and its journal are dropped and the write verifier changes, so
+    the client resends what it had not committed; nothing half-staged is applied."""
+    import errno
+
+    from nfs._staging import Staging
+
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)
+    verifier = fs.write_verifier()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(Staging, "write", broken)
+    with pytest.raises(NfsError) as e:
+        fs.write(DATA_CSV_ID, size + 6, b"7,seven\n", StableHow.UNSTABLE, A)
+    assert status(e) == Nfsstat3.NFS3ERR_IO
+    monkeypatch.undo()
+    assert fs.write_verifier() != verifier
+    v = plain.version
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # nothing staged any more: nothing applied
+    assert plain.version == v and len(rows(plain)) == 5
+    fs.write(DATA_CSV_ID, size, b"6,six\n7,seven\n", StableHow.UNSTABLE, A)  # resent
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert [r[0] for r in rows(plain)] == [1, 2, 3, 4, 5, 6, 7]
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
