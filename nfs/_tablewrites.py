@@ -210,10 +210,18 @@ class WriteRules(TableState):
             raise _journal_error(err) from err
 
     def _make_durable(self, w: Writer) -> None:
-        """fsync ``w``'s journal: from now on a reply may promise its bytes."""
+        """fsync ``w``'s journal: from now on a reply may promise its bytes.
+
+        A failed fsync drops the staging with its journal and changes the write verifier:
+        the kernel may have let the journal's unwritten pages go, so a later fsync that
+        succeeds would promise bytes the file lacks. The reply is the error; the client
+        resends what it had not committed.
+        """
         try:
             self._journal(w).sync()
         except OSError as err:
+            self._drop(w)
+            self._verifier = secrets.token_bytes(8)
             raise _journal_error(err) from err
 
     def _raise_failure(self, key: WriterKey) -> None:

@@ -907,6 +907,34 @@ def test_a_staging_that_fails_is_dropped_and_the_client_told_to_resend(
     assert [r[0] for r in rows(plain)] == [1, 2, 3, 4, 5, 6, 7]
 
 
+def test_a_failed_fsync_promises_nothing_later(
+    fs: TableFs, plain: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COMMIT whose journal fsync fails is an error, and no later COMMIT promises those
+    bytes (the kernel may have dropped the journal's dirty pages): the staging goes with
+    its journal and the write verifier changes, so the client resends."""
+    import errno
+
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"6,si", StableHow.UNSTABLE, A)  # mid-line: held durably
+    verifier = fs.write_verifier()
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(NfsError) as e:
+        fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert status(e) == Nfsstat3.NFS3ERR_IO
+    monkeypatch.undo()
+    assert fs.write_verifier() != verifier
+    mine, _ = fs.read(DATA_CSV_ID, 0, size + 100, A)
+    assert len(mine) == size  # nothing staged any more
+    fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)  # resent
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    assert rows(plain)[-1] == (6, "six")
+
+
 def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
