@@ -567,6 +567,40 @@ def test_a_page_widened_by_its_own_earlier_append_resurrects_nothing(
     assert rows(plain) == [(1, "u0"), (2, "u1"), (3, "u2"), (4, "u3"), (5, "u4"), (7, "seven")]
 
 
+@pytest.mark.parametrize("table", ["plain", "keyed"])
+def test_a_stale_page_of_a_rewrite_is_not_read_as_an_append_to_the_empty_table(
+    request: pytest.FixtureRequest, table: str, clock: Clock, state: Path
+) -> None:
+    """B rewrote the file in its own row order (its page: bytes no rendering has), then
+    others rewrote it often enough that B's bytes are kept no longer, changing and
+    deleting rows. B's page-widened append must add its line only: the table's first
+    version (created empty: the header alone) prefixes every write, and taking it as
+    the base read every row of B's page as new (found by Hypothesis)."""
+    db: DatabaseOps = request.getfixturevalue(table)
+    fs = _fs(db, clock, state)
+    try:
+        a, b = PathOps(fs, A), PathOps(fs, B)
+        lines = b.read_file("/data/data.csv").splitlines(keepends=True)
+        page = lines[0] + b"".join(reversed(lines[1:])).replace(b"3,n3", b"3,b")
+        b.write_file("/data/data.csv", page, truncate=True)
+        assert b.read_file("/data/data.csv") == page  # shown its own bytes
+        for i in (1, 2, 4, 5, 1, 2):  # exact rewrites by A: each keeps its own bytes
+            content = a.read_file("/data/data.csv")
+            row = next(r for r in content.splitlines() if r.startswith(b"%d," % i))
+            new = b"" if i == 5 else row + b"!"
+            a.write_file(
+                "/data/data.csv",
+                content.replace(row + b"\n", new + b"\n" if new else b""),
+                truncate=True,
+            )
+        want = [(1, "n1!!"), (2, "n2!!"), (3, "b"), (4, "n4!"), (9, "nine")]
+        fs.write(DATA_CSV_ID, 0, page + b"9,nine\n", StableHow.FILE_SYNC, B)
+        fs.getattr(DATA_CSV_ID, B)  # B goes on (a rewrite it sent is settled then)
+        assert rows(db) == want
+    finally:
+        fs.close()
+
+
 @pytest.mark.parametrize("crashed", [False, True])
 def test_idle_rewrites_apply_in_the_order_they_began_crash_or_not(
     keyed: DatabaseOps, clock: Clock, state: Path, crashed: bool
