@@ -92,22 +92,22 @@ class WriteRules(TableState):
             fits: list[tuple[int, int, Base]] = []
             tried: set[int] = set()
 
-            def look(v: int, content: Base | None, *, shown_to_it: bool = False) -> None:
+            def look(v: int, content: Base | None) -> None:
                 # a version without rows (the table created empty, or emptied) prefixes
-                # every write: it is the base only as what the client was shown, else any
-                # page it cannot otherwise place would read as all new rows
+                # every write: it is the base only as what the client was shown (or when
+                # that is not known: a restart), else a page of rows the server cannot
+                # otherwise place (its own rewrite, whose bytes are kept no longer) would
+                # read as all new rows
                 if (
                     v not in tried
                     and content is not None
                     and _fits(content, *first)
-                    and (shown_to_it or len(header_of(content)) < content.size)
+                    and (shown in (None, v) or len(header_of(content)) < content.size)
                 ):
                     fits.append((content.size, v, content))
                 tried.add(v)
 
-            for v, content in candidates:
-                look(v, content, shown_to_it=v == shown or shown is None)
-            for v, content in self._seen_versions():
+            for v, content in [*candidates, *self._seen_versions()]:
                 look(v, content)
             page = self._pages.get(peer, self._presented_or_none)
             if page is not None and _fits(page[1], *first):  # its page after its append

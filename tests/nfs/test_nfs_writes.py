@@ -601,6 +601,29 @@ def test_a_stale_page_of_a_rewrite_is_not_read_as_an_append_to_the_empty_table(
         fs.close()
 
 
+def test_after_a_restart_an_append_to_the_empty_table_a_client_read_adds_its_line(
+    tmp_path: Path, clock: Clock, state: Path
+) -> None:
+    """A client read the table while it was empty; the server restarted (it no longer
+    knows what the client was shown) and others inserted rows; the client's page-widened
+    append (its page: the header alone) inserts its line and nothing else."""
+    db = DatabaseOps.create(
+        tmp_path / "empty", {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
+    )
+    fs = _fs(db, clock, state)
+    page = PathOps(fs, A).read_file("/data/data.csv")
+    assert page == b"id,name\n"
+    crash(fs)
+    db.insert([{"id": 1, "name": "one"}, {"id": 2, "name": "two"}])
+    fs = _fs(db, clock, state)
+    try:
+        fs.write(DATA_CSV_ID, 0, page + b"3,three\n", StableHow.FILE_SYNC, A)
+        fs.getattr(DATA_CSV_ID, A)
+        assert rows(db) == [(1, "one"), (2, "two"), (3, "three")]
+    finally:
+        fs.close()
+
+
 @pytest.mark.parametrize("crashed", [False, True])
 def test_idle_rewrites_apply_in_the_order_they_began_crash_or_not(
     keyed: DatabaseOps, clock: Clock, state: Path, crashed: bool
