@@ -144,11 +144,16 @@ def _err(status: Nfsstat3, message: str = "") -> NfsError:
     return NfsError(status, message)
 
 
+def _storage_error(err: OSError) -> NfsError:
+    """The status for the server's own storage failing: NOSPC when full, else IO."""
+    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err))
+
+
 def _journal_error(err: OSError) -> NfsError:
     """The status for a journal that cannot be written (the write is not acknowledged)."""
     logger.error("data.csv: the write journal failed: %s", err)
-    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err))
+    return _storage_error(err)
 
 
 def _caller(ctx: CallContext | None) -> CallContext:

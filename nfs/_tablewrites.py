@@ -5,7 +5,6 @@ the journal, when a staging applies, and recovery (the rules: docs/nfs-writes.md
 
 from __future__ import annotations
 
-import errno
 import logging
 import secrets
 import threading
@@ -31,6 +30,7 @@ from nfs._tablestate import (
     _err,
     _fits,
     _journal_error,
+    _storage_error,
     nfs_error,
 )
 from nfs._writers import Writer, WriterKey
@@ -181,8 +181,7 @@ class WriteRules(TableState):
             logger.error("data.csv: the staging of %s failed and was dropped: %s", w.key, err)
             self._drop(w)
             self._verifier = secrets.token_bytes(8)
-            full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-            raise _err(Nfsstat3.NFS3ERR_NOSPC if full else Nfsstat3.NFS3ERR_IO, str(err)) from err
+            raise _storage_error(err) from err
 
     def _started_ns(self) -> int:
         """A staging's start: the wall clock in ns, above every earlier start (journals)."""
