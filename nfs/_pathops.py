@@ -19,6 +19,10 @@ class ViewFs(Vfs, Protocol):
         """Return the attributes of ``fid`` as ``ctx`` sees them."""
         ...
 
+    def finish(self, fid: FileId, ctx: CallContext) -> object:
+        """Apply the caller's staged edit of ``fid`` now (it is done); raise its error."""
+        ...
+
 
 class PathOps:
     """Path-based calls on a Vfs (``"/data/data.csv"`` of a TableFs), as one caller.
@@ -82,11 +86,14 @@ class PathOps:
         stable: StableHow = StableHow.FILE_SYNC,
         truncate: bool = False,
         commit: bool = True,
+        finish: bool | None = None,
     ) -> int:
         """Write ``data`` at ``offset`` (creating the file; ``truncate`` empties it first).
 
-        ``commit`` then sends COMMIT, as a client's ``close()`` does: for data.csv that is
-        when the new content is applied (its error is raised here).
+        ``commit`` then sends COMMIT, as a client's ``close()`` does (durable; lines bad on
+        their own are refused), and ``finish`` says the edit is done, as an NFSv4 CLOSE
+        (or, over NFSv3, the writer's idle period) does: for data.csv that is when the
+        new content is applied (its error is raised here). ``finish`` defaults to ``commit``.
         """
         try:
             fid = self.resolve(path)
@@ -100,7 +107,13 @@ class PathOps:
         count, _ = self.fs.write(fid, offset, data, stable, self.ctx)
         if commit:
             self.fs.commit(fid, 0, 0, self.ctx)
+        if commit if finish is None else finish:
+            self.fs.finish(fid, self.ctx)
         return count
+
+    def finish(self, path: str) -> None:
+        """Say the caller's edit of ``path`` is done: its staged content is applied now."""
+        self.fs.finish(self.resolve(path), self.ctx)
 
     def truncate(self, path: str, size: int = 0) -> None:
         """Set the size of a file."""

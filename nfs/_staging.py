@@ -286,6 +286,10 @@ class Staging:
         """How many bytes were written over (or after) the base."""
         return len(self._buf)
 
+    def overlay_range(self) -> tuple[int, int]:
+        """Where the bytes written over (or after) the base lie: ``[lo, hi)``."""
+        return self._start, self._start + len(self._buf)
+
     def overlay(self) -> tuple[int, bytes]:
         """The written bytes over the base and where they start (content that extends
         its base: no truncation cut it)."""

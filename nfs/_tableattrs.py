@@ -141,7 +141,7 @@ class TableAttrs(WriteRules):
         """
         with self._lock:
             caller = _caller(ctx)
-            self._poll_locked(caller)
+            self._poll_locked()
             return self._getattr(fid, caller)
 
     def _mixed_dir_attrs(self, fid: FileId) -> Fattr3:
@@ -182,7 +182,6 @@ class TableAttrs(WriteRules):
                 return self._file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
             version = self._version()
             size = self._presented(version).size
-            self._shown.set(ctx.peer or "local", version)
             return self._data_csv_attrs(version, size)
         if fid == SCHEMA_ID:
             version = self._version()
@@ -207,7 +206,7 @@ class TableAttrs(WriteRules):
         change (NFS3ERR_ROFS); scratch entries behave as POSIX.
         """
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if fid == DATA_CSV_ID:
                 if attrs.size is not None:
                     self._writable()

@@ -33,10 +33,8 @@ from nfs._schema_sql import create_table_sql
 from nfs._segkeys import SegmentKeys
 from nfs._segments import SegmentedRendering, Segmenter
 from nfs._staging import Base, BytesBase, read_all
-from nfs._writers import Bounded, ClientPages, Shadows, Writer, WriterKey
+from nfs._writers import Bounded, ClientPages, ReadViews, Shadows, Writer, WriterKey
 from nfs.nfs3 import (
-    NFS_PROGRAM,
-    NfsProc3,
     Nfsstat3,
     Nfstime3,
 )
@@ -103,8 +101,6 @@ _RO_DIR_MODE: Final = 0o555
 _DIR_SIZE: Final = 4096
 _KEEP_SHADOWS: Final = 4
 _RECENT_COMMITS: Final = 64
-_NFS_PROGRAM: Final = NFS_PROGRAM
-_DATA_PROCS: Final = frozenset({NfsProc3.NFSPROC3_WRITE, NfsProc3.NFSPROC3_COMMIT})
 _STALE_SEARCH: Final = 16
 """How many versions back a write from a client with an unknown view is matched against."""
 _MAX_CLIENTS: Final = 4096
@@ -209,7 +205,9 @@ class TableState:
     _journals: JournalDir
     _shadows: Shadows
     _writers: dict[WriterKey, Writer]
-    _shown: Bounded[str, int]
+    _views: ReadViews
+    _began: Bounded[WriterKey, bool]
+    _edits_before: dict[str, list[tuple[int, int, int, int]]] | None
     _failures: Bounded[WriterKey, NfsError]
     _last_start: int
     _pages: ClientPages
@@ -258,7 +256,8 @@ class TableState:
         self._pages.clear()
         self._times.clear()
         self._schema_text = None
-        self._shown = Bounded(_MAX_CLIENTS)
+        self._views = ReadViews(_MAX_CLIENTS)
+        self._edits_before = None
         self._scratch_base.clear()
         for w in list(self._writers.values()):
             self._drop(w)

@@ -5,10 +5,12 @@ the journal, when a staging applies, and recovery (the rules: docs/nfs-writes.md
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
 from collections.abc import Callable
+from typing import Final
 
 import pyarrow as pa
 
@@ -16,16 +18,16 @@ from nfs._apply import (
     Applied,
     apply_content,
     apply_lines,
+    arrow_schema,
     committed_write,
     header_of,
 )
 from nfs._journal import JournalFile, JournalHeader, JournalOp
-from nfs._staging import Base, Staging
+from nfs._staging import Base, Staging, read_all
 from nfs._tablestate import (
-    _DATA_PROCS,
-    _NFS_PROGRAM,
     _PAGE_BYTES,
     _STALE_SEARCH,
+    DATA_CSV_ID,
     TableState,
     _err,
     _fits,
@@ -33,21 +35,53 @@ from nfs._tablestate import (
     _storage_error,
     nfs_error,
 )
-from nfs._writers import Writer, WriterKey
+from nfs._writers import Torn, Writer, WriterKey
 from nfs.nfs3 import (
     Nfsstat3,
 )
 from nfs.rpc import CallContext
 from nfs.vfs import (
+    FileId,
     NfsError,
 )
+from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import (
     PosixLakeError,
 )
 
-__all__ = ["WriteRules"]
+__all__ = ["EDIT_TAG", "WriteRules"]
 
 logger = logging.getLogger("nfs.tableview")
+
+EDIT_TAG: Final = "posixlake.nfs_edit"
+"""Commit metadata naming an applied edit by its writer, boot, written range and checksum."""
+_RESEND_SEARCH: Final = 1000
+"""How many recent commits are searched for the edit a client resends after a restart."""
+CHECK_BYTES: Final = 1 << 20
+"""Lines up to this many bytes are checked at each WRITE and COMMIT (see `_check_lines`)."""
+_LF: Final = 0x0A
+
+
+class _Terminated:
+    """A staging whose last line lacks its line feed, with it (the line is a record)."""
+
+    def __init__(self, staging: Staging) -> None:
+        self._st = staging
+
+    @property
+    def size(self) -> int:
+        return self._st.size + 1
+
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
+        size = self._st.size
+        end = min(offset + count, size + 1)
+        if offset >= end:
+            return b"", True
+        if end <= size:
+            data, _ = self._st.read(offset, end - offset)
+            return data, False
+        head = bytes(self._st.read(offset, size - offset)[0]) if offset < size else b""
+        return head + b"\n", True
 
 
 class WriteRules(TableState):
@@ -63,11 +97,16 @@ class WriteRules(TableState):
         if self._read_only:
             raise _err(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
 
-    def _base_for(self, peer: str, first: tuple[int, bytes] | None) -> tuple[int, Base]:
-        """Return the version (and its bytes) a new staging of ``peer`` is based on.
+    def _base_for(
+        self, peer: str, first: tuple[int, bytes] | None
+    ) -> tuple[int, Base, tuple[int, ...]]:
+        """Return the version (and its bytes) a new staging of ``peer`` is based on, and
+        the versions of its READs when they were several (a torn base: refused).
 
-        The base is what that client was shown last (a GETATTR, LOOKUP or READ of
-        data.csv), else the current version. When the first write ``(offset, data)``
+        The base is the version whose bytes that client's READs of data.csv returned
+        (never what a GETATTR, LOOKUP or ACCESS showed: see
+        :class:`~nfs._writers.ReadViews`), else the current version. When the first
+        write ``(offset, data)``
         reads better as made from another recent version — an append at its end, or a
         page-widened append that resends its last page(s) and adds more — that version is
         the base, so
@@ -76,7 +115,9 @@ class WriteRules(TableState):
         truncation is a new file, diffed against what the client was shown.
         """
         current = self._version()
-        shown = self._shown.get(peer)
+        view = self._views.base(peer)
+        torn = view.versions if isinstance(view, Torn) else ()
+        shown = view.versions[-1] if isinstance(view, Torn) else view
         order = [current] if shown is None or shown == current else [shown, current]
         candidates = [(v, self._presented_or_none(v)) for v in order]
         if first is not None:
@@ -118,13 +159,13 @@ class WriteRules(TableState):
                 for v in range(current - 1, max(-1, current - _STALE_SEARCH - 1), -1):
                     if v not in tried:
                         look(v, self._presented_or_none(v))
-            if fits:
+            if fits:  # an append: only its new lines are new, whatever the client read
                 _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
-                return v, content
+                return v, content, ()
         for v, content in candidates:
             if content is not None:
-                return v, content
-        return current, self._presented(current)
+                return v, content, torn
+        return current, self._presented(current), torn
 
     def _presented_or_none(self, version: int) -> Base | None:
         try:
@@ -137,8 +178,13 @@ class WriteRules(TableState):
         key = WriterKey.of(ctx)
         w = self._writers.get(key)
         if w is None:
-            version, base = self._base_for(key.peer, first)
-            w = self._writers[key] = Writer(key, self._new_staging(base, version))
+            version, base, torn = self._base_for(key.peer, first)
+            if torn:
+                raise _err(Nfsstat3.NFS3ERR_IO, _torn_message(torn))
+            w = Writer(key, self._new_staging(base, version))
+            w.resend_check = self._began.get(key) is None
+            self._began.set(key, True)
+            self._writers[key] = w
         return w
 
     def _new_staging(self, base: Base, version: int) -> Staging:
@@ -156,7 +202,7 @@ class WriteRules(TableState):
     def _truncate(self, size: int, ctx: CallContext) -> None:
         """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
         w = self._writer(ctx)
-        w.settled = False
+        w.flushed = False
         self._stage(w, size=size)
         self._make_durable(w)
 
@@ -172,11 +218,14 @@ class WriteRules(TableState):
             NfsError: NOSPC or IO.
         """
         self._record(w, write=write, size=size)
+        w.checked = -1
         try:
             if write is not None:
                 w.staging.write(*write, touched=self._clock(), mtime=self._wallclock())
+                w.note_write(*write)
             else:
                 w.staging.truncate(size, touched=self._clock(), mtime=self._wallclock())
+                w.note_truncate(size)
         except OSError as err:
             logger.error("data.csv: the staging of %s failed and was dropped: %s", w.key, err)
             self._drop(w)
@@ -250,24 +299,39 @@ class WriteRules(TableState):
     def _apply_writer(self, w: Writer) -> Applied:
         """Apply ``w``'s content as ONE commit; the staging is gone afterwards either way.
 
+        Content that ends mid-line (the writer flushed it so) has its last line taken as
+        a record. A resend of an edit an earlier boot of the server committed (see
+        :meth:`_resent`) changes nothing.
+
         Raises:
             NfsError: the write was refused (bad content: INVAL) or failed (IO).
         """
         st = w.staging
         try:
-            start = st.appended_at() if st.on_line_boundary() else None
+            earlier = self._resent(w)
+            if earlier is not None:
+                logger.info(
+                    "data.csv: %s resent the edit committed as v%d; nothing applied again",
+                    w.key,
+                    earlier,
+                )
+                return Applied("unchanged", None)
+            content: Base = st if st.on_line_boundary() else _Terminated(st)
+            tags = self._edit_tags(w)
+            start = st.appended_at()
             if start is not None:  # the base plus whole lines: an INSERT, costs the lines
                 at = start
-                applied = self._commit(
-                    lambda: apply_lines(
-                        self._db,
-                        st,
-                        at,
-                        header=header_of(st.base),
-                        write_id=w.write_id,
-                        keys=self._keys,
+                with self._db.commit_tags(tags):
+                    applied = self._commit(
+                        lambda: apply_lines(
+                            self._db,
+                            content,
+                            at,
+                            header=header_of(st.base),
+                            write_id=w.write_id,
+                            keys=self._keys,
+                        )
                     )
-                )
                 page = st.flattened()  # the client's page now
                 if page.overlay_size <= _PAGE_BYTES:
                     produced = applied.version
@@ -278,9 +342,107 @@ class WriteRules(TableState):
                 return applied
             if st.same_as_base():
                 return Applied("unchanged", None)
-            return self._apply(st, st.base_version, st.base, w.write_id)
+            with self._db.commit_tags(tags):
+                return self._apply(content, st.base_version, st.base, w.write_id)
         finally:
             self._drop(w)
+
+    def _edit_tags(self, w: Writer) -> dict[str, str]:
+        """The commit metadata that names ``w``'s edit for a later boot (see `_resent`)."""
+        digest = w.digest.of(w.staging)
+        if digest is None:
+            return {}
+        lo, hi, crc = digest
+        edit = {"boot": self._boot.hex(), "writer": str(w.key), "lo": lo, "hi": hi, "crc": crc}
+        return {EDIT_TAG: json.dumps(edit, separators=(",", ":"))}
+
+    def _earlier_edits(self) -> dict[str, list[tuple[int, int, int, int]]]:
+        """The edits earlier boots of the server committed, per writer, newest first:
+        ``(lo, hi, crc, version)`` (read from the last commits, once per boot)."""
+        if self._edits_before is None:
+            found: dict[str, list[tuple[int, int, int, int]]] = {}
+            mine = self._boot.hex()
+            try:
+                history = self._db.history(_RESEND_SEARCH)
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            for info in history:
+                raw = info.tags.get(EDIT_TAG)
+                if raw is None:
+                    continue
+                try:
+                    edit = json.loads(raw)
+                    if edit["boot"] == mine:
+                        continue
+                    entry = (int(edit["lo"]), int(edit["hi"]), int(edit["crc"]), info.version)
+                    found.setdefault(str(edit["writer"]), []).append(entry)
+                except (ValueError, KeyError, TypeError):
+                    continue
+            self._edits_before = found
+        return self._edits_before
+
+    def _resent(self, w: Writer) -> int | None:
+        """Return the version that already holds ``w``'s edit when ``w`` resends it.
+
+        After a restart (a new write verifier) a client resends every WRITE it had not
+        seen COMMITted, also when the crashed server had committed the edit and died
+        before the reply. The writer's first staging of this boot is such a resend when
+        an earlier boot committed an edit of the same writer with the same written range
+        and bytes (commit metadata ``posixlake.nfs_edit``): it is not applied again.
+        """
+        if not w.resend_check:
+            return None
+        w.resend_check = False
+        earlier = self._earlier_edits().get(str(w.key))
+        if not earlier:
+            return None
+        digest = w.digest.of(w.staging)
+        if digest is None:
+            return None
+        for lo, hi, crc, version in earlier:
+            if (lo, hi, crc) == digest:
+                return version
+        return None
+
+    def _check_lines(self, w: Writer) -> None:
+        """Refuse a WRITE or COMMIT that completes lines bad on their own.
+
+        Lines that show their error alone (a wrong column count, a value of the wrong
+        type, a bad header line) are refused on the reply that completes them, so the
+        writer's write() or close() fails (``cp`` and ``nfs-cp``, which ignores errors
+        at close, exit non-zero); the staging is dropped and nothing is applied. Checked
+        while the lines to parse (the whole content, or the lines appended to the base)
+        are at most CHECK_BYTES and have no hole; errors only the whole edit shows (a
+        repeated key, a concurrent change), and those in larger content, reach the
+        writer when the edit applies (its next call) and the log.
+
+        Raises:
+            NfsError: NFS3ERR_INVAL.
+        """
+        st = w.staging
+        if st.size == w.checked or w.coverage.holes():
+            return
+        start = st.appended_at()
+        lo = 0 if start is None else start
+        if st.size - lo > CHECK_BYTES:
+            return
+        part = read_all(st, lo)
+        end = part.tobytes().rfind(b"\n") + 1  # a line still being written is not checked
+        schema = arrow_schema(self._db)
+        try:
+            if start is not None:
+                header = header_of(st.base)
+                extra = part[:end]
+                if header and bytes(extra[: len(header)]) == header:
+                    extra = extra[len(header) :]
+                parse_csv(extra, schema, header="none")
+            elif end:
+                parse_csv(part[:end], schema, header="require")
+        except CsvFormatError as err:
+            logger.warning("data.csv: the write of %s was refused: %s", w.key, err)
+            self._drop(w)
+            raise _err(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+        w.checked = st.size
 
     def _commit(self, fn: Callable[[], Applied]) -> Applied:
         """Run one apply; posixlake errors become NfsError (the one map: nfs_error)."""
@@ -342,47 +504,67 @@ class WriteRules(TableState):
         with self._lock:
             self._poll_locked()
 
-    def _poll_locked(self, ctx: CallContext | None = None) -> None:
-        """Apply idle and settled stagings; ``ctx``: the caller, whose settled rewrite is done
-        once it sends anything but a WRITE or COMMIT (see :meth:`_settle`).
+    def _poll_locked(self) -> None:
+        """Apply the stagings of writers that are done: quiet for ``idle_seconds``.
+
+        Over NFSv3 nothing else tells that an edit is done: the Linux client COMMITs
+        during writeback while the program still writes, and a shell redirection
+        outlives the processes that close their copies of it. Content that ends
+        mid-line waits for the writer to flush it (a COMMIT or a FILE_SYNC WRITE: its
+        last line is then a record); content with a hole (a WRITE still on its way)
+        waits for the WRITE; a truncation alone waits for a COMMIT.
         """
-        if ctx is not None:
-            self._settle(ctx)
         now = self._clock()
         for w in list(self._writers.values()):
             idle = now - w.staging.touched
             if idle >= self._abandon:
                 self._abandon_writer(w)
-            elif idle >= self._idle and w.staging.written and w.staging.on_line_boundary():
+            elif idle >= self._idle and self._complete(w):
                 try:
                     self._apply_writer(w)
                 except NfsError as err:
-                    logger.warning("data.csv: idle write of %s refused: %s", w.key, err)
+                    logger.warning("data.csv: the edit of %s was refused: %s", w.key, err)
                     self._failures.set(w.key, err)
 
-    def _settle(self, ctx: CallContext) -> None:
-        """Apply the caller's settled rewrite: one its FILE_SYNC WRITE left complete.
+    @staticmethod
+    def _complete(w: Writer) -> bool:
+        """Whether ``w``'s content may apply once its writer is done (see `_poll_locked`)."""
+        st = w.staging
+        if not (st.written or w.flushed) or w.coverage.holes():
+            return False
+        return st.on_line_boundary() or w.flushed
 
-        A client that writes a small file and closes it sends one FILE_SYNC WRITE and no
-        COMMIT (the Linux client does when the content fits one WRITE); a ``-o sync``
-        mount sends one per write(2). Such a rewrite is applied when its writer goes on to
-        anything else (``cp x data.csv && cat data.csv``: the next open's GETATTR), or
-        when it is idle. Calls made inside that writer's own WRITE or COMMIT (their
-        attributes) do not count.
+    def finish(self, fid: FileId, ctx: CallContext) -> Applied | None:
+        """Apply the caller's staged edit of ``fid`` now: the caller says it is done.
+
+        For in-process callers (``PathOps``) and protocols that tell when an edit ends
+        (an NFSv4 CLOSE). Content with a hole, or that never was written nor flushed,
+        is not applied (None). The error of the apply is raised.
+
+        Raises:
+            NfsError: the edit was refused (INVAL) or failed (IO).
         """
-        if ctx.prog == _NFS_PROGRAM and ctx.proc in _DATA_PROCS:
-            return
-        w = self._writers.get(WriterKey.of(ctx))
-        if w is None or not w.settled:
-            return
-        try:
-            self._apply_writer(w)
-        except NfsError as err:
-            logger.warning("data.csv: the rewrite of %s was refused: %s", w.key, err)
-            self._failures.set(w.key, err)
+        if fid != DATA_CSV_ID:
+            return None  # other files are applied as they are written
+        with self._lock:
+            key = WriterKey.of(ctx)
+            self._raise_failure(key)
+            w = self._writers.get(key)
+            if w is None:
+                return None
+            if not w.staging.written and not w.flushed:
+                return None
+            if w.coverage.holes():
+                return None
+            return self._apply_writer(w)
 
     def _abandon_writer(self, w: Writer) -> None:
-        what = "ends mid-line" if w.staging.written else "is a truncation alone"
+        if w.coverage.holes():
+            what = "has a range no WRITE filled"
+        elif w.staging.written:
+            what = "ends mid-line"
+        else:
+            what = "is a truncation alone"
         message = (
             f"data.csv: the staged write of {w.key} was abandoned after "
             f"{self._abandon:g} s without a write; its content {what} and was never applied"
@@ -458,17 +640,30 @@ class WriteRules(TableState):
                 self._journals.set_aside(rec, "a newer staging of the same writer exists")
                 continue
             st = self._new_staging(base, head.base_version)
+            w = Writer(key, st, head.write_id)
             for op in rec.ops:
                 if op.kind == "W":
                     st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
+                    w.note_write(op.number, op.data)
                 else:
                     st.truncate(op.number, touched=st.touched, mtime=st.mtime)
+                    w.note_truncate(op.number)
             self._last_start = max(self._last_start, head.started)
-            journal = self._journals.reopen(rec)
-            self._writers[key] = Writer(key, st, head.write_id, journal)
+            w.journal = self._journals.reopen(rec)
+            self._began.set(key, True)  # its resent WRITEs go on this staging
+            self._writers[key] = w
             logger.warning(
                 "data.csv: recovered the staged write of %s (%d bytes, base v%d)",
                 key,
                 st.size,
                 head.base_version,
             )
+
+
+def _torn_message(versions: tuple[int, ...]) -> str:
+    listed = ", ".join(f"v{v}" for v in versions)
+    return (
+        f"data.csv: this client's reads of it came from several versions ({listed}: it "
+        "changed while being read), so an edit from them could revert others' changes; "
+        "read it again, then write"
+    )

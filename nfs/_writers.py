@@ -13,6 +13,7 @@ import mmap
 import os
 import secrets
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,16 @@ from nfs._journal import JournalFile
 from nfs._staging import Base, Staging, read_all
 from nfs.rpc import CallContext
 
-__all__ = ["Bounded", "ClientPages", "Shadows", "Writer", "WriterKey"]
+__all__ = [
+    "Bounded",
+    "ClientPages",
+    "Coverage",
+    "ReadViews",
+    "Shadows",
+    "Torn",
+    "Writer",
+    "WriterKey",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +65,102 @@ class WriterKey:
         return f"{self.peer} uid={self.uid} gid={self.gid}"
 
 
+class Coverage:
+    """Which bytes of a staging hold data: its base's, or ones a WRITE sent.
+
+    The Linux client sends WRITEs in parallel and they arrive out of order; a WRITE past
+    the end leaves a range no WRITE has filled yet (a *hole*, read as zeros). Content
+    with a hole is never applied: the missing WRITE is still on its way. A truncation
+    that extends the file fills with zeros on purpose (ftruncate) and is no hole.
+    """
+
+    def __init__(self, base_size: int) -> None:
+        """Start with the base's bytes ``[0, base_size)`` present."""
+        self._ranges: list[tuple[int, int]] = [(0, base_size)] if base_size else []
+        self._size = base_size
+
+    def _add(self, lo: int, hi: int) -> None:
+        if lo >= hi:
+            return
+        out: list[tuple[int, int]] = []
+        for a, b in self._ranges:
+            if b < lo or a > hi:
+                out.append((a, b))
+            else:
+                lo, hi = min(lo, a), max(hi, b)
+        out.append((lo, hi))
+        self._ranges = sorted(out)
+
+    def write(self, offset: int, count: int) -> None:
+        """A WRITE of ``count`` bytes at ``offset``."""
+        self._add(offset, offset + count)
+        self._size = max(self._size, offset + count)
+
+    def truncate(self, size: int) -> None:
+        """A truncation to ``size`` (cut, or extend with zeros)."""
+        if size >= self._size:
+            self._add(self._size, size)
+        else:
+            self._ranges = [(a, min(b, size)) for a, b in self._ranges if a < size]
+        self._size = size
+
+    def holes(self) -> list[tuple[int, int]]:
+        """Return the ranges of ``[0, size)`` that no WRITE (nor the base) has filled."""
+        out, at = [], 0
+        for a, b in self._ranges:
+            if a > at:
+                out.append((at, a))
+            at = max(at, b)
+        if at < self._size:
+            out.append((at, self._size))
+        return out
+
+
+class EditDigest:
+    """A checksum of the bytes a staging's WRITEs laid over its base, and their range.
+
+    It names an edit across server restarts (commit metadata ``posixlake.nfs_edit``): a
+    client resends its WRITEs after the write verifier changes, and a resend of an edit
+    a crashed server had committed has the same range and bytes. Kept as the WRITEs
+    arrive when they arrive in order (no second pass over the bytes at apply); any
+    other order is summed from the staging when asked.
+    """
+
+    def __init__(self) -> None:
+        """Start with nothing written."""
+        self.lo = -1
+        self.hi = -1
+        self.crc = 0
+        self.running = True
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Note a WRITE of ``data`` at ``offset``."""
+        if self.lo < 0:
+            self.lo, self.hi, self.crc = offset, offset + len(data), zlib.crc32(data)
+        elif self.running and offset == self.hi:
+            self.hi += len(data)
+            self.crc = zlib.crc32(data, self.crc)
+        else:
+            self.running = False
+
+    def truncate(self, size: int) -> None:
+        """Note a truncation (one before any WRITE, to 0, keeps the running sum)."""
+        if self.lo >= 0 or size != 0:
+            self.running = False
+
+    def of(self, staging: Staging) -> tuple[int, int, int] | None:
+        """Return ``(lo, hi, crc)`` of the bytes written over the base (None: nothing)."""
+        if staging.overlay_size == 0:
+            return None
+        lo, hi = staging.overlay_range()
+        if self.running and (self.lo, self.hi) == (lo, hi):
+            return lo, hi, self.crc
+        crc = 0
+        for pos in range(lo, hi, _PUT_CHUNK):
+            crc = zlib.crc32(staging.read(pos, min(_PUT_CHUNK, hi - pos))[0], crc)
+        return lo, hi, crc
+
+
 @dataclass
 class Writer:
     """One writer's pending content of ``data.csv``.
@@ -64,15 +170,97 @@ class Writer:
         staging: the content as this writer wrote it, over its base.
         write_id: names the Delta commit that applies it (and its journal file).
         journal: the durable record of the staging (None until the first operation).
-        settled: the last operation was a FILE_SYNC WRITE that left a complete rewrite
-            (on a line boundary): applied when this writer goes on to anything else.
+        flushed: the last operation was a COMMIT or a FILE_SYNC WRITE (the client
+            flushed: its close() or fsync()): content ending mid-line may apply then,
+            its last line a record.
+        coverage: which bytes are present (content with a hole never applies).
+        digest: names the edit across restarts (see :class:`EditDigest`).
+        checked: the size of the content when its lines were last checked (a COMMIT).
+        resend_check: the writer's first staging since the server started: it may be
+            a resend of an edit an earlier boot committed (see ``WriteRules._resent``).
     """
 
     key: WriterKey
     staging: Staging
     write_id: str = field(default_factory=lambda: secrets.token_hex(12))
     journal: JournalFile | None = None
-    settled: bool = False
+    flushed: bool = False
+    coverage: Coverage = field(init=False)
+    digest: EditDigest = field(default_factory=EditDigest)
+    checked: int = -1
+    resend_check: bool = False
+
+    def __post_init__(self) -> None:
+        self.coverage = Coverage(self.staging.size)
+
+    def note_write(self, offset: int, data: bytes | memoryview) -> None:
+        """Keep the coverage and the digest up to date with a WRITE."""
+        self.coverage.write(offset, len(data))
+        self.digest.write(offset, data)
+
+    def note_truncate(self, size: int) -> None:
+        """Keep the coverage and the digest up to date with a truncation."""
+        self.coverage.truncate(size)
+        self.digest.truncate(size)
+
+
+@dataclass(frozen=True)
+class Torn:
+    """A client's READs of data.csv came from several versions (oldest first)."""
+
+    versions: tuple[int, ...]
+
+
+class ReadViews:
+    """What each client's READs of data.csv returned: per byte range, the version.
+
+    The base of a client's rewrite is the content it holds, and that comes from its READs
+    only: a GETATTR, LOOKUP or ACCESS shows attributes, never bytes (every open sends a
+    close-to-open GETATTR; a LOOKUP can come between ``sed``'s read and its RENAME). A
+    READ that reaches the end of the file also ends the client's view there. Ranges of
+    one version merge; a client whose ranges come from several versions is :class:`Torn`.
+    """
+
+    _MAX_RANGES: Final = 64
+
+    def __init__(self, limit: int) -> None:
+        """Remember the last ``limit`` clients."""
+        self._views: Bounded[str, list[tuple[int, int, int]]] = Bounded(limit)
+
+    def record(self, peer: str, version: int, offset: int, end: int, eof: bool) -> None:
+        """Note that ``peer`` READ bytes ``[offset, end)`` of ``version`` (``eof``: the end)."""
+        ranges = self._views.get(peer) or []
+        if eof:
+            ranges = [(a, min(b, offset), v) for a, b, v in ranges if a < offset]
+        out = [(a, b, v) for a, b, v in ranges if b <= offset or a >= end]
+        for a, b, v in ranges:
+            if a < offset < b:
+                out.append((a, offset, v))
+            if a < end < b and not eof:
+                out.append((end, b, v))
+        out.append((offset, end, version))
+        out.sort()
+        merged: list[tuple[int, int, int]] = []
+        for a, b, v in out:
+            if merged and merged[-1][2] == v and merged[-1][1] >= a:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]), v)
+            elif a < b:
+                merged.append((a, b, v))
+        if len(merged) > self._MAX_RANGES:  # only ranges of several versions stay apart
+            merged = merged[: self._MAX_RANGES // 2] + merged[-self._MAX_RANGES // 2 :]
+        self._views.set(peer, merged)
+
+    def base(self, peer: str) -> int | Torn | None:
+        """Return the version ``peer`` read, :class:`Torn`, or None (it read nothing)."""
+        ranges = self._views.get(peer)
+        if not ranges:
+            return None
+        versions = sorted({v for _a, _b, v in ranges})
+        return versions[0] if len(versions) == 1 else Torn(tuple(versions))
+
+    def forget(self, peer: str) -> None:
+        """Forget what ``peer`` read (its view is now its own written content)."""
+        self._views.pop(peer)
 
 
 class Bounded(Generic[_K, _V]):

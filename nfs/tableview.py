@@ -54,7 +54,7 @@ from nfs._pathops import PathOps
 from nfs._render_cache import RenderCache
 from nfs._segkeys import SegmentKeys
 from nfs._segments import DEFAULT_CACHE_BYTES, Segmenter, SegmentStore
-from nfs._staging import BytesBase
+from nfs._staging import Base, BytesBase
 from nfs._tableattrs import TableAttrs
 from nfs._tablestate import (
     _COOKIE_OFFSET,
@@ -79,7 +79,8 @@ from nfs._tablestate import (
     default_state_dir,
     nfs_error,
 )
-from nfs._writers import Bounded, ClientPages, Shadows, Writer, WriterKey
+from nfs._tablewrites import _torn_message
+from nfs._writers import Bounded, ClientPages, ReadViews, Shadows, Torn, Writer, WriterKey
 from nfs.memfs import IdAllocator
 from nfs.nfs3 import (
     Fattr3,
@@ -206,7 +207,9 @@ class TableFs(TableAttrs):
             self._journals.path.with_name("shadows-" + self._journals.path.name), _KEEP_SHADOWS
         )
         self._writers: dict[WriterKey, Writer] = {}
-        self._shown: Bounded[str, int] = Bounded(_MAX_CLIENTS)
+        self._views = ReadViews(_MAX_CLIENTS)
+        self._began: Bounded[WriterKey, bool] = Bounded(_MAX_CLIENTS)
+        self._edits_before: dict[str, list[tuple[int, int, int, int]]] | None = None
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
         self._last_start = 0  # when the newest staging began (ns; see _started_ns)
         # per client: its page after its last append (see _base_for)
@@ -234,7 +237,7 @@ class TableFs(TableAttrs):
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
         """Return the id of ``name`` in ``dir_id``."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if dir_id == ROOT_ID and name in _ROOT_STATIC:
                 return _ROOT_STATIC[name]
             if dir_id == DATA_DIR_ID and name == _DATA_CSV:
@@ -269,7 +272,7 @@ class TableFs(TableAttrs):
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
         """List a directory: the table's entries merged, in cookie order, with scratch ones."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if dir_id == VERSIONS_ID:
                 latest = self._version()
                 names = [(1, VERSIONS_ID, "."), (2, ROOT_ID, "..")] + [
@@ -329,7 +332,7 @@ class TableFs(TableAttrs):
     ) -> tuple[bytes | memoryview, bool]:
         """Read; the table's files are served from their cached bytes without copying."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             ver = self._version_of(fid)
             if fid == DATA_CSV_ID or (ver is not None and ver[1]):
                 if not self._db.authorizer.allows("read"):
@@ -341,11 +344,16 @@ class TableFs(TableAttrs):
                 if w is not None:
                     return w.staging.read(offset, count)
                 version = self._version()
-                self._shown.set(ctx.peer or "local", version)
                 shadow = self._shadow(version)
-                if shadow is not None:
-                    return _slice(shadow, offset, count)
-                return self._rendering(version).read(offset, count)
+                got = (
+                    _slice(shadow, offset, count)
+                    if shadow is not None
+                    else self._rendering(version).read(offset, count)
+                )
+                self._views.record(
+                    ctx.peer or "local", version, offset, offset + len(got[0]), got[1]
+                )
+                return got
             if fid == SCHEMA_ID:
                 return _slice(memoryview(self._schema_bytes()), offset, count)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or ver is not None:
@@ -381,7 +389,6 @@ class TableFs(TableAttrs):
                 or not self._db.authorizer.allows("read")
             ):
                 return None
-            self._shown.set(ctx.peer or "local", version)
             shadow = self._shadow(version)
             data: bytes | memoryview
             if shadow is not None:
@@ -390,6 +397,7 @@ class TableFs(TableAttrs):
             else:
                 data, eof = rendering.read(offset, count)
                 size = rendering.size
+            self._views.record(ctx.peer or "local", version, offset, offset + len(data), eof)
             return data, eof, self._data_csv_attrs(version, size)
         finally:
             self._lock.release()
@@ -405,20 +413,22 @@ class TableFs(TableAttrs):
         raised instead of writing.
         """
         with self._lock:
-            self._poll_locked(None if fid == DATA_CSV_ID else ctx)
+            self._poll_locked()
             if fid == DATA_CSV_ID:
                 self._writable()
                 self._raise_failure(WriterKey.of(ctx))
                 w = self._writer(ctx, (offset, data))
                 self._stage(w, write=(offset, data))
-                w.settled = False
+                w.flushed = False
                 if stable == StableHow.UNSTABLE:
+                    self._check_lines(w)
                     return len(data), StableHow.UNSTABLE
-                if self._is_append(w.staging):
+                if self._is_append(w.staging) and not w.coverage.holes():
                     self._apply_writer(w)  # whole new rows: an INSERT, nothing half-written
-                else:
-                    self._make_durable(w)  # a rewrite: applied at COMMIT, settled or idle
-                    w.settled = w.staging.on_line_boundary()
+                else:  # a rewrite: applied once its writer is done (idle)
+                    self._check_lines(w)
+                    self._make_durable(w)
+                    w.flushed = True
                 return len(data), StableHow.FILE_SYNC
             ver = self._version_of(fid)
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
@@ -428,10 +438,12 @@ class TableFs(TableAttrs):
             return self._scratch.write(fid, offset, data, stable, ctx)
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
-        """COMMIT: apply the caller's staged data.csv if it ends on a line boundary.
+        """COMMIT: make the caller's staged data.csv durable (journal fsync); apply nothing.
 
-        Content that ends mid-line is made durable (journal fsync) and held: the writer
-        may still be writing. A failure found since this writer's last reply is raised.
+        The Linux client COMMITs at close() and also during writeback while the program
+        still writes: a COMMIT does not end an edit (it applies once its writer is done,
+        see :meth:`_poll_locked`). Lines that are bad on their own are refused here
+        (:meth:`_check_lines`). A failure found since this writer's last reply is raised.
         """
         with self._lock:
             if fid == DATA_CSV_ID:
@@ -440,10 +452,9 @@ class TableFs(TableAttrs):
                 w = self._writers.get(key)
                 if w is None:
                     return
-                if w.staging.on_line_boundary():
-                    self._apply_writer(w)
-                else:
-                    self._make_durable(w)
+                self._check_lines(w)
+                self._make_durable(w)
+                w.flushed = True
                 return
             if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID):
                 return
@@ -473,7 +484,7 @@ class TableFs(TableAttrs):
     ) -> FileId:
         """Create a scratch file; UNCHECKED on data.csv opens it (a size stages a truncation)."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             static = self._static_child(dir_id, name)
@@ -499,7 +510,7 @@ class TableFs(TableAttrs):
     ) -> FileId:
         """Create a scratch file exclusively (mkstemp, cp): it remembers the table version."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             if self._static_child(dir_id, name) is not None:
@@ -520,7 +531,7 @@ class TableFs(TableAttrs):
     def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove a scratch file; removing data.csv deletes every row (one commit)."""
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if self._in_versions(dir_id):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             static = self._static_child(dir_id, name)
@@ -572,7 +583,7 @@ class TableFs(TableAttrs):
         created (``sed -i`` creates its temporary file, reads data.csv, writes, renames).
         """
         with self._lock:
-            self._poll_locked(ctx)
+            self._poll_locked()
             if self._in_versions(from_dir) or self._in_versions(to_dir):
                 raise _err(Nfsstat3.NFS3ERR_ROFS)
             src_static = self._static_child(from_dir, from_name)
@@ -601,9 +612,24 @@ class TableFs(TableAttrs):
         if not self._scratch.access(from_dir, ACCESS3_DELETE | ACCESS3_MODIFY, ctx):
             raise _err(Nfsstat3.NFS3ERR_ACCES)
         content = self._scratch.read_all(src)
-        # the base: what this client read of data.csv last (sed -i reads it after creating
-        # its temporary file), else the version when the file was created
-        base_version = self._shown.get(ctx.peer or "local")
+        own = self._writers.get(WriterKey.of(ctx))
+        if own is not None:
+            # the caller's own edit of data.csv is done (it moved on to a rename): it
+            # applies first, and what the caller read of data.csv was that content
+            seen = own.staging
+            applied = self._apply_writer(own)
+            produced = applied.version if applied.version is not None else self._version()
+            base_of_own: Base = seen
+            self._apply(BytesBase(content), produced, base_of_own, secrets.token_hex(12))
+            self._scratch.pop_file(from_dir, from_name)
+            self._scratch_base.pop(src, None)
+            return
+        # the base: what this client's READs of data.csv returned (sed -i reads it after
+        # creating its temporary file), else the version when the file was created
+        view = self._views.base(ctx.peer or "local")
+        if isinstance(view, Torn):
+            raise _err(Nfsstat3.NFS3ERR_IO, _torn_message(view.versions))
+        base_version = view
         if base_version is None:
             base_version = self._scratch_base.get(src, self._version())
         base = self._presented_or_none(base_version)

@@ -61,8 +61,28 @@ def keyed(tmp_path: Path) -> DatabaseOps:
     return d
 
 
+class Clock:
+    """Monotonic seconds that move only when a test says (the idle period)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def _serve(db: DatabaseOps) -> NfsServer:
-    return NfsServer(TableFs(db, idle_timer=False))
+    return NfsServer(TableFs(db, idle_timer=False, clock=Clock()))
+
+
+def _quiet(server: NfsServer) -> None:
+    """Let the idle period pass: the writers that are done apply (NFSv3 has no close)."""
+    fs = server.vfs
+    assert isinstance(fs, TableFs)
+    clock = fs._clock
+    assert isinstance(clock, Clock)
+    clock.now += 60
+    fs.poll()
 
 
 @pytest.fixture
@@ -115,6 +135,9 @@ def test_nfs_cp_overwrite_with_one_row_changed(
     (tmp_path / "new.csv").write_bytes(new)
     v, n = db.version, db.to_arrow().num_rows
     run("nfs-cp", str(tmp_path / "new.csv"), server.nfs_url("/data/data.csv"))
+    assert db.version == v  # durable; applied once the writer is done (NFSv3 has no close)
+    assert run("nfs-cat", server.nfs_url("/data/data.csv")).stdout == old  # another client
+    _quiet(server)
     assert db.version == v + 1
     assert db.to_arrow().num_rows == n
     assert db.query("SELECT name, price FROM data WHERE id = 1234").fetchall() == [
@@ -132,6 +155,7 @@ def test_nfs_cp_by_key(keyed: DatabaseOps, tmp_path: Path) -> None:
         (tmp_path / "k.csv").write_bytes(content)
         v = keyed.version
         run("nfs-cp", str(tmp_path / "k.csv"), srv.nfs_url("/data/data.csv"))
+        _quiet(srv)
         assert keyed.version == v + 1
         got = dict(rows(keyed))
         assert got[5] == "N5" and 7 not in got and got[100] == "n100" and len(got) == 100
@@ -142,7 +166,9 @@ def test_nfs_cp_bad_content_changes_nothing(
 ) -> None:
     (tmp_path / "bad.csv").write_bytes(b"id,name,price\n1,x,not-a-price\n")
     v, before = db.version, db.to_arrow().num_rows
-    run("nfs-cp", str(tmp_path / "bad.csv"), server.nfs_url("/data/data.csv"), check=False)
+    res = run("nfs-cp", str(tmp_path / "bad.csv"), server.nfs_url("/data/data.csv"), check=False)
+    assert res.returncode != 0  # the WRITE or COMMIT that completed the bad line said so
+    _quiet(server)
     assert db.version == v and db.to_arrow().num_rows == before
     assert run("nfs-cat", server.nfs_url("/data/data.csv")).stdout == render_csv(db.to_arrow())
 

@@ -98,6 +98,12 @@ def status(exc: pytest.ExceptionInfo[NfsError]) -> Nfsstat3:
     return Nfsstat3(exc.value.status)
 
 
+def close(fs: TableFs, ctx: CallContext) -> None:
+    """A client's close(): COMMIT, then the edit is done (NFSv3: after the idle period)."""
+    fs.commit(DATA_CSV_ID, 0, 0, ctx)
+    fs.finish(DATA_CSV_ID, ctx)
+
+
 def sed_i(fs: TableFs, ctx: CallContext, old: bytes, new: bytes, name: str) -> None:
     """GNU sed -i as one client: temp file, read data.csv, write, rename onto data.csv."""
     fid = fs.create_exclusive(DATA_DIR_ID, name, b"\x01" * 8, ctx)
@@ -116,7 +122,7 @@ def test_a_second_writers_rename_keeps_the_first_writers_staged_append(
     fs.write(DATA_CSV_ID, size, b"9,A\n", StableHow.UNSTABLE, A)  # echo 9,A >> (not closed)
     sed_i(fs, B, b"2,n2", b"2,sed", "sedB")  # meanwhile B: sed -i
     v = plain.version
-    fs.commit(DATA_CSV_ID, 0, 0, A)  # A's close()
+    close(fs, A)
     assert plain.version == v + 1
     assert rows(plain) == [(1, "n1"), (2, "sed"), (3, "n3"), (4, "n4"), (5, "n5"), (9, "A")]
 
@@ -128,7 +134,7 @@ def test_another_writers_remove_and_truncate_keep_a_staged_append(
     fs.write(DATA_CSV_ID, size, b"9,A\n", StableHow.UNSTABLE, A)
     PathOps(fs, B).remove_file("/data/data.csv")  # B: rm data.csv (all rows gone)
     PathOps(fs, B).truncate("/data/data.csv", 0)  # and a truncation B never closes
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    close(fs, A)
     assert rows(plain) == [(9, "A")]  # A's base plus its line: only the line is new
 
 
@@ -140,8 +146,8 @@ def test_concurrent_overwrites_of_different_rows_both_land(
     a.write_file("/data/data.csv", seen_a.replace(b"1,n1", b"1,A"), truncate=True, commit=False)
     b.write_file("/data/data.csv", seen_b.replace(b"5,n5\n", b""), truncate=True, commit=False)
     v = keyed.version
-    a.commit("/data/data.csv")
-    b.commit("/data/data.csv")
+    close(kfs, A)
+    close(kfs, B)
     assert keyed.version == v + 2
     assert rows(keyed) == [(1, "A"), (2, "n2"), (3, "n3"), (4, "n4")]
 
@@ -154,8 +160,8 @@ def test_the_same_row_edited_by_two_writers_last_commit_wins(
     b.read_file("/data/data.csv")
     a.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,A"), truncate=True, commit=False)
     b.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,B"), truncate=True, commit=False)
-    b.commit("/data/data.csv")
-    a.commit("/data/data.csv")
+    close(kfs, B)
+    close(kfs, A)
     assert rows(keyed) == [(1, "n1"), (2, "n2"), (3, "A"), (4, "n4"), (5, "n5")]
 
 
@@ -215,7 +221,10 @@ def test_a_paused_writer_mid_line_commits_nothing(
     fs.poll()
     assert plain.version == v and rows(plain) == before
     fs.write(DATA_CSV_ID, 16, b"2\n3,n3\n", StableHow.UNSTABLE, A)
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # close(): durable; applied once the writer is done
+    assert plain.version == v
+    clock.now += 10
+    fs.poll()
     assert plain.version == v + 1 and rows(plain) == [(1, "n1"), (2, "n2"), (3, "n3")]
 
 
@@ -282,6 +291,8 @@ def test_a_commit_acknowledged_mid_line_survives_a_crash(
     try:
         again.write(DATA_CSV_ID, size + 5, b"en\n", StableHow.UNSTABLE, A)
         again.commit(DATA_CSV_ID, 0, 0, A)
+        clock.now += 10
+        again.poll()
         assert (7, "seven") in rows(plain) and len(rows(plain)) == 6
     finally:
         again.close()
@@ -318,19 +329,44 @@ def test_a_commit_made_before_a_crash_is_not_applied_twice(
 
 
 def test_a_failure_found_at_idle_reaches_the_writer_at_its_next_write(
+    kfs: TableFs, keyed: DatabaseOps, clock: Clock
+) -> None:
+    v = keyed.version
+    kfs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    # each line is good on its own: only the whole edit shows the repeated key
+    kfs.write(DATA_CSV_ID, 0, b"id,name\n1,a\n1,b\n", StableHow.FILE_SYNC, A)  # -o sync
+    clock.now += 10
+    kfs.poll()  # refused at idle: logged AND kept for the writer
+    assert keyed.version == v
+    with pytest.raises(NfsError) as e:
+        kfs.write(DATA_CSV_ID, 0, b"id,name\n", StableHow.FILE_SYNC, A)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL and "id=1" in str(e.value)
+    PathOps(kfs, B).write_file("/data/data.csv", b"id,name\n8,b\n", truncate=True)  # B unaffected
+    assert rows(keyed) == [(8, "b")]
+
+
+def test_a_bad_line_is_refused_on_the_reply_that_completes_it(
     fs: TableFs, plain: DatabaseOps, clock: Clock
 ) -> None:
+    """``nfs-cp bad.csv data.csv`` and ``cp`` must exit non-zero: the error is on the
+    FILE_SYNC WRITE or COMMIT that completes the line, not found later at idle."""
     v = plain.version
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
-    fs.write(DATA_CSV_ID, 0, b"id,name\nx,bad\n", StableHow.FILE_SYNC, A)  # -o sync
-    clock.now += 10
-    fs.poll()  # refused at idle: logged AND kept for the writer
-    assert plain.version == v
     with pytest.raises(NfsError) as e:
-        fs.write(DATA_CSV_ID, 0, b"id,name\n", StableHow.FILE_SYNC, A)
-    assert status(e) == Nfsstat3.NFS3ERR_INVAL
-    PathOps(fs, B).write_file("/data/data.csv", b"id,name\n8,b\n", truncate=True)  # B unaffected
-    assert rows(plain) == [(8, "b")]
+        fs.write(DATA_CSV_ID, 0, b"id,name\nx,bad\n", StableHow.FILE_SYNC, A)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL and "line 2" in str(e.value)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), B)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,ok\n", StableHow.UNSTABLE, B)
+    with pytest.raises(NfsError) as e:  # the WRITE that completes line 3 (line 4 is not)
+        fs.write(DATA_CSV_ID, 13, b"2,a,b\n3,", StableHow.UNSTABLE, B)
+    assert status(e) == Nfsstat3.NFS3ERR_INVAL and "line 3" in str(e.value)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), B)
+    fs.write(DATA_CSV_ID, 0, b"id,name\n1,ok\n2,", StableHow.UNSTABLE, B)  # mid-line: fine
+    assert plain.version == v and len(rows(plain)) == 5  # refused edits change nothing
+    fs.write(DATA_CSV_ID, 15, b"two\n", StableHow.UNSTABLE, B)
+    clock.now += 10
+    fs.poll()
+    assert plain.version == v + 1 and rows(plain) == [(1, "ok"), (2, "two")]
 
 
 def test_an_abandoned_staging_is_reported_and_changes_the_verifier(
@@ -351,7 +387,7 @@ def test_an_abandoned_staging_is_reported_and_changes_the_verifier(
 
 def test_bad_content_fails_the_commit_and_changes_nothing(kfs: TableFs, keyed: DatabaseOps) -> None:
     v, before = keyed.version, rows(keyed)
-    PathOps(kfs, A).write_file("/data/data.csv", b"id,name\n1,a\n2", truncate=True)
+    PathOps(kfs, A).write_file("/data/data.csv", b"id,name\n1,a\n2", truncate=True, finish=False)
     assert keyed.version == v  # mid-line: held (durably), not applied
     with pytest.raises(NfsError) as e:
         PathOps(kfs, B).write_file("/data/data.csv", b"id,name\nq,a\n", truncate=True)
@@ -405,7 +441,7 @@ def test_without_a_key_an_edit_racing_an_api_update_of_the_row_is_refused(
     plain.update("id = 3", {"name": "api"})
     v = plain.version
     with pytest.raises(NfsError) as e:
-        a.commit("/data/data.csv")
+        close(fs, A)
     assert status(e) == Nfsstat3.NFS3ERR_IO
     assert plain.version == v
     assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "api"), (4, "n4"), (5, "n5")]
@@ -416,37 +452,50 @@ def test_without_a_key_edits_of_other_rows_merge(fs: TableFs, plain: DatabaseOps
     seen = a.read_file("/data/data.csv")
     a.write_file("/data/data.csv", seen.replace(b"3,n3", b"3,nfs"), truncate=True, commit=False)
     plain.update("id = 4", {"name": "api"})
-    a.commit("/data/data.csv")
+    close(fs, A)
     assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "nfs"), (4, "api"), (5, "n5")]
 
 
-def test_a_one_write_rewrite_applies_when_its_writer_moves_on(
-    fs: TableFs, plain: DatabaseOps
+def test_a_one_write_rewrite_applies_once_its_writer_is_quiet(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
 ) -> None:
     """``cp small.csv data.csv && cat data.csv`` on Linux: SETATTR 0, one FILE_SYNC WRITE
-    (close), then the next open's GETATTR — the rewrite is applied before that answer."""
+    (close), then the next open's GETATTR. Neither the FILE_SYNC nor the GETATTR ends the
+    edit over NFSv3 (``{ head; sleep; tail; } > data.csv`` sends the same): it applies
+    once the writer has been quiet for the idle period; until then the writer reads its
+    own content and others the table."""
     v = plain.version
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
     fs.write(DATA_CSV_ID, 0, b"id,name\n1,cp\n", StableHow.FILE_SYNC, A)
-    assert plain.version == v
-    fs.getattr(DATA_CSV_ID, B)  # another client: not this writer's signal
-    assert plain.version == v
+    fs.getattr(DATA_CSV_ID, B)
     assert fs.getattr(DATA_CSV_ID, A).size == len(b"id,name\n1,cp\n")
-    assert plain.version == v + 1 and rows(plain) == [(1, "cp")]
+    clock.now += 4
+    fs.poll()
+    assert plain.version == v
+    fs.write(DATA_CSV_ID, 13, b"2,more\n", StableHow.FILE_SYNC, A)  # tail, after its pause
+    clock.now += 4
+    fs.poll()
+    assert plain.version == v
+    clock.now += 1
+    fs.poll()
+    assert plain.version == v + 1 and rows(plain) == [(1, "cp"), (2, "more")]
 
 
-def test_a_new_truncation_by_the_same_writer_first_applies_its_settled_rewrite(
-    fs: TableFs, plain: DatabaseOps
+def test_two_rewrites_by_one_writer_within_the_idle_period_are_one_edit(
+    fs: TableFs, plain: DatabaseOps, clock: Clock
 ) -> None:
-    """``cp x.csv data.csv; cat y.csv > data.csv``: two edits, two versions."""
+    """``cp x.csv data.csv; cat y.csv > data.csv`` within the idle period: one writer's
+    content, applied once (NFSv3 cannot tell two edits from one paused edit)."""
     v = plain.version
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
     fs.write(DATA_CSV_ID, 0, b"id,name\n1,x\n", StableHow.FILE_SYNC, A)
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
-    assert plain.version == v + 1 and rows(plain) == [(1, "x")]
+    assert plain.version == v
     fs.write(DATA_CSV_ID, 0, b"id,name\n2,y\n", StableHow.FILE_SYNC, A)
     fs.commit(DATA_CSV_ID, 0, 0, A)
-    assert plain.version == v + 2 and rows(plain) == [(2, "y")]
+    clock.now += 10
+    fs.poll()
+    assert plain.version == v + 1 and rows(plain) == [(2, "y")]
 
 
 def test_a_second_live_server_does_not_take_over_the_first_ones_journal(
@@ -595,7 +644,7 @@ def test_a_stale_page_of_a_rewrite_is_not_read_as_an_append_to_the_empty_table(
             )
         want = [(1, "n1!!"), (2, "n2!!"), (3, "b"), (4, "n4!"), (9, "nine")]
         fs.write(DATA_CSV_ID, 0, page + b"9,nine\n", StableHow.FILE_SYNC, B)
-        fs.getattr(DATA_CSV_ID, B)  # B goes on (a rewrite it sent is settled then)
+        fs.finish(DATA_CSV_ID, B)  # B's edit is done
         assert rows(db) == want
     finally:
         fs.close()
@@ -736,7 +785,7 @@ def test_a_rewrite_from_a_page_holding_its_own_append_changes_only_what_it_chang
     fs.write(DATA_CSV_ID, 0, page + b"7,seven\n", StableHow.UNSTABLE, A)
     at = page.index(b"3,n3")
     fs.write(DATA_CSV_ID, at, b"3,N3", StableHow.UNSTABLE, A)
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    close(fs, A)
     want = [(1, "other"), (2, "n2"), (3, "N3"), (4, "n4"), (5, "n5"), (7, "seven")]
     assert rows(plain) == want
     shown = PathOps(fs, B).read_file("/data/data.csv")
@@ -760,7 +809,8 @@ def test_a_rewrite_changing_more_than_memory_allows_is_refused_and_nothing_chang
         one = before.replace(b"3,n3", b"3,N3")  # a small change still applies
         PathOps(fs, A).write_file("/data/data.csv", one, truncate=True)
         assert keyed.version == v + 1 and (3, "N3") in rows(keyed)
-        every = one.replace(b",n", b",renamed-n")
+        head, _, body = one.partition(b"\n")
+        every = head + b"\n" + body.replace(b",n", b",renamed-n")
         with pytest.raises(NfsError) as e:
             PathOps(fs, A).write_file("/data/data.csv", every, truncate=True)
         assert status(e) == Nfsstat3.NFS3ERR_INVAL and "one commit" in str(e.value)
@@ -793,7 +843,7 @@ def test_an_append_larger_than_memory_allows_is_refused_and_nothing_changes(
         lines = b"".join(b"%d,line-%d\n" % (i, i) for i in range(10, 20))
         fs.write(DATA_CSV_ID, size, lines, StableHow.UNSTABLE, A)
         with pytest.raises(NfsError) as e:
-            fs.commit(DATA_CSV_ID, 0, 0, A)
+            close(fs, A)
         assert status(e) == Nfsstat3.NFS3ERR_INVAL and "posixlake insert" in str(e.value)
         assert keyed.version == v + 1 and len(rows(keyed)) == 6
         # the same lines in a whole overwrite (base plus lines) are refused alike
@@ -929,7 +979,7 @@ def test_a_write_the_journal_refuses_is_not_staged(
     monkeypatch.undo()
     mine, _ = fs.read(DATA_CSV_ID, 0, size + 100, A)
     assert bytes(mine).endswith(b"5,n5\n6,six\n")
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    close(fs, A)
     assert rows(plain)[-1] == (6, "six") and len(rows(plain)) == 6
 
 
@@ -957,10 +1007,10 @@ def test_a_staging_that_fails_is_dropped_and_the_client_told_to_resend(
     monkeypatch.undo()
     assert fs.write_verifier() != verifier
     v = plain.version
-    fs.commit(DATA_CSV_ID, 0, 0, A)  # nothing staged any more: nothing applied
+    close(fs, A)  # nothing staged any more: nothing applied
     assert plain.version == v and len(rows(plain)) == 5
     fs.write(DATA_CSV_ID, size, b"6,six\n7,seven\n", StableHow.UNSTABLE, A)  # resent
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    close(fs, A)
     assert [r[0] for r in rows(plain)] == [1, 2, 3, 4, 5, 6, 7]
 
 
@@ -988,7 +1038,7 @@ def test_a_failed_fsync_promises_nothing_later(
     mine, _ = fs.read(DATA_CSV_ID, 0, size + 100, A)
     assert len(mine) == size  # nothing staged any more
     fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)  # resent
-    fs.commit(DATA_CSV_ID, 0, 0, A)
+    close(fs, A)
     assert rows(plain)[-1] == (6, "six")
 
 

@@ -291,16 +291,38 @@ def test_append_without_final_newline_is_held_until_the_line_ends(
 ) -> None:
     v = db.version
     size = fs.paths.getattr("/data/data.csv").size
-    fs.paths.write_file("/data/data.csv", b"8,h,8", offset=size)
-    assert db.version == v  # not on a line boundary: held, however long
+    fs.write(DATA_CSV_ID, size, b"8,h,8", StableHow.UNSTABLE, ROOT)  # still writing
+    assert db.version == v  # not on a line boundary, not flushed: held, however long
     assert fs.paths.read_file("/data/data.csv").endswith(b"8,h,8")  # the writer sees it
     other = PathOps(fs, CallContext.local(peer="10.0.0.9:900"))
     assert not other.read_file("/data/data.csv").endswith(b"8,h,8")  # others do not
     clock.advance(600)
     fs.poll()
     assert db.version == v
-    fs.paths.write_file("/data/data.csv", b"8\n", offset=size + 5)
+    fs.write(DATA_CSV_ID, size + 5, b"8\n", StableHow.UNSTABLE, ROOT)
+    fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1 and (8, "h", 88.0) in rows(db)
+
+
+def test_a_closed_file_without_a_final_newline_ends_in_a_record(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """``printf '9,i,9' >> data.csv``: the client flushed it (COMMIT or FILE_SYNC), so
+    its last line is a record once the writer is quiet (it used to wait forever)."""
+    v = db.version
+    size = fs.paths.getattr("/data/data.csv").size
+    fs.write(DATA_CSV_ID, size, b"9,i,9", StableHow.UNSTABLE, ROOT)
+    fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+    clock.advance(10)
+    fs.poll()
+    assert db.version == v + 1 and (9, "i", 9.0) in rows(db)
+    size = fs.paths.getattr("/data/data.csv").size
+    fs.write(DATA_CSV_ID, size, b"10,j,1", StableHow.FILE_SYNC, ROOT)
+    clock.advance(10)
+    fs.poll()
+    assert db.version == v + 2 and (10, "j", 1.0) in rows(db)
 
 
 def test_append_that_clashes_with_a_key_is_refused(kfs: TableFs, keyed: DatabaseOps) -> None:
@@ -398,6 +420,9 @@ def test_many_unstable_chunks_and_one_commit_are_one_diff(db: DatabaseOps, clock
         assert db.version == v
     assert fs.getattr(DATA_CSV_ID).size == len(new)
     fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+    assert db.version == v  # a COMMIT makes it durable; the writer may still be writing
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1
     assert db.query("SELECT name FROM data WHERE id = 777").fetchall() == [("row 777!",)]
     assert db.to_arrow().num_rows == 60_000 - 10 + 3
@@ -420,13 +445,17 @@ def test_commit_mid_line_is_held_until_idle(fs: TableFs, db: DatabaseOps, clock:
     assert rows(db) == [(1, "apple", 1.5), (2, "banana", 2.0)]
 
 
-def test_rows_committed_meanwhile_survive_an_overwrite(fs: TableFs, db: DatabaseOps) -> None:
+def test_rows_committed_meanwhile_survive_an_overwrite(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
     content = fs.paths.read_file("/data/data.csv")
     fs.paths.truncate("/data/data.csv", 0)
     fs.write(DATA_CSV_ID, 0, content.replace(b"banana", b"kiwi"), StableHow.UNSTABLE, ROOT)
     db.insert({"id": 50, "name": "api", "qty": 5.0})  # another writer, meanwhile
     v = db.version
     fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1
     assert rows(db) == sorted(
         [(1, "apple", 1.5), (2, "kiwi", 2.0), (3, "cherry, red", None), (50, "api", 5.0)],
@@ -450,7 +479,9 @@ def test_cp_onto_data_csv(fs: TableFs, db: DatabaseOps, clock: Clock) -> None:
     assert db.version == v + 1 and rows(db) == [(5, "fig", 1.0)]
 
 
-def test_create_unchecked_and_guarded_on_data_csv_open_it(fs: TableFs, db: DatabaseOps) -> None:
+def test_create_unchecked_and_guarded_on_data_csv_open_it(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
     v = db.version
     for guarded in (False, True):  # libnfs' nfs-cp creates its target GUARDED
         fid = fs.create(DATA_DIR_ID, "data.csv", Sattr3(mode=0o644), ROOT, guarded=guarded)
@@ -459,6 +490,8 @@ def test_create_unchecked_and_guarded_on_data_csv_open_it(fs: TableFs, db: Datab
     fid = fs.create(DATA_DIR_ID, "data.csv", Sattr3(size=0), ROOT, guarded=False)
     fs.write(fid, 0, b"id,name,qty\n", StableHow.UNSTABLE, ROOT)
     fs.commit(fid, 0, 0, ROOT)
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1 and rows(db) == []
 
 
@@ -491,6 +524,8 @@ def test_empty_file_empties_the_table(fs: TableFs, db: DatabaseOps, clock: Clock
     fs.paths.truncate("/data/data.csv", 0)
     assert db.version == v and fs.paths.read_file("/data/data.csv") == b""
     fs.paths.commit("/data/data.csv")  # truncate and close
+    clock.advance(10)
+    fs.poll()
     assert db.version == v + 1 and rows(db) == []
     assert fs.paths.read_file("/data/data.csv") == b"id,name,qty\n"
 
@@ -531,6 +566,8 @@ def test_close_keeps_an_unfinished_write_for_the_next_start(
     try:
         assert again.paths.read_file("/data/data.csv").endswith(b"6,f,6\n")  # its writer's view
         again.paths.commit("/data/data.csv")  # the writer closes the file after the restart
+        clock.advance(10)
+        again.poll()
         assert db.version == v + 1 and (6, "f", 6.0) in rows(db)
     finally:
         again.close()
@@ -560,12 +597,12 @@ def test_bad_content_is_inval_and_changes_nothing(
     assert status(e) == Nfsstat3.NFS3ERR_INVAL
     assert db.version == v and rows(db) == before
     assert fs.paths.read_file("/data/data.csv") == shown  # staged bytes dropped
-    # the same through UNSTABLE + COMMIT
+    # the same through UNSTABLE: the WRITE that completes the bad line is refused
     fs.paths.truncate("/data/data.csv", 0)
-    fs.write(DATA_CSV_ID, 0, content + b"\n", StableHow.UNSTABLE, ROOT)
     with pytest.raises(NfsError) as e:
-        fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+        fs.write(DATA_CSV_ID, 0, content + b"\n", StableHow.UNSTABLE, ROOT)
     assert status(e) == Nfsstat3.NFS3ERR_INVAL
+    fs.commit(DATA_CSV_ID, 0, 0, ROOT)  # nothing staged any more
     assert db.version == v and fs.paths.read_file("/data/data.csv") == shown
 
 

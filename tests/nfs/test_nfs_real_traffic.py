@@ -1,0 +1,328 @@
+"""What a real NFSv3 client sends beyond our own call sequences (issue: NFS edits under a
+real client's traffic), sans-IO through TableFs as in test_nfs_writes.py.
+
+- every open sends a close-to-open GETATTR, and a LOOKUP or ACCESS can come between a
+  read and a rename: none of them moves the base of the client's edit (its READs do);
+- READs of one file served from two versions: the edit is refused (EIO), nothing commits;
+- the Linux client COMMITs during writeback while the program still writes, and a slow
+  producer pauses: neither applies a prefix; WRITEs arrive out of order: a hole is never
+  applied;
+- after a restart the client resends WRITEs and COMMIT of an edit the crashed server had
+  committed: no second change, with or without other commits in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.rpc import CallContext
+from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
+from nfs.vfs import NfsError
+from posixlake import DatabaseOps
+
+A = CallContext.local(peer="10.0.0.1:700")
+B = CallContext.local(peer="10.0.0.2:701")
+IDLE = 5.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def _fs(db: DatabaseOps, clock: Clock, state: Path) -> TableFs:
+    return TableFs(db, clock=clock, idle_timer=False, state_dir=state, idle_seconds=IDLE)
+
+
+def _table(tmp_path: Path, keyed: bool, n: int = 5) -> DatabaseOps:
+    d = DatabaseOps.create(
+        tmp_path / ("keyed" if keyed else "plain"),
+        {"id": "Int64", "name": "String"},
+        primary_key="id" if keyed else None,
+        engine="local",
+    )
+    d.insert([{"id": i, "name": f"n{i}"} for i in range(1, n + 1)])
+    return d
+
+
+@pytest.fixture(params=["plain", "keyed"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> DatabaseOps:
+    return _table(tmp_path, request.param == "keyed")
+
+
+@pytest.fixture
+def fs(db: DatabaseOps, clock: Clock, state: Path) -> Iterator[TableFs]:
+    f = _fs(db, clock, state)
+    yield f
+    f.close()
+
+
+def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in db.to_arrow().to_pylist())
+
+
+def quiet(fs: TableFs, clock: Clock) -> None:
+    """The writers go quiet for the idle period: the ones that are done apply."""
+    clock.now += IDLE + 1
+    fs.poll()
+
+
+def crash(fs: TableFs) -> None:
+    """Stop ``fs`` as a kill -9 would (see test_nfs_writes.crash)."""
+    for w in fs._writers.values():
+        if w.journal is not None:
+            w.journal.close()
+    fs._journals.release()
+
+
+def rewrite(fs: TableFs, ctx: CallContext, content: bytes, chunk: int = 1 << 20) -> None:
+    """``cat x > data.csv`` as the Linux client sends it: SETATTR 0, UNSTABLE WRITEs, COMMIT."""
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+    for off in range(0, len(content), chunk):
+        fs.write(DATA_CSV_ID, off, content[off : off + chunk], StableHow.UNSTABLE, ctx)
+    fs.commit(DATA_CSV_ID, 0, 0, ctx)
+
+
+# ---------------------------------------------------------------- the base is what was read
+
+
+def test_a_close_to_open_getattr_does_not_move_the_base(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """A reads; B updates row 4 (acknowledged); A's open(O_TRUNC) sends its GETATTR, then
+    A writes back its edit of row 1: row 4 keeps B's value (it was reverted, keyed or not)."""
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    db.update("id = 4", {"name": "B"})
+    fs.getattr(DATA_CSV_ID, A)  # close-to-open
+    fs.access(DATA_CSV_ID, 0x3F, A)
+    rewrite(fs, A, seen.replace(b"1,n1", b"1,A"))
+    quiet(fs, clock)
+    assert rows(db) == [(1, "A"), (2, "n2"), (3, "n3"), (4, "B"), (5, "n5")]
+
+
+def test_lookups_and_getattrs_between_seds_read_and_its_rename_do_not_move_the_base(
+    fs: TableFs, db: DatabaseOps
+) -> None:
+    tmp = fs.create_exclusive(DATA_DIR_ID, "sedX", b"\x01" * 8, A)
+    content = PathOps(fs, A).read_file("/data/data.csv")
+    db.update("id = 4", {"name": "B"})
+    fs.write(tmp, 0, content.replace(b"2,n2", b"2,sed"), StableHow.FILE_SYNC, A)
+    fs.lookup(DATA_DIR_ID, "data.csv", A)
+    fs.getattr(DATA_CSV_ID, A)
+    fs.rename(DATA_DIR_ID, "sedX", DATA_DIR_ID, "data.csv", A)
+    assert rows(db) == [(1, "n1"), (2, "sed"), (3, "n3"), (4, "B"), (5, "n5")]
+
+
+def test_a_file_read_from_two_versions_cannot_be_written_back(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """A reads data.csv in two READs while another writer deletes a row in between: its
+    bytes come from two versions, and writing them back would resurrect that row and
+    delete another. The edit is refused with EIO; nothing commits."""
+    size = fs.getattr(DATA_CSV_ID, A).size
+    first, _ = fs.read(DATA_CSV_ID, 0, 20, A)
+    db.delete_rows_where("id = 2")
+    rest, _ = fs.read(DATA_CSV_ID, 20, size, A)
+    torn = bytes(first) + bytes(rest)
+    v, before = db.version, rows(db)
+    with pytest.raises(NfsError) as e:
+        rewrite(fs, A, torn.replace(b"5,n5", b"5,A"))
+    assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_IO and "several versions" in str(e.value)
+    quiet(fs, clock)
+    assert db.version == v and rows(db) == before
+    # read again, whole: the edit goes through
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    rewrite(fs, A, seen.replace(b"5,n5", b"5,A"))
+    quiet(fs, clock)
+    assert rows(db) == [(1, "n1"), (3, "n3"), (4, "n4"), (5, "A")]
+
+
+def test_a_sed_from_two_versions_is_refused(fs: TableFs, db: DatabaseOps) -> None:
+    tmp = fs.create_exclusive(DATA_DIR_ID, "sedT", b"\x02" * 8, A)
+    first, _ = fs.read(DATA_CSV_ID, 0, 12, A)
+    db.update("id = 5", {"name": "B"})
+    rest, _ = fs.read(DATA_CSV_ID, 12, 1 << 20, A)
+    fs.write(tmp, 0, bytes(first) + bytes(rest), StableHow.FILE_SYNC, A)
+    v = db.version
+    with pytest.raises(NfsError) as e:
+        fs.rename(DATA_DIR_ID, "sedT", DATA_DIR_ID, "data.csv", A)
+    assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_IO
+    assert db.version == v
+
+
+def test_a_read_of_a_whole_newer_version_replaces_an_older_longer_one(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """A read v1, then the table shrank and A read it again whole (the last READ ends the
+    file): what A holds is the newer version alone, not a torn mix."""
+    PathOps(fs, A).read_file("/data/data.csv")
+    db.delete_rows_where("id >= 4")
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    rewrite(fs, A, seen.replace(b"1,n1", b"1,A"))
+    quiet(fs, clock)
+    assert rows(db) == [(1, "A"), (2, "n2"), (3, "n3")]
+
+
+# ---------------------------------------------------------------- one edit, one commit
+
+
+def test_a_writeback_commit_mid_edit_applies_no_prefix(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """A 10-row rewrite with a typo on line 9; the client COMMITs after the first lines
+    (writeback) while the program still writes: nothing is applied at that COMMIT, the
+    WRITE that completes the bad line is refused, and the table keeps all its rows."""
+    v, before = db.version, rows(db)
+    lines = [b"id,name\n"] + [b"%d,r%d\n" % (i, i) for i in range(1, 11)]
+    lines[9] = b"x8,typo\n"
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    head = b"".join(lines[:4])
+    fs.write(DATA_CSV_ID, 0, head, StableHow.UNSTABLE, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # writeback
+    assert db.version == v
+    clock.now += 1  # a pause shorter than the idle period
+    fs.poll()
+    assert db.version == v
+    with pytest.raises(NfsError) as e:
+        fs.write(DATA_CSV_ID, len(head), b"".join(lines[4:]), StableHow.UNSTABLE, A)
+    assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_INVAL and "line 10" in str(e.value)
+    quiet(fs, clock)
+    assert db.version == v and rows(db) == before
+
+
+def test_a_slow_producer_pausing_less_than_the_idle_period_is_one_version(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """``producer | cat > data.csv`` with pauses, writeback COMMITs in each: one version."""
+    v = db.version
+    content = b"id,name\n" + b"".join(b"%d,p%d\n" % (i, i) for i in range(1, 2001))
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    pos = 0
+    for piece in (content[:5000], content[5000:5003], content[5003:15000], content[15000:]):
+        fs.write(DATA_CSV_ID, pos, piece, StableHow.UNSTABLE, A)
+        pos += len(piece)
+        fs.commit(DATA_CSV_ID, 0, 0, A)
+        clock.now += IDLE - 0.5  # paused, not for the idle period
+        fs.poll()
+        assert db.version == v
+    quiet(fs, clock)
+    assert db.version == v + 1 and len(rows(db)) == 2000
+
+
+def test_out_of_order_writes_never_apply_a_hole(fs: TableFs, db: DatabaseOps, clock: Clock) -> None:
+    """The Linux client sends WRITEs in parallel: the last one (and a COMMIT, and the idle
+    period) can come before an earlier one. Content with a range no WRITE filled is
+    never applied; once the WRITE comes, the edit is."""
+    v = db.version
+    content = b"id,name\n" + b"".join(b"%d,h%d\n" % (i, i) for i in range(1, 301))
+    cut = 1000
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, cut, content[cut:], StableHow.FILE_SYNC, A)  # the closing write
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    quiet(fs, clock)
+    assert db.version == v  # bytes [0, cut) are still on their way
+    fs.write(DATA_CSV_ID, 0, content[:cut], StableHow.UNSTABLE, A)
+    quiet(fs, clock)
+    assert db.version == v + 1 and len(rows(db)) == 300
+
+
+def test_a_stale_append_after_a_merged_rewrite_reverts_nothing(
+    tmp_path: Path, clock: Clock, state: Path
+) -> None:
+    """A rewrites the file while B changes another row (A's rewrite is merged, so the
+    table is not A's bytes); A's next page-widened append from its own page adds its
+    line and does not turn B's row back."""
+    db = _table(tmp_path, keyed=True)
+    fs = _fs(db, clock, state)
+    try:
+        seen = PathOps(fs, A).read_file("/data/data.csv")
+        mine = seen.replace(b"1,n1", b"1,A")
+        rewrite(fs, A, mine)
+        db.update("id = 3", {"name": "B"})
+        quiet(fs, clock)
+        assert (3, "B") in rows(db) and (1, "A") in rows(db)
+        fs.write(DATA_CSV_ID, 0, mine + b"6,six\n", StableHow.FILE_SYNC, A)  # its page
+        quiet(fs, clock)
+        assert rows(db) == [(1, "A"), (2, "n2"), (3, "B"), (4, "n4"), (5, "n5"), (6, "six")]
+    finally:
+        fs.close()
+
+
+# ---------------------------------------------------------------- resends after a restart
+
+
+@pytest.mark.parametrize("others", [0, 20])
+def test_a_rewrite_resent_after_a_restart_is_not_applied_again(
+    db: DatabaseOps, clock: Clock, state: Path, others: int
+) -> None:
+    """The server made the Delta commit of ``cp new.csv data.csv`` and died before the
+    COMMIT reply; the client sees the new verifier and resends its WRITEs and COMMIT (RFC
+    1813). Applied again, the table's first version (the header alone) fit as the base:
+    a table without a key got every row twice, a keyed one EINVAL; past 16 versions the
+    resend reverted others' commits. With ``others`` commits in between, too."""
+    fs = _fs(db, clock, state)
+    new = b"id,name\n1,cp1\n2,cp2\n3,cp3\n"
+    rewrite(fs, A, new)
+    quiet(fs, clock)  # committed; the reply never reached the client
+    assert rows(db) == [(1, "cp1"), (2, "cp2"), (3, "cp3")]
+    crash(fs)
+    for i in range(others):
+        db.insert({"id": 100 + i, "name": "other"})
+    again = _fs(db, clock, state)
+    try:
+        v = db.version
+        for off in range(0, len(new), 10):  # the resend: WRITEs (no SETATTR) and COMMIT
+            again.write(DATA_CSV_ID, off, new[off : off + 10], StableHow.UNSTABLE, A)
+        again.commit(DATA_CSV_ID, 0, 0, A)
+        quiet(again, clock)
+        assert db.version == v
+        assert len(rows(db)) == 3 + others and (1, "cp1") in rows(db)
+        # the same writer's next, new edit applies as usual
+        seen = PathOps(again, A).read_file("/data/data.csv")
+        rewrite(again, A, seen.replace(b"2,cp2", b"2,again"))
+        quiet(again, clock)
+        assert db.version == v + 1 and (2, "again") in rows(db)
+    finally:
+        again.close()
+
+
+def test_an_append_resent_after_a_restart_is_inserted_once(
+    db: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """``echo 6,six >> data.csv``: its FILE_SYNC WRITE was applied, the server died before
+    the reply, and the client retransmits it to the new server (whose duplicate-request
+    cache is empty): one row, not two (a table without a key got it twice)."""
+    fs = _fs(db, clock, state)
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.FILE_SYNC, A)
+    assert len(rows(db)) == 6
+    crash(fs)
+    again = _fs(db, clock, state)
+    try:
+        v = db.version
+        again.write(DATA_CSV_ID, size, b"6,six\n", StableHow.FILE_SYNC, A)
+        quiet(again, clock)
+        assert db.version == v and rows(db).count((6, "six")) == 1
+        size = again.getattr(DATA_CSV_ID, A).size  # a new append of the same line
+        again.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, A)
+        assert (7, "seven") in rows(db)
+    finally:
+        again.close()
