@@ -125,8 +125,9 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     type=click.FloatRange(0.1, None),
     default=5.0,
     show_default=True,
-    help="Seconds without a write after which a writer that never COMMITs (a -o sync "
-    "mount) is done and its rewrite is applied (content on a line boundary only).",
+    help="Seconds without a write after which a writer is done and its edit is applied "
+    "(NFSv3 has no close: a COMMIT only makes bytes durable). Longer than a producer's "
+    "pauses.",
 )
 @click.option(
     "--abandon-after",
@@ -213,8 +214,8 @@ def serve(
       /schema.sql             CREATE TABLE of the table
       /versions/N/data.csv    the table at version N (read-only time travel)
     With --user, the share can do what that user may do (a read user's is read-only).
-    An edit is applied when its writer is done: at close() (COMMIT), or after
-    --idle-commit seconds for clients that never COMMIT. Staged writes are journaled
+    An edit is applied when its writer is done: --idle-commit seconds after its
+    last write (a rename onto data.csv and echo >> at once). Staged writes are journaled
     in --state-dir; on Ctrl-C or SIGTERM unfinished ones stay there and the next
     serve of the table recovers them.
     AUTH_SYS identities are asserted by the client, not proven: see docs/nfs-security.md.

@@ -427,7 +427,7 @@ class WriteRules(TableState):
         if st.size - lo > CHECK_BYTES:
             return
         part = read_all(st, lo)
-        end = part.tobytes().rfind(b"\n") + 1  # a line still being written is not checked
+        end = _records_end(part.tobytes())  # a record still being written is not checked
         schema = arrow_schema(self._db)
         try:
             if start is not None:
@@ -667,3 +667,17 @@ def _torn_message(versions: tuple[int, ...]) -> str:
         "changed while being read), so an edit from them could revert others' changes; "
         "read it again, then write"
     )
+
+
+def _records_end(data: bytes) -> int:
+    """Return where the last whole record of CSV ``data`` ends (after its line feed):
+    a line feed inside a quoted field does not end one. 0 if none ends."""
+    end, quoted, pos = 0, False, 0
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return end
+        quoted ^= data.count(b'"', pos, nl) % 2 == 1
+        if not quoted:
+            end = nl + 1
+        pos = nl + 1

@@ -1,14 +1,21 @@
 """Three NFS writers, API writers, pauses and crashes against a model of a keyed table.
 
-Each NFS writer edits data.csv the way a client does — reads it (its base), stages a
-rewrite in chunks, and later closes it (COMMIT), or runs ``sed -i`` (a temporary file
-renamed onto data.csv), or appends a line with one FILE_SYNC WRITE, possibly from a
-stale page — while the others and the API write in between. The
-view may crash (dropped without close) and restart on the same state directory at any
-step; writers then resend their uncommitted chunks, as a client does when the verifier
-changes. The model applies each finished edit as a 3-way change (last commit wins per
-key). After every step the table equals the model: no acknowledged change is lost, and
-no deleted row comes back.
+Each NFS writer edits data.csv with the traffic a real NFSv3 client sends: it reads the
+file (its base; sometimes in two READs with another writer's commit in between: a torn
+base, refused with EIO), opens it again later (a close-to-open GETATTR and ACCESS, which
+must not move the base), stages a rewrite in chunks with writeback COMMITs in the middle
+and pauses shorter than the idle period (none of which applies a prefix), closes it (a
+COMMIT: durable only; the edit applies once the writer is quiet), or runs ``sed -i`` (a
+temporary file renamed onto data.csv, LOOKUPs in between), or appends a line with one
+FILE_SYNC WRITE, possibly from a stale page — while the others and the API write in
+between. Names hold commas, quotes and line feeds; some rewrites quote the header line
+(a whole parse, diffed against the writer's base). The view may crash (dropped without
+close) and restart on the same state directory at any step, also with writers pending:
+they resend their uncommitted chunks, and a writer whose edit the crashed server had
+applied just before (the reply lost) resends that edit, which must change nothing. The
+model applies each finished edit as a 3-way change (last commit wins per key). After
+every step the table equals the model: no acknowledged change is lost, and no deleted
+row comes back.
 """
 
 from __future__ import annotations
@@ -20,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from nfs.nfs3 import Sattr3, StableHow
+from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.rpc import CallContext
 from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
+from nfs.vfs import NfsError
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 
@@ -34,7 +43,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 WRITERS = [CallContext.local(peer=f"10.0.0.{i}:7{i}") for i in (1, 2, 3)]
 OBSERVER = CallContext.local(peer="10.0.0.99:799")
 Row = tuple[int, str | None]
-_names = st.sampled_from(["a", "b b", "c,d", 'q"q', "", "x"])
+_names = st.sampled_from(["a", "b b", "c,d", 'q"q', "", "x", "line\nfeed"])
 
 
 class Clock:
@@ -53,12 +62,14 @@ def _render(rows: dict[int, Row]) -> bytes:
 
 
 class Pending:
-    """An edit staged by one writer and not yet closed."""
+    """An edit staged by one writer and not yet applied (still writing, or closed and
+    waiting for its writer to be quiet)."""
 
     def __init__(self, base: dict[int, Row], new: dict[int, Row], content: bytes) -> None:
         self.base, self.new, self.content = base, new, content
         self.version = -1  # the table version the writer read its base at
         self.chunks = [(off, content[off : off + 24]) for off in range(0, len(content), 24)]
+        self.resend = False  # a resend of an edit already applied: changes nothing
 
 
 class NfsWriters(RuleBasedStateMachine):
@@ -71,10 +82,13 @@ class NfsWriters(RuleBasedStateMachine):
         )
         self.db.insert([{"id": i, "name": f"n{i}"} for i in range(1, 4)])
         self.model: dict[int, Row] = {i: (i, f"n{i}") for i in range(1, 4)}
+        self.version_seen: dict[int, int] = {}
         self.fs = self._start()
         self.pending: OrderedDict[int, Pending] = OrderedDict()
         self.seen: dict[int, bytes] = {}
+        self.torn: set[int] = set()  # writers whose last read came from two versions
         self.touched: dict[int, float] = {}
+        self.applied: dict[int, Pending] = {}  # each writer's last edit applied at idle
         self.next_id = 100
 
     def _start(self) -> TableFs:
@@ -108,6 +122,8 @@ class NfsWriters(RuleBasedStateMachine):
             self.seen.pop(w, None)
 
     def _apply(self, edit: Pending) -> None:
+        if edit.resend:
+            return
         for k in set(edit.base) | set(edit.new):
             before, after = edit.base.get(k), edit.new.get(k)
             if before == after:
@@ -119,20 +135,49 @@ class NfsWriters(RuleBasedStateMachine):
 
     # -- NFS writers ----------------------------------------------------------------
 
-    @rule(w=st.integers(0, 2), data=st.data())
-    def begin_rewrite(self, w: int, data: st.DataObject) -> None:
+    @rule(w=st.integers(0, 2), data=st.data(), reread=st.booleans())
+    def begin_rewrite(self, w: int, data: st.DataObject, reread: bool) -> None:
+        """Open data.csv with O_TRUNC and write an edit of what the client holds: what it
+        reads now, or (``reread`` False) what it read last, however long ago."""
         if w in self.pending:
             return
         ctx = WRITERS[w]
-        shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
-        self.seen[w] = shown  # the client's page cache holds what it read last
+        if reread or w not in self.seen:
+            self.seen[w] = PathOps(self.fs, ctx).read_file("/data/data.csv")
+            self.torn.discard(w)
+            self.version_seen[w] = self.db.version
+        shown = self.seen[w]
         edit = self._edit(shown, data)
-        edit.version = self.db.version
+        edit.version = self.version_seen[w]
+        self.fs.getattr(DATA_CSV_ID, ctx)  # close-to-open
+        self.fs.access(DATA_CSV_ID, 0x1F, ctx)
+        if w in self.torn:  # its bytes come from two versions: refused, nothing staged
+            with pytest.raises(NfsError) as e:
+                self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
+            assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_IO
+            return
         self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
-        for off, chunk in edit.chunks:
+        flush_at = data.draw(st.integers(0, len(edit.chunks)))
+        for i, (off, chunk) in enumerate(edit.chunks):
             self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, ctx)
+            if i == flush_at:  # writeback: a COMMIT while the program still writes
+                self.fs.commit(DATA_CSV_ID, 0, 0, ctx)
         self.pending[w] = edit
         self.touched[w] = self.clock.now
+
+    @rule(w=st.integers(0, 2), split=st.integers(1, 40), data=st.data())
+    def torn_read(self, w: int, split: int, data: st.DataObject) -> None:
+        """Two READs of data.csv with another writer's commit in between."""
+        if w in self.pending or not self.model:
+            return
+        ctx = WRITERS[w]
+        first, eof = self.fs.read(DATA_CSV_ID, 0, split, ctx)
+        if eof:
+            return
+        self.api_update(data)
+        rest, _ = self.fs.read(DATA_CSV_ID, split, 1 << 20, ctx)
+        self.seen[w] = bytes(first) + bytes(rest)
+        self.torn.add(w)
 
     @rule(w=st.integers(0, 2), data=st.data())
     def sed_i(self, w: int, data: st.DataObject) -> None:
@@ -144,8 +189,13 @@ class NfsWriters(RuleBasedStateMachine):
         tmp = self.fs.create_exclusive(DATA_DIR_ID, name, b"12345678", ctx)
         shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
         self.seen[w] = shown  # the client's page cache holds what it read last
+        self.torn.discard(w)
         edit = self._edit(shown, data)
+        if data.draw(st.booleans()):  # another writer commits before sed renames
+            self.api_insert(data)
         self.fs.write(tmp, 0, edit.content, StableHow.FILE_SYNC, ctx)
+        self.fs.lookup(DATA_DIR_ID, "data.csv", ctx)
+        self.fs.getattr(DATA_CSV_ID, ctx)
         self.fs.rename(DATA_DIR_ID, name, DATA_DIR_ID, "data.csv", ctx)
         self._apply(edit)
         self.seen.pop(w, None)  # the client's cached data.csv is invalidated by the rename
@@ -164,16 +214,24 @@ class NfsWriters(RuleBasedStateMachine):
         for _ in range(data.draw(st.integers(0, 2))):
             k = self._fresh()
             new[k] = (k, data.draw(_names))
-        return Pending(base, new, _render(new))
+        content = _render(new)
+        if data.draw(st.booleans()):  # a quoted header: parsed whole, diffed from the base
+            content = b'"id","name"' + content[content.index(b"\n") :]
+        return Pending(base, new, content)
 
     @precondition(lambda self: bool(self.pending))
     @rule(data=st.data())
     def close_rewrite(self, data: st.DataObject) -> None:
+        """close(): a COMMIT. Durable only: the edit applies once its writer is quiet."""
         w = data.draw(st.sampled_from(sorted(self.pending)))
-        edit = self.pending.pop(w)
         self.fs.commit(DATA_CSV_ID, 0, 0, WRITERS[w])
+
+    def _applied(self, w: int) -> None:
+        edit = self.pending.pop(w)
         self._apply(edit)
-        self._cached_after_write(w, edit)
+        if not edit.resend:
+            self._cached_after_write(w, edit)
+            self.applied[w] = edit
 
     @rule(w=st.integers(0, 2), data=st.data(), stale=st.booleans())
     def echo_append(self, w: int, data: st.DataObject, stale: bool) -> None:
@@ -184,12 +242,14 @@ class NfsWriters(RuleBasedStateMachine):
         row = (k, data.draw(_names))
         line = _render({k: row}).split(b"\n", 1)[1]
         old = self.seen.get(w)
-        if stale and old is not None:  # the page this client read last, widened
+        if stale and old is not None and w not in self.torn:  # its last page, widened
             self.fs.write(DATA_CSV_ID, 0, old + line, StableHow.FILE_SYNC, ctx)
-            # the client goes on (a page the server cannot place is a rewrite of what it
-            # was shown, settled by the client's next call: docs/nfs-writes.md)
-            self.fs.getattr(DATA_CSV_ID, ctx)
+            # a page the server cannot place is a rewrite of what the client read, applied
+            # once its writer is quiet: everyone pauses
+            self.model[k] = row
+            self.writers_go_idle()
             self.seen[w] = old + line
+            return
         else:
             size = self.fs.getattr(DATA_CSV_ID, ctx).size
             self.fs.write(DATA_CSV_ID, size, line, StableHow.FILE_SYNC, ctx)
@@ -200,6 +260,8 @@ class NfsWriters(RuleBasedStateMachine):
     def read(self, w: int) -> None:
         if w not in self.pending:
             self.seen[w] = PathOps(self.fs, WRITERS[w]).read_file("/data/data.csv")
+            self.version_seen[w] = self.db.version
+            self.torn.discard(w)
 
     # -- API writers ------------------------------------------------------------------
 
@@ -232,22 +294,17 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs.poll()
         for w in list(self.pending):  # a writer idle for idle_seconds is done
             if self.clock.now - self.touched[w] >= 5:
-                edit = self.pending.pop(w)
-                self._apply(edit)
-                self._cached_after_write(w, edit)
+                self._applied(w)
 
     @rule()
     def writers_go_idle(self) -> None:
-        """Clients that never close: their complete rewrites are applied, oldest first."""
+        """Every writer is quiet for the idle period: their edits apply, oldest first."""
         self.clock.now += 6
         self.fs.poll()
         for w in list(self.pending):
-            edit = self.pending.pop(w)
-            self._apply(edit)
-            self._cached_after_write(w, edit)
+            self._applied(w)
 
-    @rule()
-    def crash_and_restart(self) -> None:
+    def _restart(self) -> None:
         verf = self.fs.write_verifier()
         for writer in self.fs._writers.values():
             if writer.journal is not None:
@@ -255,10 +312,42 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs._journals.release()
         self.fs = self._start()
         assert self.fs.write_verifier() != verf
+
+    def _resend(self) -> None:
         for w, edit in self.pending.items():  # clients resend their UNSTABLE writes
             for off, chunk in edit.chunks:
                 self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, WRITERS[w])
             self.touched[w] = self.clock.now
+
+    @rule()
+    def crash_and_restart(self) -> None:
+        self._restart()
+        self._resend()
+
+    @precondition(lambda self: bool(self.pending))
+    @rule()
+    def crash_with_writers_pending(self) -> None:
+        self._restart()
+        self._resend()
+        for w in self.pending:
+            self.fs.commit(DATA_CSV_ID, 0, 0, WRITERS[w])
+
+    @precondition(lambda self: any(w not in self.pending for w in self.applied))
+    @rule(data=st.data())
+    def crash_before_the_reply_and_resend(self, data: st.DataObject) -> None:
+        """The server applied a writer's edit and died before the reply: the client
+        resends its WRITEs and COMMIT after the restart; nothing changes a second time."""
+        w = data.draw(st.sampled_from(sorted(x for x in self.applied if x not in self.pending)))
+        self._restart()
+        self._resend()
+        edit = self.applied.pop(w)
+        again = Pending(edit.base, edit.new, edit.content)
+        again.resend = True
+        for off, chunk in again.chunks:
+            self.fs.write(DATA_CSV_ID, off, chunk, StableHow.UNSTABLE, WRITERS[w])
+        self.fs.commit(DATA_CSV_ID, 0, 0, WRITERS[w])
+        self.pending[w] = again
+        self.touched[w] = self.clock.now
 
     # -- invariants ---------------------------------------------------------------
 
