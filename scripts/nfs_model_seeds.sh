@@ -63,7 +63,8 @@ for seed in "${list[@]}"; do
     if ! "$python" "${args[@]}" "$@"; then
         echo
         echo "FAILED at seed $seed after $((SECONDS - start)) s. Reproduce with:"
-        echo "  $env_text $python -m pytest -p no:cacheprovider tests/nfs/test_nfs_writes_model.py --hypothesis-seed=$seed"
+        echo "  $env_text $python -m pytest -p no:cacheprovider tests/nfs/test_nfs_writes_model.py" \
+            "--hypothesis-seed=$seed${kexpr:+ -k '$kexpr'}"
         exit 1
     fi
 done
