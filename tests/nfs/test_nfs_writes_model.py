@@ -20,6 +20,7 @@ row comes back.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import OrderedDict
@@ -371,12 +372,17 @@ TestNfsWriters = NfsWriters.TestCase
 # 20 steps each, several seeds) found three bugs, each now a test of its own in
 # test_nfs_writes.py: a page holding the client's own append whose version was no longer
 # at hand, or that no version ever was (a deleted row came back), and idle stagings
-# recovered after a crash applied in another order than without it. Run it with random
-# seeds (derandomize=False, more examples) to hunt further.
+# recovered after a crash applied in another order than without it. To hunt further,
+# POSIXLAKE_MODEL_EXAMPLES=N (and POSIXLAKE_MODEL_STEPS) runs N random examples, seeded by
+# pytest's --hypothesis-seed, without the example database: scripts/nfs_model_seeds.sh.
+_HUNT = int(os.environ.get("POSIXLAKE_MODEL_EXAMPLES") or 0)
 TestNfsWriters.settings = settings(
-    max_examples=20,
-    stateful_step_count=15,
+    max_examples=_HUNT or 20,
+    stateful_step_count=int(os.environ.get("POSIXLAKE_MODEL_STEPS") or 15),
     deadline=None,
-    derandomize=True,
+    derandomize=not _HUNT,
+    print_blob=bool(_HUNT),
     suppress_health_check=[HealthCheck.too_slow],
 )
+if _HUNT:  # each seed on its own: no replay of an earlier seed's failure
+    TestNfsWriters.settings = settings(TestNfsWriters.settings, database=None)
