@@ -206,6 +206,7 @@ class TableState:
     _shadows: Shadows
     _writers: dict[WriterKey, Writer]
     _views: ReadViews
+    _own: Bounded[str, tuple[int, Base]]
     _began: Bounded[WriterKey, bool]
     _edits_before: dict[str, list[tuple[int, int, int, int]]] | None
     _failures: Bounded[WriterKey, NfsError]
@@ -257,6 +258,7 @@ class TableState:
         self._times.clear()
         self._schema_text = None
         self._views = ReadViews(_MAX_CLIENTS)
+        self._own = Bounded(_MAX_PAGES)
         self._edits_before = None
         self._scratch_base.clear()
         for w in list(self._writers.values()):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import (
     PosixLakeError,
 )
+from posixlake.storage.local import fsync_dir
 
 __all__ = ["EDIT_TAG", "WriteRules"]
 
@@ -57,6 +59,8 @@ EDIT_TAG: Final = "posixlake.nfs_edit"
 """Commit metadata naming an applied edit by its writer, boot, written range and checksum."""
 _RESEND_SEARCH: Final = 1000
 """How many recent commits are searched for the edit a client resends after a restart."""
+_UNCHANGED: Final = "edits-unchanged.jsonl"
+"""Edits that applied without a commit (the last _RESEND_SEARCH), in the state dir."""
 CHECK_BYTES: Final = 1 << 20
 """Lines up to this many bytes are checked at each WRITE and COMMIT (see `_check_lines`)."""
 _LF: Final = 0x0A
@@ -119,7 +123,10 @@ class WriteRules(TableState):
         torn = view.versions if isinstance(view, Torn) else ()
         shown = view.versions[-1] if isinstance(view, Torn) else view
         order = [current] if shown is None or shown == current else [shown, current]
-        candidates = [(v, self._presented_or_none(v)) for v in order]
+        candidates: list[tuple[int, Base | None]] = [(v, self._presented_or_none(v)) for v in order]
+        own = self._own.get(peer)
+        if own is not None:  # its own last edit, merged with others': its bytes, not a version
+            candidates.insert(0, own)
         if first is not None:
             # The versions the write may extend: what the client was shown, the current
             # one and those at hand; and the last few too when the client's view is
@@ -339,13 +346,45 @@ class WriteRules(TableState):
                     self._pages.put(w.key.peer, version, page)
                 else:  # an older page of it must not be matched any more
                     self._pages.forget(w.key.peer)
-                return applied
-            if st.same_as_base():
-                return Applied("unchanged", None)
-            with self._db.commit_tags(tags):
-                return self._apply(content, st.base_version, st.base, w.write_id)
+            else:
+                if st.same_as_base():
+                    applied = Applied("unchanged", None)
+                else:
+                    with self._db.commit_tags(tags):
+                        applied = self._apply(content, st.base_version, st.base, w.write_id)
+                self._holds(w.key.peer, applied, content)
+            if applied.version is None and tags:
+                self._note_unchanged(tags[EDIT_TAG])
+            return applied
         finally:
             self._drop(w)
+
+    def _note_unchanged(self, edit: str) -> None:
+        """Keep (durably) an edit that applied without a commit: no commit tag names it,
+        yet its writer may resend it after a restart (see `_resent`)."""
+        path = self._state_dir / _UNCHANGED
+        try:
+            lines = path.read_bytes().splitlines()[-_RESEND_SEARCH:] if path.exists() else []
+            lines.append(json.dumps({"edit": edit, "version": self._version()}).encode())
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                f.write(b"\n".join(lines) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except OSError:
+            logger.warning("data.csv: could not keep an unchanged edit's record", exc_info=True)
+
+    def _holds(self, peer: str, applied: Applied, content: Base) -> None:
+        """``peer``'s rewrite applied: what it holds now is its own content (the base of
+        its next edit, until it reads data.csv again)."""
+        produced = applied.version if applied.version is not None else self._version()
+        self._views.wrote(peer, produced)
+        if content.size <= _PAGE_BYTES:
+            self._own.set(peer, (produced, content))
+        else:  # the version it made (its own bytes, unless merged with others' changes)
+            self._own.pop(peer)
 
     def _edit_tags(self, w: Writer) -> dict[str, str]:
         """The commit metadata that names ``w``'s edit for a later boot (see `_resent`)."""
@@ -366,15 +405,27 @@ class WriteRules(TableState):
                 history = self._db.history(_RESEND_SEARCH)
             except PosixLakeError as err:
                 raise nfs_error(err) from err
-            for info in history:
-                raw = info.tags.get(EDIT_TAG)
-                if raw is None:
+            tagged: list[tuple[str, int]] = [
+                (raw, info.version)
+                for info in history
+                if (raw := info.tags.get(EDIT_TAG)) is not None
+            ]
+            try:
+                kept = (self._state_dir / _UNCHANGED).read_bytes().splitlines()
+            except OSError:
+                kept = []
+            for line in reversed(kept):
+                try:
+                    rec = json.loads(line)
+                    tagged.append((str(rec["edit"]), int(rec["version"])))
+                except (ValueError, KeyError, TypeError):
                     continue
+            for raw, version in tagged:
                 try:
                     edit = json.loads(raw)
                     if edit["boot"] == mine:
                         continue
-                    entry = (int(edit["lo"]), int(edit["hi"]), int(edit["crc"]), info.version)
+                    entry = (int(edit["lo"]), int(edit["hi"]), int(edit["crc"]), version)
                     found.setdefault(str(edit["writer"]), []).append(entry)
                 except (ValueError, KeyError, TypeError):
                     continue
@@ -412,7 +463,8 @@ class WriteRules(TableState):
         writer's write() or close() fails (``cp`` and ``nfs-cp``, which ignores errors
         at close, exit non-zero); the staging is dropped and nothing is applied. Checked
         while the lines to parse (the whole content, or the lines appended to the base)
-        are at most CHECK_BYTES and have no hole; errors only the whole edit shows (a
+        came from WRITEs (no byte of the base that a WRITE may still cover, as in a
+        resend), are at most CHECK_BYTES and have no hole; errors only the whole edit shows (a
         repeated key, a concurrent change), and those in larger content, reach the
         writer when the edit applies (its next call) and the log.
 
@@ -423,6 +475,8 @@ class WriteRules(TableState):
         if st.size == w.checked or w.coverage.holes():
             return
         start = st.appended_at()
+        if start is None and not w.coverage.all_written():
+            return  # bytes of the base remain: WRITEs may still land there (a resend)
         lo = 0 if start is None else start
         if st.size - lo > CHECK_BYTES:
             return
@@ -449,7 +503,7 @@ class WriteRules(TableState):
         try:
             applied = fn()
         except PosixLakeError as err:
-            logger.info("data.csv: write refused: %s", err)
+            logger.warning("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
         except pa.ArrowException as err:  # a bug below us: fail this write, keep serving
             logger.exception("data.csv: write failed")

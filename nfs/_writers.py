@@ -77,43 +77,56 @@ class Coverage:
     def __init__(self, base_size: int) -> None:
         """Start with the base's bytes ``[0, base_size)`` present."""
         self._ranges: list[tuple[int, int]] = [(0, base_size)] if base_size else []
+        self._written: list[tuple[int, int]] = []
         self._size = base_size
 
-    def _add(self, lo: int, hi: int) -> None:
+    @staticmethod
+    def _add(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
         if lo >= hi:
-            return
+            return ranges
         out: list[tuple[int, int]] = []
-        for a, b in self._ranges:
+        for a, b in ranges:
             if b < lo or a > hi:
                 out.append((a, b))
             else:
                 lo, hi = min(lo, a), max(hi, b)
         out.append((lo, hi))
-        self._ranges = sorted(out)
+        return sorted(out)
 
     def write(self, offset: int, count: int) -> None:
         """A WRITE of ``count`` bytes at ``offset``."""
-        self._add(offset, offset + count)
+        self._ranges = self._add(self._ranges, offset, offset + count)
+        self._written = self._add(self._written, offset, offset + count)
         self._size = max(self._size, offset + count)
 
     def truncate(self, size: int) -> None:
         """A truncation to ``size`` (cut, or extend with zeros)."""
         if size >= self._size:
-            self._add(self._size, size)
+            self._ranges = self._add(self._ranges, self._size, size)
+            self._written = self._add(self._written, self._size, size)
         else:
             self._ranges = [(a, min(b, size)) for a, b in self._ranges if a < size]
+            self._written = [(a, min(b, size)) for a, b in self._written if a < size]
         self._size = size
 
-    def holes(self) -> list[tuple[int, int]]:
-        """Return the ranges of ``[0, size)`` that no WRITE (nor the base) has filled."""
+    @staticmethod
+    def _gaps(ranges: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
         out, at = [], 0
-        for a, b in self._ranges:
+        for a, b in ranges:
             if a > at:
                 out.append((at, a))
             at = max(at, b)
-        if at < self._size:
-            out.append((at, self._size))
+        if at < size:
+            out.append((at, size))
         return out
+
+    def holes(self) -> list[tuple[int, int]]:
+        """Return the ranges of ``[0, size)`` that no WRITE (nor the base) has filled."""
+        return self._gaps(self._ranges, self._size)
+
+    def all_written(self) -> bool:
+        """Whether WRITEs (or truncations) gave every byte: none is the base's any more."""
+        return not self._gaps(self._written, self._size)
 
 
 class EditDigest:
@@ -258,9 +271,10 @@ class ReadViews:
         versions = sorted({v for _a, _b, v in ranges})
         return versions[0] if len(versions) == 1 else Torn(tuple(versions))
 
-    def forget(self, peer: str) -> None:
-        """Forget what ``peer`` read (its view is now its own written content)."""
-        self._views.pop(peer)
+    def wrote(self, peer: str, version: int) -> None:
+        """``peer``'s own edit made ``version``: what it holds now is that edit's content
+        (the whole of ``version`` when the table became exactly that)."""
+        self._views.set(peer, [(0, 1 << 62, version)])
 
 
 class Bounded(Generic[_K, _V]):

@@ -208,6 +208,7 @@ class TableFs(TableAttrs):
         )
         self._writers: dict[WriterKey, Writer] = {}
         self._views = ReadViews(_MAX_CLIENTS)
+        self._own: Bounded[str, tuple[int, Base]] = Bounded(_MAX_PAGES)
         self._began: Bounded[WriterKey, bool] = Bounded(_MAX_CLIENTS)
         self._edits_before: dict[str, list[tuple[int, int, int, int]]] | None = None
         self._failures: Bounded[WriterKey, NfsError] = Bounded(_MAX_CLIENTS)
@@ -353,6 +354,7 @@ class TableFs(TableAttrs):
                 self._views.record(
                     ctx.peer or "local", version, offset, offset + len(got[0]), got[1]
                 )
+                self._own.pop(ctx.peer or "local")
                 return got
             if fid == SCHEMA_ID:
                 return _slice(memoryview(self._schema_bytes()), offset, count)
@@ -398,6 +400,7 @@ class TableFs(TableAttrs):
                 data, eof = rendering.read(offset, count)
                 size = rendering.size
             self._views.record(ctx.peer or "local", version, offset, offset + len(data), eof)
+            self._own.pop(ctx.peer or "local")
             return data, eof, self._data_csv_attrs(version, size)
         finally:
             self._lock.release()
@@ -613,30 +616,31 @@ class TableFs(TableAttrs):
             raise _err(Nfsstat3.NFS3ERR_ACCES)
         content = self._scratch.read_all(src)
         own = self._writers.get(WriterKey.of(ctx))
+        peer = ctx.peer or "local"
         if own is not None:
             # the caller's own edit of data.csv is done (it moved on to a rename): it
             # applies first, and what the caller read of data.csv was that content
-            seen = own.staging
-            applied = self._apply_writer(own)
-            produced = applied.version if applied.version is not None else self._version()
-            base_of_own: Base = seen
-            self._apply(BytesBase(content), produced, base_of_own, secrets.token_hex(12))
-            self._scratch.pop_file(from_dir, from_name)
-            self._scratch_base.pop(src, None)
-            return
-        # the base: what this client's READs of data.csv returned (sed -i reads it after
-        # creating its temporary file), else the version when the file was created
-        view = self._views.base(ctx.peer or "local")
-        if isinstance(view, Torn):
-            raise _err(Nfsstat3.NFS3ERR_IO, _torn_message(view.versions))
-        base_version = view
-        if base_version is None:
-            base_version = self._scratch_base.get(src, self._version())
-        base = self._presented_or_none(base_version)
-        if base is None:
-            base_version = self._scratch_base.get(src, self._version())
-            base = self._presented_or_none(base_version) or BytesBase(b"")
-        self._apply(BytesBase(content), base_version, base, secrets.token_hex(12))
+            self._apply_writer(own)
+        held = self._own.get(peer)
+        if held is not None:  # its own last edit's bytes (what it read since)
+            base_version, base = held
+        else:
+            # the base: what this client's READs of data.csv returned (sed -i reads it
+            # after creating its temporary file), else the version when the file was made
+            view = self._views.base(peer)
+            if isinstance(view, Torn):
+                raise _err(Nfsstat3.NFS3ERR_IO, _torn_message(view.versions))
+            base_version = view if view is not None else self._scratch_base.get(src, -1)
+            if base_version < 0:
+                base_version = self._version()
+            found = self._presented_or_none(base_version)
+            if found is None:
+                base_version = self._scratch_base.get(src, self._version())
+                found = self._presented_or_none(base_version) or BytesBase(b"")
+            base = found
+        new = BytesBase(content)
+        applied = self._apply(new, base_version, base, secrets.token_hex(12))
+        self._holds(peer, applied, new)
         self._scratch.pop_file(from_dir, from_name)
         self._scratch_base.pop(src, None)
 

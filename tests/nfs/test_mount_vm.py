@@ -3,7 +3,10 @@
 Each test boots one VM (about 5-10 s under TCG) and runs several independent checks in
 it. Write steps run in sequence in one VM; afterwards every step's effect is checked
 through the Python API on its own Delta version (time travel): exactly one new version
-per change, with the expected rows.
+per change, with the expected rows. NFSv3 has no close: a rewrite applies once its writer
+has been quiet for the idle period, so a script marks "the writer is quiet now" by
+creating a file named ``quiet-*`` (the served TableFs then moves its clock past the idle
+period: no sleeping, on either side).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ from nfs.server import NfsServer
 from nfs.tableview import TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
-from tests.nfs.vmclient import run_in_vm, vm_status
+from tests.nfs.vmclient import require_vm, run_in_vm
 
 pytestmark = pytest.mark.mount
 
@@ -30,9 +34,7 @@ Row = tuple[Any, ...]
 
 @pytest.fixture(scope="module", autouse=True)
 def _vm() -> None:
-    ok, reason = vm_status()
-    if not ok:
-        pytest.skip(f"nfs-vm unavailable: {reason}")
+    require_vm()  # skips when the harness is absent, fails when it is broken
 
 
 def _vm_run(port: int, script: str, *, timeout: int = 150) -> tuple[dict[str, str], str]:
@@ -54,8 +56,37 @@ def rows_at(db: DatabaseOps, version: int | None = None) -> list[Row]:
     return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
 
 
+class ShiftedClock:
+    """The monotonic clock plus an offset a test moves (to pass the idle period at once)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+
+class QuietOnCue(TableFs):
+    """A TableFs whose writers go quiet (the idle period passes) when a client creates a
+    file named ``quiet-*``, or when the test calls :meth:`quiet`."""
+
+    def __init__(self, db: DatabaseOps) -> None:
+        self.shift = ShiftedClock()
+        super().__init__(db, clock=self.shift, idle_seconds=30)
+
+    def quiet(self) -> None:
+        """The idle period passes: the edits that are done apply."""
+        self.shift.offset += 31
+        self.poll()
+
+    def create(self, dir_id: Any, name: str, attrs: Any, ctx: Any, *, guarded: bool) -> Any:
+        if name.startswith("quiet-"):
+            self.quiet()
+        return super().create(dir_id, name, attrs, ctx, guarded=guarded)
+
+
 def _serve(db: DatabaseOps) -> NfsServer:
-    return NfsServer(TableFs(db))
+    return NfsServer(QuietOnCue(db))
 
 
 @pytest.fixture
@@ -184,8 +215,10 @@ def test_edits_without_a_key_each_make_one_version(small: DatabaseOps) -> None:
             sed -i 's/banana/BANANA/' data.csv; step sed $?
             cp data.csv /tmp/x.csv && sed -i 's/^1,apple,1.5$/1,apple,9.5/' /tmp/x.csv
             cp /tmp/x.csv data.csv; step cp $?
+            touch /mnt/quiet-1
             printf 'id,name,qty\n1,apple,9.5\n2,BANANA,2\n6,fig,6\n' > /tmp/y.csv
             cat /tmp/y.csv > data.csv; step cat-redirect $?
+            touch /mnt/quiet-2
             printf 'id,name,qty\n7,grape,7\n' > upload.csv
             mv upload.csv data.csv; step mv $?
             rm data.csv; step rm $?
@@ -265,6 +298,7 @@ def test_cat_redirect_of_a_100k_row_file_with_one_row_changed(tmp_path: Path) ->
             cat /tmp/new.csv > data.csv; echo "CAT $?"
             sync; echo 3 > /proc/sys/vm/drop_caches
             cmp -s /tmp/new.csv data.csv && echo "READBACK same" || echo "READBACK differ"
+            touch /mnt/quiet-1
             echo "100000,appended,1" >> data.csv; echo "APPEND $?"
             echo "LINES $(wc -l < data.csv)"
             """,
@@ -367,7 +401,8 @@ def test_a_sync_mount_rewrite_of_100k_rows_is_one_version(tmp_path: Path) -> Non
     n = 100_000
     db = _numbered(tmp_path / "big", n)
     v = db.version
-    with NfsServer(TableFs(db)) as srv:
+    fs = QuietOnCue(db)
+    with NfsServer(fs) as srv:
         res = run_in_vm(
             srv.port,
             textwrap.dedent(
@@ -382,6 +417,8 @@ def test_a_sync_mount_rewrite_of_100k_rows_is_one_version(tmp_path: Path) -> Non
             timeout=300,
             opts="noacl,sync",
         )
+        assert db.version == v  # every write(2) FILE_SYNC; the writer may go on
+        fs.quiet()
     assert res.returncode == 0, res.stderr
     assert "CAT 0" in res.stdout and "READBACK same" in res.stdout, res.stdout
     assert db.version == v + 1, [h.operation for h in db.history(5)]

@@ -352,3 +352,49 @@ def test_the_lines_checked_end_at_a_record_boundary_not_at_a_quoted_line_feed(
     bounds = [sum(len(x) for x in lines[: i + 1]) for i in range(len(lines))]
     cut = min(cut, len(data))
     assert _records_end(data[:cut]) == max([0] + [b for b in bounds if b <= cut])
+
+
+def test_an_edit_that_changed_nothing_resent_after_a_restart_reverts_nothing(
+    db: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """A client writes back what it read (no commit: nothing changed); the server dies
+    before the reply reaches it, another writer commits, and the client resends its
+    WRITEs: diffed against the current version they would revert that commit. No commit
+    tag names such an edit, so the server keeps it in the state directory (found by the
+    writer model)."""
+    fs = _fs(db, clock, state)
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    v = db.version
+    rewrite(fs, A, seen)
+    quiet(fs, clock)
+    assert db.version == v
+    crash(fs)
+    db.update("id = 2", {"name": "B"})
+    again = _fs(db, clock, state)
+    try:
+        for off in range(0, len(seen), 7):
+            again.write(DATA_CSV_ID, off, seen[off : off + 7], StableHow.UNSTABLE, A)
+        again.commit(DATA_CSV_ID, 0, 0, A)
+        quiet(again, clock)
+        assert (2, "B") in rows(db) and db.version == v + 1
+    finally:
+        again.close()
+
+
+def test_a_clients_own_edit_is_the_base_of_its_next_one(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """``cp x data.csv``, later ``cat y > data.csv``, then ``mv z data.csv``, without a read
+    in between: each is diffed against what the client holds, its own last edit, not its
+    last READ (against which its own change read as another writer's: EIO without a key;
+    found through the kernel client)."""
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    rewrite(fs, A, seen.replace(b"1,n1", b"1,A"))
+    quiet(fs, clock)
+    rewrite(fs, A, b"id,name\n1,A\n2,n2\n9,nine\n")
+    quiet(fs, clock)
+    assert rows(db) == [(1, "A"), (2, "n2"), (9, "nine")]
+    tmp = fs.create_exclusive(DATA_DIR_ID, "upload", b"\x03" * 8, A)
+    fs.write(tmp, 0, b"id,name\n7,grape\n", StableHow.FILE_SYNC, A)
+    fs.rename(DATA_DIR_ID, "upload", DATA_DIR_ID, "data.csv", A)
+    assert rows(db) == [(7, "grape")]

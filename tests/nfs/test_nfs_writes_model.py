@@ -178,6 +178,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.api_update(data)
         rest, _ = self.fs.read(DATA_CSV_ID, split, 1 << 20, ctx)
         self.seen[w] = bytes(first) + bytes(rest)
+        self.version_seen[w] = self.db.version
         self.torn.add(w)
 
     @rule(w=st.integers(0, 2), data=st.data())

@@ -142,7 +142,9 @@ class _Machine(RuleBasedStateMachine):
             self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ROOT)
             for off in range(0, len(content), 16):
                 self.fs.write(DATA_CSV_ID, off, content[off : off + 16], StableHow.UNSTABLE, ROOT)
-            self.fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+            self.fs.commit(DATA_CSV_ID, 0, 0, ROOT)  # durable; applied once the writer is quiet
+            self.clock.now += 60
+            self.fs.poll()
         else:  # a -o sync mount: FILE_SYNC writes, no COMMIT, applied when idle
             self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ROOT)
             for off in range(0, len(content), 16):
@@ -177,6 +179,8 @@ class _Machine(RuleBasedStateMachine):
         self.fs.poll()  # a truncation alone never commits at idle
         assert self.db.version == self.versions
         self.fs.paths.commit("/data/data.csv")
+        self.clock.now += 60
+        self.fs.poll()
         self.set_model([])
         self.changed(before)
 
@@ -196,6 +200,8 @@ class _Machine(RuleBasedStateMachine):
         self.db.insert(self.table_of(extra))  # someone else, meanwhile
         self.versions += 1
         self.fs.commit(DATA_CSV_ID, 0, 0, ROOT)
+        self.clock.now += 60
+        self.fs.poll()
         self.versions += 1
         self.set_model([*edited, *extra])
 
