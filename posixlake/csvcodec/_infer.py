@@ -302,7 +302,7 @@ def _raw_or_nulls(source: _Source, column: Chunked | None) -> Chunked:
 
 
 def infer_schema_from_csv(
-    data_or_path: PathOrBytes | Sequence[PathOrBytes],
+    data_or_path: PathOrBytes | list[PathOrBytes] | tuple[PathOrBytes, ...],
     *,
     types: Mapping[str, pa.DataType | pa.Field[Any]] | None = None,
     strict_columns: bool = False,
@@ -339,7 +339,7 @@ def infer_schema_from_csv(
 
 
 def read_csv_infer(
-    path_or_bytes: PathOrBytes | Sequence[PathOrBytes],
+    path_or_bytes: PathOrBytes | list[PathOrBytes] | tuple[PathOrBytes, ...],
     *,
     types: Mapping[str, pa.DataType | pa.Field[Any]] | None = None,
     strict_columns: bool = False,
