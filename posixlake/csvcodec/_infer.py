@@ -158,24 +158,49 @@ def _as_timestamp(text: Chunked) -> Column | None:
         return None
 
 
-def _try(text: Chunked) -> Column | None:
-    """Return ``text`` converted to the first inferred type that keeps every value."""
-    if _matches(text, _CANONICAL_INT):
-        try:
-            return _convert(text, pa.int64())
-        except _BAD_VALUE_ERRORS:
-            return None  # integers beyond Int64: Float64 would lose digits
-    floats = _as_float(text)
-    if floats is not None:
-        return floats
-    if _is_bool_words(text):
-        return _convert(text, pa.bool_())
-    if _matches(text, _DATE_TEXT):
-        try:
-            return _convert(text, pa.date32())
-        except _BAD_VALUE_ERRORS:
-            pass
-    return _as_timestamp(text)
+class _KeepText(Exception):
+    """No later candidate may be tried: the column is String."""
+
+
+def _as_int(text: Chunked) -> Column | None:
+    if not _matches(text, _CANONICAL_INT):
+        return None
+    try:
+        return _convert(text, pa.int64())
+    except _BAD_VALUE_ERRORS as err:
+        raise _KeepText from err  # integers beyond Int64: Float64 would lose digits
+
+
+def _as_bool(text: Chunked) -> Column | None:
+    return _convert(text, pa.bool_()) if _is_bool_words(text) else None
+
+
+def _as_date(text: Chunked) -> Column | None:
+    if not _matches(text, _DATE_TEXT):
+        return None
+    try:
+        return _convert(text, pa.date32())
+    except _BAD_VALUE_ERRORS:
+        return None
+
+
+# The candidates, narrowest first. A column whose sample is not one of them is not one of
+# the earlier ones either, so the whole column is tried from its sample's candidate on.
+_CANDIDATES: Final = (_as_int, _as_float, _as_bool, _as_date, _as_timestamp)
+
+
+def _try(text: Chunked, start: int = 0) -> tuple[int, Column | None]:
+    """Return the index of the first candidate (from ``start``) that keeps every value
+    and the column converted to it; ``(len(_CANDIDATES), None)`` when none does, and
+    ``(0, None)`` when a candidate ruled out the later ones."""
+    try:
+        for index in range(start, len(_CANDIDATES)):
+            out = _CANDIDATES[index](text)
+            if out is not None:
+                return index, out
+    except _KeepText:
+        return 0, None
+    return len(_CANDIDATES), None
 
 
 def _infer_column(col: Chunked) -> Column:
@@ -183,10 +208,11 @@ def _infer_column(col: Chunked) -> Column:
     if col.null_count == len(col):
         return col
     text = pa.chunked_array([_trimmed(c) for c in col.chunks], pa.string())
+    start = 0
     sample = _sample(text)
-    if len(sample) < len(text) - text.null_count and _try(sample) is None:
-        return col  # rejected on the sample: cheap
-    out = _try(text)
+    if len(sample) < len(text) - text.null_count:
+        start, _ = _try(sample)  # cheap, and the whole column is no narrower
+    _, out = _try(text, start)
     return col if out is None else out
 
 
