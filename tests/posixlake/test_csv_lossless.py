@@ -362,3 +362,29 @@ def test_create_from_csv_then_data_csv_says_the_same(tmp_path: Path, sample: Any
         table = db.to_arrow()
     # the table's rows come back in file order from one commit
     _check_round_trip(kinds, columns, table)
+
+
+def test_merge_of_csv_text_changes_only_what_it_gives(tmp_path: Path, engine: Engine) -> None:
+    db = DatabaseOps.create(
+        tmp_path / "t",
+        [
+            ("id", "Int64"),
+            ("name", "String", False),
+            ("price", "Decimal128(10,2)"),
+            ("zip", "String"),
+        ],
+        primary_key="id",
+        engine=engine,
+    )
+    db.insert("id,name,price,zip\n1,apple,0.50,08123\n2,pear,0.75,00501\n3,fig,1.00,\n")
+    metrics = db.merge(
+        "_op,id,name,price,zip\nUPDATE,1,,1.50,\nUPDATE,2,,\\N,\\N\nINSERT,4,kiwi,,\nDELETE,3,,,\n"
+    )
+    assert (metrics.rows_inserted, metrics.rows_updated, metrics.rows_deleted) == (1, 2, 1)
+    assert db.query("SELECT * FROM data ORDER BY id").to_pylist() == [
+        {"id": 1, "name": "apple", "price": Decimal("1.50"), "zip": "08123"},
+        {"id": 2, "name": "pear", "price": None, "zip": None},
+        {"id": 4, "name": "kiwi", "price": None, "zip": None},
+    ]
+    with pytest.raises(SerializationError, match="line 2, column 'price': 'cheap'"):
+        db.merge(b"_op,id,price\nUPDATE,1,cheap\n")
