@@ -16,7 +16,7 @@ from posixlake._convert import conform
 from posixlake._merge import duplicate_keys
 from posixlake._ops.core import StorageArg
 from posixlake.delta import DeltaLog
-from posixlake.engines import resolve_engine
+from posixlake.engines import Engine, resolve_engine
 from posixlake.errors import (
     InvalidOperation,
     IoError,
@@ -115,7 +115,7 @@ def _create_with_rows(
     uri: str,
     declared: pa.Schema,
     data: pa.Table,
-    eng: Any,
+    eng: Engine,
     primary_key: str | Sequence[str] | None,
     partition_by: Sequence[str] | None,
     options: dict[str, Any],
