@@ -211,6 +211,8 @@ def _infer_column(col: Chunked) -> Column:
     sample = _sample(text)
     if len(sample) < len(text) - text.null_count:
         start, _ = _try(sample)  # cheap, and the whole column is no narrower
+        if start == len(_CANDIDATES) and _matches(sample, _SPECIAL_FLOAT, ignore_case=True):
+            start = 1  # NaN / inf words alone: the rest of the column may hold numbers
     _, out = _try(text, start)
     return col if out is None else out
 

@@ -84,6 +84,9 @@ def test_a_value_past_the_sample_still_decides() -> None:
     table = read_csv_infer(data)
     assert table.schema.types == [pa.string()]
     assert table.column("zip")[-1].as_py() == "08123"
+    # the sample (NaN words only) does not decide for the rest of the column
+    late_number = b"x\n" + b"NaN\n" * 5000 + b"1.5\n"
+    assert infer_schema_from_csv(late_number).types == [pa.float64()]
 
 
 # ---------------------------------------------------------------- types given at import
