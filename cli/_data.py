@@ -23,6 +23,7 @@ from cli._common import (
     user_option,
 )
 from posixlake import DatabaseOps
+from posixlake.csvcodec import DEFAULT_NULL_MARKER, read_changes_csv
 from posixlake.result import WriteResult, format_table
 
 __all__ = ["COMMANDS"]
@@ -143,11 +144,20 @@ def query(table: str, sql: str, fmt: str, version: int | None, as_of: datetime |
     help="Fail (commit nothing) if a row does not apply: UPDATE/DELETE of a missing key, "
     "INSERT of an existing one.",
 )
+@click.option(
+    "--null-marker",
+    "null_marker",
+    metavar="TEXT",
+    default=DEFAULT_NULL_MARKER,
+    show_default=True,
+    help="In CSV input, the field text that sets a column to NULL (an empty field changes "
+    "nothing).",
+)
 @engine_options
 @storage_options
 @user_option
 @json_option
-def merge(table: str, file: str, key: str | None, strict: bool) -> None:
+def merge(table: str, file: str, key: str | None, strict: bool, null_marker: str) -> None:
     """Apply INSERT/UPDATE/DELETE rows (an `_op` column) in one commit.
 
     \b
@@ -156,18 +166,29 @@ def merge(table: str, file: str, key: str | None, strict: bool) -> None:
     counted as skipped (or fail with --strict).
 
     \b
+    In CSV, an empty field carries nothing: an UPDATE leaves that column as it is
+    (an INSERT leaves it NULL). To set NULL, write \\N (or the --null-marker text).
+    In JSON, an UPDATE row sets the keys it has ("qty": null sets NULL).
+
+    \b
     Example:
       posixlake merge /data/sales changes.csv --key id
       where changes.csv is:
         _op,id,item,qty
         INSERT,7,plum,2
         UPDATE,3,,10
-        DELETE,5,,
+        UPDATE,1,,\\N
+        DELETE,2,,
     """
+    if not null_marker:
+        raise click.BadParameter("the NULL marker cannot be empty", param_hint="--null-marker")
     data = read_input(file)
     cols = split_columns([key]) if key else None
     with open_table(table, computes=True) as db:
-        metrics = db.merge(data, cols, strict=strict)
+        rows: object = data
+        if not _is_json(data):
+            rows = read_changes_csv(data, db.arrow_schema, null_marker=null_marker)
+        metrics = db.merge(rows, cols, strict=strict)
         version = metrics.version if metrics.version is not None else db.version
     if get_options().json:
         echo_json(
@@ -179,6 +200,12 @@ def merge(table: str, file: str, key: str | None, strict: bool) -> None:
         f"{metrics.rows_deleted:,} deleted, {metrics.rows_skipped:,} skipped "
         f"({'version ' + str(metrics.version) if metrics.version is not None else 'no commit'})"
     )
+
+
+def _is_json(data: bytes) -> bool:
+    """Return whether a change file is JSON (an object, an array, JSON lines), not CSV."""
+    text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return not text or text[:1] in (b"[", b"{")
 
 
 def _assignment(

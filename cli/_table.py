@@ -37,7 +37,7 @@ from posixlake.errors import AlreadyExists, InvalidOperation, PosixLakeError, Sc
 from posixlake.result import format_table
 from posixlake.security import ADMIN_PASSWORD_ENV
 from posixlake.storage import StorageConfig, is_local, normalize_uri, storage_options_for
-from posixlake.types import CommitInfo, type_string
+from posixlake.types import CommitInfo, parse_type, type_string
 
 __all__ = ["COMMANDS", "parse_schema_spec"]
 
@@ -159,6 +159,29 @@ def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None)
         raise click.BadParameter(str(err), ctx=ctx, param=param) from err
 
 
+def _types_param(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    """Parse ``--types col=Type,col2=Type`` (repeatable) into column -> type string."""
+    out: dict[str, str] = {}
+    for value in values:
+        for part in _split_top(value):
+            column, sep, kind = part.partition("=")
+            column = column.strip().strip('"')
+            if not sep or not column or not kind.strip():
+                raise click.BadParameter(
+                    f"{part.strip()!r} is not COLUMN=Type", ctx=ctx, param=param
+                )
+            try:
+                parse_type(_type_name(kind))
+            except SchemaError as err:
+                raise click.BadParameter(str(err), ctx=ctx, param=param) from err
+            if column in out:
+                raise click.BadParameter(f"column {column!r} is given twice", ctx=ctx, param=param)
+            out[column] = _type_name(kind)
+    return out
+
+
 # -- create --------------------------------------------------------------------------------
 
 
@@ -176,7 +199,17 @@ def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None)
     "csv_paths",
     metavar="PATH",
     multiple=True,
-    help="Import CSV file(s), a directory or a glob; column types are inferred. Repeatable.",
+    help="Import CSV file(s), a directory or a glob; column types are inferred (or given "
+    "by --types / --schema). Repeatable.",
+)
+@click.option(
+    "--types",
+    "types",
+    metavar="COL=TYPE,...",
+    multiple=True,
+    callback=_types_param,
+    help="With --from-csv: the type of these columns instead of an inferred one, "
+    "e.g. 'zip=String,amount=Decimal128(10,2)'. Repeatable.",
 )
 @click.option(
     "--from-parquet",
@@ -228,6 +261,7 @@ def create(
     table: str,
     schema: Schema | None,
     csv_paths: tuple[str, ...],
+    types: dict[str, str],
     parquet_paths: tuple[str, ...],
     primary_key: str | None,
     partition_by: tuple[str, ...],
@@ -248,17 +282,30 @@ def create(
     Examples:
       posixlake create /data/sales --schema 'id:Int64 NOT NULL, item:String, price:Decimal128(10,2)' -k id
       posixlake create /data/sales --from-csv 'exports/*.csv' --primary-key id
+      posixlake create /data/crm --from-csv people.csv --types 'zip=String,amount=Decimal128(10,2)'
+      posixlake create /data/crm --from-csv people.csv --schema 'id:Int64, zip:String, amount:Float64'
       posixlake create s3://bucket/sales --from-parquet part-0.parquet --engine spark
       posixlake create /data/hr --schema 'id:Int64, name:String' --auth --user admin
+
+    \b
+    CSV inference keeps every value as written: a column with 007, 08123 or +15551234
+    stays String, and so does one with an integer beyond Int64 or a number a double
+    cannot hold exactly; 1.10 is Float64 (shown as 1.1: give Decimal128(p,s) to keep
+    the scale). With --schema, the CSV header may list the columns in any order.
 
     \b
     The original project's forms work too: types int (Int32), long, bigint, text,
     varchar, double, float, bool in any case, and --auth --admin-user NAME
     [--admin-password PW] (else $POSIXLAKE_ADMIN_PASSWORD, else a prompt).
     """
-    sources = [bool(schema), bool(csv_paths), bool(parquet_paths)]
-    if sum(sources) != 1:
+    if parquet_paths and (schema or csv_paths):
+        raise click.UsageError(
+            "give --from-parquet alone, or --from-csv (with --schema), or --schema"
+        )
+    if not (schema or csv_paths or parquet_paths):
         raise click.UsageError("give exactly one of --schema, --from-csv or --from-parquet")
+    if types and not csv_paths:
+        raise click.UsageError("--types applies to --from-csv only")
     opts = get_options()
     uri = normalize_uri(table)
     key = split_columns([primary_key]) if primary_key else None
@@ -290,12 +337,20 @@ def create(
         elif admin:
             common["credentials"] = (admin, os.environ[ADMIN_PASSWORD_ENV])
         # else posixlake takes $POSIXLAKE_ADMIN_USER / $POSIXLAKE_ADMIN_PASSWORD
-    if schema is not None:
-        if key:
-            try:
-                schema = Schema(schema.fields, primary_key=key)
-            except SchemaError as err:
-                raise click.BadParameter(str(err), param_hint="--primary-key") from err
+    if schema is not None and key:
+        try:
+            schema = Schema(schema.fields, primary_key=key)
+        except SchemaError as err:
+            raise click.BadParameter(str(err), param_hint="--primary-key") from err
+    if schema is not None and types:
+        names = [f.name for f in schema.fields]
+        unknown = [c for c in types if c not in names]
+        if unknown:
+            raise click.BadParameter(
+                f"column(s) {', '.join(map(repr, unknown))} are not in --schema",
+                param_hint="--types",
+            )
+    if schema is not None and not csv_paths:
         # An empty table needs no compute: no JVM start for --engine spark.
         db = DatabaseOps.create(uri, schema, **{**common, "engine": "local"})
         label = "Created"
@@ -305,7 +360,9 @@ def create(
         size = sum(_file_size(f) for f in files)
         with spinner(f"Importing {plural(len(files), fmt + ' file')} ({human_bytes(size)})"):
             if csv_paths:
-                db = DatabaseOps.create_from_csv(uri, files, **common)
+                db = DatabaseOps.create_from_csv(
+                    uri, files, types=types or None, schema=schema, **common
+                )
             else:
                 db = DatabaseOps.create_from_parquet(uri, files, **common)
         label = f"Imported {plural(len(files), fmt + ' file')} into"

@@ -22,14 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from posixlake._ops.args import partition_filters
+import pyarrow as pa
+
+from posixlake._ops.args import as_of, partition_filters
 from posixlake._ops.backups import BackupOps
 from posixlake._ops.buffered import BufferedOps
 from posixlake._ops.core import TableCore
 from posixlake._ops.reads import ReadOps
 from posixlake._ops.writes import WriteOps
 from posixlake.backup import BackupMetadata, RestoreResult, VerifyReport, check_backup_credentials
-from posixlake.errors import InvalidOperation
+from posixlake.errors import InvalidOperation, VersionError
 from posixlake.result import QueryResult, WriteResult
 from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
 from posixlake.types import OptimizeResult
@@ -103,22 +105,48 @@ def _query_version_json(self: DatabaseOps, sql: str, version: int) -> str:
     return self.query(sql, version=version).to_json()
 
 
+def _before_creation(self: DatabaseOps, timestamp: TimePoint) -> bool:
+    """Return whether ``timestamp`` is before the table's first commit (version 0)."""
+    when = as_of(timestamp)
+    commits = self.history()
+    first = min(commits, key=lambda c: c.version, default=None)
+    # Without version 0 in the log (expired log entries), "before creation" is unknown.
+    return first is not None and first.version == 0 and when < first.timestamp
+
+
+def _query_at_time(self: DatabaseOps, sql: str, timestamp: TimePoint) -> QueryResult:
+    """``query(sql, as_of=timestamp)``, with no rows at a time before the table existed.
+
+    The original answered a time before the table was created with no rows (``[]``);
+    ``query(as_of=)`` raises VersionError there, as there is no such version.
+    """
+    try:
+        return self.query(sql, as_of=timestamp)
+    except VersionError:
+        if _before_creation(self, timestamp):
+            return QueryResult(pa.table({}))
+        raise
+
+
 @_adapts("query")
 def _query_timestamp(self: DatabaseOps, sql: str, timestamp_ms: TimePoint) -> QueryResult:
-    """``query(sql, as_of=timestamp_ms)``: epoch milliseconds (or seconds), ISO text."""
-    return self.query(sql, as_of=timestamp_ms)
+    """``query(sql, as_of=timestamp_ms)``: epoch milliseconds (or seconds), ISO text; no
+    rows before the table existed, as in the original."""
+    return _query_at_time(self, sql, timestamp_ms)
 
 
 @_adapts("query")
 def _query_timestamp_json(self: DatabaseOps, sql: str, timestamp_ms: TimePoint) -> str:
-    """``query(sql, as_of=timestamp_ms)``, the rows as JSON."""
-    return self.query(sql, as_of=timestamp_ms).to_json()
+    """``query(sql, as_of=timestamp_ms)``, the rows as JSON; ``[]`` before the table
+    existed, as in the original."""
+    return _query_at_time(self, sql, timestamp_ms).to_json()
 
 
 @_adapts("query")
 def _query_json_at_timestamp(self: DatabaseOps, sql: str, timestamp: TimePoint) -> str:
-    """``query(sql, as_of=timestamp)``, the rows as JSON (epoch seconds or ms)."""
-    return self.query(sql, as_of=timestamp).to_json()
+    """``query(sql, as_of=timestamp)``, the rows as JSON (epoch seconds or ms); ``[]``
+    before the table existed, as in the original."""
+    return _query_at_time(self, sql, timestamp).to_json()
 
 
 @_adapts("uri")

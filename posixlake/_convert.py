@@ -29,7 +29,15 @@ import pyarrow.compute as pc
 
 from posixlake.errors import SchemaError, SerializationError
 
-__all__ = ["conform", "is_arrow_like", "python_column", "quick_row", "to_arrow"]
+__all__ = [
+    "conform",
+    "csv_changes",
+    "is_arrow_like",
+    "is_csv_text",
+    "python_column",
+    "quick_row",
+    "to_arrow",
+]
 
 
 def is_arrow_like(data: object) -> bool:
@@ -168,6 +176,38 @@ def quick_row(data: object, schema: pa.Schema) -> dict[str, Any] | None:
         if check is None or not check(value):
             return None
     return data
+
+
+def is_csv_text(data: object) -> bool:
+    """Return whether ``data`` is text (str or bytes) that ``to_arrow`` reads as CSV."""
+    if isinstance(data, bytes | bytearray):
+        text = bytes(data).removeprefix(b"\xef\xbb\xbf").lstrip()
+        return bool(text) and text[:1] not in (b"[", b"{")
+    if isinstance(data, str):
+        stripped = data.removeprefix("\ufeff").lstrip()
+        return bool(stripped) and stripped[0] not in "[{"
+    return False
+
+
+def csv_changes(data: object, schema: pa.Schema, *, null_marker: str = "\\N") -> object:
+    """Return CSV change text as merge rows with explicit intent; other data unchanged.
+
+    In a CSV of changes an empty field gives no value (an UPDATE keeps the column) and
+    ``null_marker`` sets NULL (see :func:`posixlake.csvcodec.read_changes_csv`).
+
+    Raises:
+        SerializationError: malformed CSV or a value that does not parse as its column.
+        SchemaError: a column that is not in ``schema``.
+    """
+    if not isinstance(data, str | bytes | bytearray) or not is_csv_text(data):
+        return data
+    from posixlake.csvcodec import CsvFormatError, read_changes_csv
+
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        return read_changes_csv(raw, schema, null_marker=null_marker)
+    except CsvFormatError as err:
+        raise SerializationError(f"bad CSV: {err}") from err
 
 
 def _from_text(text: str, schema: pa.Schema) -> pa.Table:

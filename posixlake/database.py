@@ -266,15 +266,27 @@ class DatabaseOps(
         *,
         primary_key: str | Sequence[str] | None = None,
         partition_by: Sequence[str] | None = None,
+        types: Mapping[str, Any] | None = None,
+        schema: Schema | pa.Schema | Mapping[str, Any] | Sequence[Any] | None = None,
         **options: Any,
     ) -> DatabaseOps:
         """Create a table from CSV file(s), inferring column types over the whole input.
 
-        Types are Int64, Float64, Boolean, Date, Timestamp or String; a later value that
-        breaks a type widens it (Int64 -> Float64 -> String). Empty fields are NULL.
+        A column gets Int64, Float64, Boolean, Date, Timestamp (values with a zone) or
+        TimestampNtz (values without) only if no value changes what it says; otherwise
+        it is String: ``08123``, ``+15551234`` and ``007`` stay text, an integer beyond
+        Int64 too (:mod:`posixlake.csvcodec._infer` has the rules). Empty fields are NULL.
+
+        Args:
+            types: column -> type (``{"zip": "String", "amount": "Decimal128(10,2)"}``)
+                for columns not to infer; the CSV is then read in-process on any engine.
+            schema: every column and its type (and a primary key); the header may list
+                them in any order; a column the files lack is NULL.
 
         Raises:
-            NotFound: no such CSV file. SerializationError: malformed CSV.
+            NotFound: no such CSV file. SerializationError: malformed CSV, or a value that
+                does not fit its given type (naming the file, line, column and value);
+                nothing is created. SchemaError: an unknown type or column.
             AlreadyExists: a table exists at ``db_path``.
         """
         return create_from_files(
@@ -285,6 +297,8 @@ class DatabaseOps(
             primary_key,
             partition_by,
             options,
+            types=types,
+            schema=schema,
         )
 
     @classmethod

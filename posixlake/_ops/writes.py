@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pyarrow.compute as pc
 
-from posixlake._convert import to_arrow
+from posixlake._convert import csv_changes, to_arrow
 from posixlake._merge import (
     OP_COLUMN,
     check_primary_key_after,
@@ -200,6 +200,7 @@ class WriteOps(TableCore):
 
         Rows are matched on ``key`` (the primary key by default). DELETE rows need only
         the key. UPDATE rows set the columns the input carries; others keep their values.
+        In CSV text a row carries its non-empty fields, and ``\\N`` sets NULL.
         An UPDATE or DELETE of a missing key, or an INSERT of an existing key, is counted
         in ``rows_skipped`` (with ``strict=True`` it raises and nothing is committed).
 
@@ -213,6 +214,7 @@ class WriteOps(TableCore):
         key_cols = columns_arg(key, "merge key") if key else self.key_columns
         if not key_cols:
             raise InvalidOperation("merge needs a key: pass key= or set a primary key")
+        rows = csv_changes(rows, self._schema)  # CSV: empty field = no change, \N = NULL
         source = prepare_merge_source(rows, self._schema, key_cols)
         check_declared(source.table, self._declared)
         n_total = source.table.num_rows

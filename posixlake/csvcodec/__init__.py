@@ -62,21 +62,26 @@ Rendering and parsing are vectorized with ``pyarrow.compute`` and ``pyarrow.csv`
 only binary (base64) and nested (JSON) columns cost Python work per value.
 
 Modules: ``_render`` (Arrow -> CSV), ``_scan`` (records, header), ``_parse`` (CSV ->
-Arrow of a given schema), ``_infer`` (types for ``create_from_csv``), ``_common``.
+Arrow of a given schema), ``_infer`` (types for ``create_from_csv``: lossless, see
+there), ``_changes`` (a CSV of changes for ``merge``: empty = no change, ``\\N`` =
+NULL), ``_common``.
 """
 
+from posixlake.csvcodec._changes import DEFAULT_NULL_MARKER, read_changes_csv
 from posixlake.csvcodec._common import CsvFormatError, HeaderMode
 from posixlake.csvcodec._infer import infer_schema_from_csv, read_csv_infer
 from posixlake.csvcodec._parse import parse_csv, parse_value
 from posixlake.csvcodec._render import iter_render_csv, render_csv, render_lines, render_value
 
 __all__ = [
+    "DEFAULT_NULL_MARKER",
     "CsvFormatError",
     "HeaderMode",
     "infer_schema_from_csv",
     "iter_render_csv",
     "parse_csv",
     "parse_value",
+    "read_changes_csv",
     "read_csv_infer",
     "render_csv",
     "render_lines",

@@ -359,29 +359,38 @@ def _bad_value(raw: Chunked, field: pa.Field[Any], body: _Body, count: int) -> C
     )
 
 
+def _convert_field(col: Chunked, field: pa.Field[Any], body: _Body, count: int) -> Column:
+    """Convert one string column of ``body`` (``count`` fields a line) to ``field``.
+
+    Raises:
+        CsvFormatError: naming the line, the column and the first value that does not
+            convert, or the first NULL in a non-nullable (sub)field.
+    """
+    try:
+        out = _convert(col, field.type)
+    except _BAD_VALUE_ERRORS as err:
+        raise _bad_value(col, field, body, count) from err
+    if (not field.nullable and out.null_count) or _is_nested(field.type):
+        whole = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+        where = _null_violation(whole, field, field.name)
+        if where is not None:
+            row = _first_null_row(whole, field)
+            line = _row_line(body, count, row)
+            what = "NULL (empty field)" if where == field.name else f"NULL at {where}"
+            raise CsvFormatError(
+                f"line {line}, column {field.name!r}: {what} in a non-nullable field",
+                line=line,
+                column=field.name,
+                value=col[row].as_py(),
+            )
+    return out
+
+
 def _convert_columns(raw: pa.Table, schema: pa.Schema, body: _Body) -> pa.Table:
-    columns: list[Column] = []
     count = len(schema)
-    for index, field in enumerate(schema):
-        col = raw.column(index)
-        try:
-            out = _convert(col, field.type)
-        except _BAD_VALUE_ERRORS as err:
-            raise _bad_value(col, field, body, count) from err
-        if (not field.nullable and out.null_count) or _is_nested(field.type):
-            whole = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-            where = _null_violation(whole, field, field.name)
-            if where is not None:
-                row = _first_null_row(whole, field)
-                line = _row_line(body, count, row)
-                what = "NULL (empty field)" if where == field.name else f"NULL at {where}"
-                raise CsvFormatError(
-                    f"line {line}, column {field.name!r}: {what} in a non-nullable field",
-                    line=line,
-                    column=field.name,
-                    value=col[row].as_py(),
-                )
-        columns.append(out)
+    columns = [
+        _convert_field(raw.column(index), field, body, count) for index, field in enumerate(schema)
+    ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -98,7 +98,11 @@ def test_parse_schema_spec_rejects(spec: str) -> None:
     "args",
     [
         [],
-        ["--schema", "a:Int64", "--from-csv", "x.csv"],
+        ["--schema", "a:Int64", "--from-parquet", "x.parquet"],
+        ["--from-parquet", "x.parquet", "--types", "a=String"],
+        ["--from-csv", "x.csv", "--types", "a=Nope"],
+        ["--from-csv", "x.csv", "--types", "a"],
+        ["--from-csv", "x.csv", "--schema", "a:Int64", "--types", "b=String"],
         ["--schema", "a:Nope"],
         ["--schema", "a:Int64", "--primary-key", "b"],
         ["--schema", "@/nonexistent/schema.json"],

@@ -502,17 +502,17 @@ def test_infer_widens_on_later_values() -> None:
     head = b"".join(b"%d,%d,2024-01-01,true\n" % (i, i) for i in range(5000))
     data = b"a,b,c,d\n" + head + b"1.5,x,2024-01-01T10:00:00,yes\n"
     schema = infer_schema_from_csv(data)
-    assert schema.types == [pa.float64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.string()]
+    assert schema.types == [pa.float64(), pa.string(), pa.timestamp("us"), pa.string()]
     table = read_csv_infer(data)
     assert table.column("b").to_pylist()[-2:] == ["4999", "x"]
-    assert table.column("c").to_pylist()[-1] == dt.datetime(2024, 1, 1, 10, tzinfo=UTC)
+    assert table.column("c").to_pylist()[-1] == dt.datetime(2024, 1, 1, 10)
 
 
-def test_infer_naive_timestamps_as_utc_and_keeps_big_integers() -> None:
+def test_infer_naive_timestamps_without_a_zone_and_keeps_big_integers() -> None:
     data = b"t,big\n2024-01-31 12:00:00,123456789012345678901234567890\n,1\n"
     table = read_csv_infer(data)
-    assert table.schema.types == [pa.timestamp("us", tz="UTC"), pa.string()]
-    assert table.column("t").to_pylist() == [dt.datetime(2024, 1, 31, 12, tzinfo=UTC), None]
+    assert table.schema.types == [pa.timestamp("us"), pa.string()]
+    assert table.column("t").to_pylist() == [dt.datetime(2024, 1, 31, 12), None]
 
 
 def test_infer_quoted_fields_and_empty_strings() -> None:
