@@ -142,15 +142,20 @@ class WriteRules(TableState):
 
             def look(v: int, content: Base | None) -> None:
                 # a version without rows (the table created empty, or emptied) prefixes
-                # every write: it is the base only as what the client was shown (or when
-                # that is not known: a restart), else a page of rows the server cannot
+                # every write: it is the base only as what the client read (or when that
+                # is not known: a restart), or for a write at its very end (the size a
+                # GETATTR gave an O_APPEND), else a page of rows the server cannot
                 # otherwise place (its own rewrite, whose bytes are kept no longer) would
                 # read as all new rows
                 if (
                     v not in tried
                     and content is not None
                     and _fits(content, *first)
-                    and (shown in (None, v) or len(header_of(content)) < content.size)
+                    and (
+                        shown in (None, v)
+                        or first[0] == content.size  # at its very end: an O_APPEND write
+                        or len(header_of(content)) < content.size
+                    )
                 ):
                     fits.append((content.size, v, content))
                 tried.add(v)

@@ -398,3 +398,21 @@ def test_a_clients_own_edit_is_the_base_of_its_next_one(
     fs.write(tmp, 0, b"id,name\n7,grape\n", StableHow.FILE_SYNC, A)
     fs.rename(DATA_DIR_ID, "upload", DATA_DIR_ID, "data.csv", A)
     assert rows(db) == [(7, "grape")]
+
+
+def test_an_append_after_rm_goes_on_the_emptied_table_not_on_what_was_read(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """``cat data.csv; rm data.csv; echo 8,kiwi >> data.csv``: the client's READs came
+    from the full version, its append goes at the end of the emptied one (the size its
+    GETATTR gave): an INSERT of its line, at once (it was laid over the old rows' bytes;
+    found through the kernel client)."""
+    PathOps(fs, A).read_file("/data/data.csv")
+    PathOps(fs, A).remove_file("/data/data.csv")
+    size = fs.getattr(DATA_CSV_ID, A).size
+    v = db.version
+    fs.write(DATA_CSV_ID, size, b"8,kiwi\n", StableHow.FILE_SYNC, A)
+    assert db.version == v + 1 and rows(db) == [(8, "kiwi")]
+    with pytest.raises(NfsError) as e:  # and a bad line's error is that WRITE's reply
+        fs.write(DATA_CSV_ID, size + 7, b"9\n", StableHow.FILE_SYNC, A)
+    assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_INVAL
