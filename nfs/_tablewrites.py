@@ -9,6 +9,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -19,8 +20,8 @@ from nfs._apply import (
     committed_write,
     header_of,
 )
-from nfs._journal import JournalFile, JournalHeader, JournalOp
-from nfs._staging import Base, Staging
+from nfs._journal import JournalFile, JournalHeader, JournalOp, KeptBase
+from nfs._staging import Base, BytesBase, Staging, read_all
 from nfs._tablestate import (
     _DATA_PROCS,
     _NFS_PROGRAM,
@@ -202,10 +203,27 @@ class WriteRules(TableState):
                 started=self._started_ns(),
             )
             try:
-                w.journal = self._journals.create(header)
+                w.journal = self._journals.create(header, base=self._kept_base(w.staging))
             except OSError as err:
                 raise _journal_error(err) from err
         return w.journal
+
+    def _kept_base(self, st: Staging) -> KeptBase | None:
+        """The base bytes a journal must keep: a shadow's (no rendering shows them again:
+        recovery must not need the shadows, a cache), else None."""
+        base = st.base
+        if not isinstance(base, BytesBase):  # a rendering (rendered again), or a page
+            return None
+        version = st.base_version
+        try:
+            stamp = self._stamp_of(version)
+        except NfsError:
+            stamp = None
+
+        def file() -> Path | None:
+            return None if stamp is None else self._shadows.file(version, stamp)
+
+        return KeptBase(base.size, file, lambda: (read_all(base),))
 
     def _record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
         """Append the operation to ``w``'s journal (buffered)."""
@@ -448,7 +466,10 @@ class WriteRules(TableState):
             # (a shadow lost at the restart may differ from the rendering), only on its
             # rows, which a 3-way apply needs
             independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
-            base = self._presented_or_none(head.base_version)
+            kept = rec.kept_base()  # a shadow's bytes, kept with the journal
+            base = (
+                BytesBase(kept) if kept is not None else self._presented_or_none(head.base_version)
+            )
             if base is None or (base.size != head.base_size and not independent):
                 why = f"its base version {head.base_version} cannot be shown as it was"
                 self._journals.set_aside(rec, why)

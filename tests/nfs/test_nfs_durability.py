@@ -1,0 +1,159 @@
+"""Recovery depends only on durable state (docs/nfs-writes.md, "Replies are true").
+
+A FILE_SYNC WRITE reply, a COMMIT OK or a SETATTR of data.csv promise that the bytes
+survive a crash. What the next server needs to restore such a staging must then be
+fsynced and must not live in a directory the docs call deletable. Sans-IO through
+TableFs: a crash is a TableFs dropped without close() and a new one started on the same
+state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nfs.nfs3 import Sattr3, StableHow
+from nfs.rpc import CallContext
+from nfs.tableview import DATA_CSV_ID, PathOps, TableFs
+from posixlake import DatabaseOps
+from tests.nfs.test_nfs_writes import Clock, crash
+
+A = CallContext.local(peer="10.0.0.1:700")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> DatabaseOps:
+    d = DatabaseOps.create(tmp_path / "plain", {"id": "Int64", "name": "String"}, engine="local")
+    d.insert([{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    return d
+
+
+def _fs(db: DatabaseOps, clock: Clock, state: Path) -> TableFs:
+    return TableFs(db, clock=clock, idle_timer=False, state_dir=state)
+
+
+def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in db.to_arrow().to_pylist())
+
+
+CRLF = b"id,name\r\n" + b"".join(b"%d,n%d\r\n" % (i, i) for i in range(1, 6))
+
+
+def test_a_file_sync_change_of_a_crlf_file_survives_a_crash_without_the_shadows(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """The writer's CRLF bytes are what it was shown after its rewrite (a shadow); its
+    in-place FILE_SYNC change is a staging over them. The next server restores it from
+    the journal alone: shadows-journal/ gone, the change still applies."""
+    fs = _fs(plain, clock, state)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, A)
+    fs.commit(DATA_CSV_ID, 0, 0, A)  # applied: the table, shown to A as its CRLF bytes
+    assert PathOps(fs, A).read_file("/data/data.csv") == CRLF
+    v = plain.version
+    at = CRLF.index(b"n3")
+    fs.write(DATA_CSV_ID, at, b"x3", StableHow.FILE_SYNC, A)  # promised: durable
+    crash(fs)
+    shadows = list(state.rglob("shadows-*"))
+    assert shadows
+    for d in shadows:
+        shutil.rmtree(d)
+    again = _fs(plain, clock, state)
+    try:
+        assert not list(state.rglob("*.failed"))
+        assert PathOps(again, A).read_file("/data/data.csv") == CRLF.replace(b"n3", b"x3")
+        again.commit(DATA_CSV_ID, 0, 0, A)
+        assert plain.version == v + 1
+        assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "x3"), (4, "n4"), (5, "n5")]
+    finally:
+        again.close()
+
+
+# ---------------------------------------------------------------- fsync before each promise
+
+
+class FsyncLog:
+    """A counting ``os.fsync``: which file (by path) was fsynced at which size."""
+
+    def __init__(self, real: Callable[[int], None]) -> None:
+        self.real = real
+        self.synced: dict[str, int] = {}
+        self.dir_syncs: dict[str, int] = {}
+
+    def __call__(self, fd: int) -> None:
+        self.real(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            self.dir_syncs[path] = self.dir_syncs.get(path, 0) + 1
+        else:
+            self.synced[path] = st.st_size
+
+    def check_durable(self, journal_dir: Path) -> None:
+        """Every journal (and kept base) in ``journal_dir`` was fsynced as it is now, and
+        the directory after them (their names)."""
+        for path in [*journal_dir.glob("*.wal"), *journal_dir.glob("*.base")]:
+            assert self.synced.get(str(path)) == path.stat().st_size, f"{path.name} not fsynced"
+            assert self.dir_syncs.get(str(journal_dir), 0) > 0, "journal directory not fsynced"
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> FsyncLog:
+    log = FsyncLog(os.fsync)
+    monkeypatch.setattr(os, "fsync", log)
+    return log
+
+
+def test_every_durable_reply_follows_the_journal_fsync(
+    plain: DatabaseOps, clock: Clock, state: Path, fsyncs: FsyncLog
+) -> None:
+    """A FILE_SYNC WRITE reply, a COMMIT OK and a SETATTR of data.csv whose staging is
+    not applied yet promise bytes only the journal holds: it was fsynced before each."""
+    fs = _fs(plain, clock, state)
+    journals = fs._journals.path
+    b = CallContext.local(peer="10.0.0.2:701")
+    try:
+        size = fs.getattr(DATA_CSV_ID, A).size
+
+        def durable() -> None:
+            assert list(journals.glob("*.wal")), "no staging left to check"
+            fsyncs.check_durable(journals)
+
+        fs.write(DATA_CSV_ID, size, b"6,s", StableHow.FILE_SYNC, A)  # mid-line: held
+        durable()
+        fs.write(DATA_CSV_ID, size + 3, b"ix", StableHow.UNSTABLE, A)
+        fs.commit(DATA_CSV_ID, 0, 0, A)  # COMMIT OK of content ending mid-line: held
+        durable()
+        fs.setattr(DATA_CSV_ID, Sattr3(size=0), b)  # another writer's truncation
+        durable()
+        fs.write(DATA_CSV_ID, 0, b"id,name\n1,b\n", StableHow.FILE_SYNC, b)  # settled rewrite
+        durable()
+        fs.write(DATA_CSV_ID, size + 5, b"\n", StableHow.FILE_SYNC, A)  # A's line: applied
+        assert (6, "six") in rows(plain)
+        fsyncs.check_durable(journals)  # B's staging is still promised
+        fs.commit(DATA_CSV_ID, 0, 0, b)  # B's rewrite applies
+        # a staging based on a shadow (B's CRLF bytes): the kept base is fsynced too
+        fs.setattr(DATA_CSV_ID, Sattr3(size=0), b)
+        fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, b)
+        fs.commit(DATA_CSV_ID, 0, 0, b)
+        fs.write(DATA_CSV_ID, CRLF.index(b"n2"), b"x2", StableHow.FILE_SYNC, b)
+        assert list(journals.glob("*.base"))
+        durable()
+    finally:
+        fs.close()
