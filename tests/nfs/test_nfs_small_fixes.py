@@ -1,0 +1,67 @@
+"""Smaller NFS write fixes (issue 20, items 4 and 7), each a test that failed before.
+
+Sans-IO through TableFs: two writers are two CallContexts (two client addresses), the
+clock is injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nfs.rpc import CallContext
+from nfs.tableview import PathOps, TableFs
+from posixlake import DatabaseOps
+from tests.nfs.test_nfs_writes import Clock
+
+A = CallContext.local(peer="10.0.0.1:700")
+B = CallContext.local(peer="10.0.0.2:701")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _table(tmp_path: Path, name: str, key: str | None) -> DatabaseOps:
+    d = DatabaseOps.create(
+        tmp_path / name, {"id": "Int64", "name": "String"}, primary_key=key, engine="local"
+    )
+    d.insert([{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    return d
+
+
+@pytest.fixture(params=["keyed", "plain"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> DatabaseOps:
+    return _table(tmp_path, request.param, "id" if request.param == "keyed" else None)
+
+
+@pytest.fixture
+def fs(db: DatabaseOps, clock: Clock, tmp_path: Path) -> Iterator[TableFs]:
+    f = TableFs(db, clock=clock, idle_timer=False, state_dir=tmp_path / "state")
+    yield f
+    f.close()
+
+
+def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in db.to_arrow().to_pylist())
+
+
+# ---------------------------------------------------------------- the full-parse path
+
+
+def test_a_rewrite_with_a_quoted_header_is_diffed_against_the_writers_base(
+    fs: TableFs, db: DatabaseOps
+) -> None:
+    """A changed header (here quoted) makes the content parsed whole, not by regions: it
+    is still diffed against what the writer read, so another writer's change of a row it
+    left alone survives (diffed against the current version, row 4 would be reverted)."""
+    a = PathOps(fs, A)
+    seen = a.read_file("/data/data.csv")
+    db.update("id = 4", {"name": "theirs"})  # B, through the API, meanwhile
+    edited = seen.replace(b"id,name\n", b'"id","name"\n').replace(b"1,n1\n", b"1,mine\n")
+    a.write_file("/data/data.csv", edited, truncate=True)
+    assert rows(db) == [(1, "mine"), (2, "n2"), (3, "n3"), (4, "theirs"), (5, "n5")]
