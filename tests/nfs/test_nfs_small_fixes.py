@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from nfs.nfs3 import Nfsstat3
 from nfs.rpc import CallContext
 from nfs.tableview import PathOps, TableFs
+from nfs.vfs import NfsError
 from posixlake import DatabaseOps
 from tests.nfs.test_nfs_writes import Clock
 
@@ -65,3 +67,50 @@ def test_a_rewrite_with_a_quoted_header_is_diffed_against_the_writers_base(
     edited = seen.replace(b"id,name\n", b'"id","name"\n').replace(b"1,n1\n", b"1,mine\n")
     a.write_file("/data/data.csv", edited, truncate=True)
     assert rows(db) == [(1, "mine"), (2, "n2"), (3, "n3"), (4, "theirs"), (5, "n5")]
+
+
+# ---------------------------------------------------------------- view types after a MERGE
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> DatabaseOps:
+    return _table(tmp_path, "keyed", "id")
+
+
+@pytest.fixture
+def kfs(keyed: DatabaseOps, clock: Clock, tmp_path: Path) -> Iterator[TableFs]:
+    f = TableFs(keyed, clock=clock, idle_timer=False, state_dir=tmp_path / "kstate")
+    yield f
+    f.close()
+
+
+def _rewrite_once(kfs: TableFs) -> bytes:
+    """A keyed rewrite: delta-rs' MERGE writes its new file with string_view columns."""
+    a = PathOps(kfs, A)
+    seen = a.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", seen.replace(b"2,n2\n", b"2,x2\n"), truncate=True)
+    return a.read_file("/data/data.csv")
+
+
+def test_content_repeating_a_key_after_a_merge_names_the_key(
+    kfs: TableFs, keyed: DatabaseOps
+) -> None:
+    seen = _rewrite_once(kfs)
+    v = keyed.version
+    with pytest.raises(NfsError) as exc:
+        PathOps(kfs, A).write_file(
+            "/data/data.csv", seen.replace(b"2,x2\n", b"2,x2\n2,again\n"), truncate=True
+        )
+    assert exc.value.status == Nfsstat3.NFS3ERR_INVAL
+    assert "repeats key(s): id=2" in str(exc.value)
+    assert keyed.version == v
+
+
+def test_appending_a_line_the_table_holds_after_a_merge_is_skipped(
+    kfs: TableFs, keyed: DatabaseOps
+) -> None:
+    seen = _rewrite_once(kfs)
+    v = keyed.version
+    PathOps(kfs, A).write_file("/data/data.csv", b"2,x2\n", offset=len(seen))  # resent
+    assert keyed.version == v
+    assert rows(keyed) == [(1, "n1"), (2, "x2"), (3, "n3"), (4, "n4"), (5, "n5")]
