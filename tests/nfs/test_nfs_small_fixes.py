@@ -114,3 +114,27 @@ def test_appending_a_line_the_table_holds_after_a_merge_is_skipped(
     PathOps(kfs, A).write_file("/data/data.csv", b"2,x2\n", offset=len(seen))  # resent
     assert keyed.version == v
     assert rows(keyed) == [(1, "n1"), (2, "x2"), (3, "n3"), (4, "n4"), (5, "n5")]
+
+
+# ---------------------------------------------------------------- cat more.csv >> data.csv
+
+
+@pytest.mark.parametrize(
+    "more",
+    [b"id,name\r\n6,n6\r\n", b"\xef\xbb\xbfid,name\n6,n6\n", b"\xef\xbb\xbfid,name\r\n6,n6\r\n"],
+    ids=["crlf", "bom", "bom-crlf"],
+)
+def test_an_appended_header_line_is_skipped_with_crlf_or_a_bom(
+    tmp_path: Path, clock: Clock, more: bytes
+) -> None:
+    """A text table (every column a string) would take the header line for a row."""
+    db = DatabaseOps.create(tmp_path / "text", {"id": "String", "name": "String"}, engine="local")
+    db.insert([{"id": "1", "name": "n1"}])
+    fs = TableFs(db, clock=clock, idle_timer=False, state_dir=tmp_path / "state")
+    try:
+        a = PathOps(fs, A)
+        size = len(a.read_file("/data/data.csv"))
+        a.write_file("/data/data.csv", more, offset=size)
+        assert rows(db) == [("1", "n1"), ("6", "n6")]
+    finally:
+        fs.close()
