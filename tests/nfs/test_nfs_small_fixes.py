@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from nfs._region import Region, changed_pieces, changed_regions, common_prefix
+from nfs._staging import BytesBase
 from nfs.nfs3 import Nfsstat3
 from nfs.rpc import CallContext
 from nfs.tableview import PathOps, TableFs
@@ -138,3 +140,34 @@ def test_an_appended_header_line_is_skipped_with_crlf_or_a_bom(
         assert rows(db) == [("1", "n1"), ("6", "n6")]
     finally:
         fs.close()
+
+
+# ---------------------------------------------------------------- pairing a large region
+
+
+def test_pairing_a_large_region_goes_on_after_a_quoted_line_feed() -> None:
+    """``sed -i`` changing every tenth row of a file with one value holding a line feed:
+    the pieces to parse are the changed rows (about a tenth), not the rest of the file."""
+    rows_ = [b"%d,name %d\n" % (i, i) for i in range(150_000)]
+    rows_[3] = b'3,"two\nlines"\n'
+    base = b"id,name\n" + b"".join(rows_)
+    edited = [r.replace(b"name", b"NAME") if i % 10 == 0 else r for i, r in enumerate(rows_)]
+    content = b"id,name\n" + b"".join(edited)
+    same, quotes = common_prefix(BytesBase(content), BytesBase(base))
+    regions = changed_regions(BytesBase(content), BytesBase(base), same, quotes)
+    assert regions is not None
+    pieces = [p for r in regions for p in changed_pieces(BytesBase(content), BytesBase(base), r)]
+    old = b"".join(p[0] for p in pieces)
+    new = b"".join(p[1] for p in pieces)
+    assert len(old) + len(new) < len(base) // 4  # about 2 x 1/10 of it
+    # the pieces differ as the files do: the changed rows, whole records
+    assert sorted(old.splitlines()) == sorted(r.rstrip(b"\n") for r in rows_[::10])
+    assert sorted(new.splitlines()) == sorted(r.rstrip(b"\n") for r in edited[::10])
+
+
+def test_records_keep_a_quoted_line_feed_inside() -> None:
+    base, content = b'a,1\nb,"x\ny"\nc,4\n' * 100_000, b'a,1\nb,"x\ny"\nc,3\n' * 100_000
+    region = Region(0, len(base), 0, len(content))
+    pieces = list(changed_pieces(BytesBase(content), BytesBase(base), region))
+    assert all(b'"x\ny"' not in old for old, _ in pieces)  # only the c rows differ
+    assert b"".join(new for _, new in pieces) == b"c,3\n" * 100_000
