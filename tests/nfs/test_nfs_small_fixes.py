@@ -171,3 +171,21 @@ def test_records_keep_a_quoted_line_feed_inside() -> None:
     pieces = list(changed_pieces(BytesBase(content), BytesBase(base), region))
     assert all(b'"x\ny"' not in old for old, _ in pieces)  # only the c rows differ
     assert b"".join(new for _, new in pieces) == b"c,3\n" * 100_000
+
+
+# ---------------------------------------------------------------- others' commits, in time
+
+
+def test_another_process_commit_is_visible_within_the_ttl_after_our_own_write(
+    kfs: TableFs, keyed: DatabaseOps, clock: Clock, tmp_path: Path
+) -> None:
+    """Our own write moves the version at once; it must not restart the version_ttl
+    (0.5 s) without a look at the log: a commit another process made meanwhile shows
+    at the first call a ttl after the last look, however late that call comes."""
+    a = PathOps(kfs, A)
+    seen = a.read_file("/data/data.csv")
+    a.write_file("/data/data.csv", b"6,n6\n", offset=len(seen))  # our own commit
+    other = DatabaseOps.open(tmp_path / "keyed", engine="local")  # another process
+    other.insert([{"id": 7, "name": "other"}])
+    clock.now += 1.0  # the next call comes a second later
+    assert b"7,other\n" in PathOps(kfs, B).read_file("/data/data.csv")
