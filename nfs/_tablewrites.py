@@ -305,7 +305,7 @@ class WriteRules(TableState):
         try:
             applied = fn()
         except PosixLakeError as err:
-            logger.info("data.csv: write refused: %s", err)
+            logger.warning("data.csv: write refused: %s", err)
             raise nfs_error(err) from err
         except pa.ArrowException as err:  # a bug below us: fail this write, keep serving
             logger.exception("data.csv: write failed")

@@ -6,6 +6,7 @@ clock is injected.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,20 @@ def test_another_process_commit_is_visible_within_the_ttl_after_our_own_write(
     other.insert([{"id": 7, "name": "other"}])
     clock.now += 1.0  # the next call comes a second later
     assert b"7,other\n" in PathOps(kfs, B).read_file("/data/data.csv")
+
+
+# ---------------------------------------------------------------- refused writes are logged
+
+
+def test_a_refused_write_is_logged_at_warning(
+    fs: TableFs, db: DatabaseOps, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without -v the server logs warnings only: a refused write must be one (nfs-cp of
+    bad content said "copied" and the server said nothing)."""
+    caplog.set_level(logging.WARNING)
+    v = db.version
+    with pytest.raises(NfsError) as exc:
+        PathOps(fs, A).write_file("/data/data.csv", b"id,name\nx,1\n", truncate=True)
+    assert exc.value.status == Nfsstat3.NFS3ERR_INVAL and db.version == v
+    refused = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert refused and all(r.levelno == logging.WARNING for r in refused)
