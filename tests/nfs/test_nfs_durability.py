@@ -52,6 +52,14 @@ def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
     return sorted(tuple(r.values()) for r in db.to_arrow().to_pylist())
 
 
+def close_and_wait(fs: TableFs, ctx: CallContext, clock: Clock) -> None:
+    """The writer's close() (a COMMIT), then a minute without a call: its edit is done
+    (applied at the COMMIT or once the writer is quiet, whichever the rules say)."""
+    fs.commit(DATA_CSV_ID, 0, 0, ctx)
+    clock.now += 60
+    fs.poll()
+
+
 CRLF = b"id,name\r\n" + b"".join(b"%d,n%d\r\n" % (i, i) for i in range(1, 6))
 
 
@@ -64,7 +72,7 @@ def test_a_file_sync_change_of_a_crlf_file_survives_a_crash_without_the_shadows(
     fs = _fs(plain, clock, state)
     fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
     fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, A)
-    fs.commit(DATA_CSV_ID, 0, 0, A)  # applied: the table, shown to A as its CRLF bytes
+    close_and_wait(fs, A, clock)  # applied: the table, shown to A as its CRLF bytes
     assert PathOps(fs, A).read_file("/data/data.csv") == CRLF
     v = plain.version
     at = CRLF.index(b"n3")
@@ -78,7 +86,7 @@ def test_a_file_sync_change_of_a_crlf_file_survives_a_crash_without_the_shadows(
     try:
         assert not list(state.rglob("*.failed"))
         assert PathOps(again, A).read_file("/data/data.csv") == CRLF.replace(b"n3", b"x3")
-        again.commit(DATA_CSV_ID, 0, 0, A)
+        close_and_wait(again, A, clock)
         assert plain.version == v + 1
         assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "x3"), (4, "n4"), (5, "n5")]
     finally:
@@ -144,14 +152,14 @@ def test_every_durable_reply_follows_the_journal_fsync(
         durable()
         fs.write(DATA_CSV_ID, 0, b"id,name\n1,b\n", StableHow.FILE_SYNC, b)  # settled rewrite
         durable()
-        fs.write(DATA_CSV_ID, size + 5, b"\n", StableHow.FILE_SYNC, A)  # A's line: applied
-        assert (6, "six") in rows(plain)
-        fsyncs.check_durable(journals)  # B's staging is still promised
-        fs.commit(DATA_CSV_ID, 0, 0, b)  # B's rewrite applies
+        fs.write(DATA_CSV_ID, size + 5, b"\n", StableHow.FILE_SYNC, A)  # A's line ends
+        fsyncs.check_durable(journals)  # what is still staged is still promised
+        close_and_wait(fs, b, clock)  # both edits are done
+        assert rows(plain) == [(1, "b"), (6, "six")]
         # a staging based on a shadow (B's CRLF bytes): the kept base is fsynced too
         fs.setattr(DATA_CSV_ID, Sattr3(size=0), b)
         fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, b)
-        fs.commit(DATA_CSV_ID, 0, 0, b)
+        close_and_wait(fs, b, clock)
         fs.write(DATA_CSV_ID, CRLF.index(b"n2"), b"x2", StableHow.FILE_SYNC, b)
         assert list(journals.glob("*.base"))
         durable()
