@@ -20,7 +20,7 @@ from nfs._apply import (
     committed_write,
     header_of,
 )
-from nfs._journal import JournalFile, JournalHeader, JournalOp, KeptBase
+from nfs._journal import JournalFile, JournalHeader, JournalOp, KeptBase, KeptPage, Recovered
 from nfs._staging import Base, BytesBase, Staging, read_all
 from nfs._tablestate import (
     _DATA_PROCS,
@@ -203,27 +203,62 @@ class WriteRules(TableState):
                 started=self._started_ns(),
             )
             try:
-                w.journal = self._journals.create(header, base=self._kept_base(w.staging))
+                w.journal = self._journals.create(
+                    header, base=self._kept_base(w.staging), page=self._kept_page(w.staging)
+                )
             except OSError as err:
                 raise _journal_error(err) from err
         return w.journal
 
     def _kept_base(self, st: Staging) -> KeptBase | None:
-        """The base bytes a journal must keep: a shadow's (no rendering shows them again:
-        recovery must not need the shadows, a cache), else None."""
-        base = st.base
-        if not isinstance(base, BytesBase):  # a rendering (rendered again), or a page
-            return None
+        """The base bytes a journal must keep (recovery must not need the shadows or the
+        pages, caches): a shadow's (no rendering shows them again), or, for a staging
+        based on a client's page, the shadow under that page; else None."""
+        base: Base = st.base
         version = st.base_version
+        if isinstance(base, Staging):  # a page: what lies under it
+            version, base = base.base_version, base.base
+        if not isinstance(base, BytesBase):  # a rendering: rendered again at recovery
+            return None
+        shown = base
         try:
-            stamp = self._stamp_of(version)
+            stamp: int | None = self._stamp_of(version)
         except NfsError:
             stamp = None
 
         def file() -> Path | None:
             return None if stamp is None else self._shadows.file(version, stamp)
 
-        return KeptBase(base.size, file, lambda: (read_all(base),))
+        return KeptBase(shown.size, file, lambda: (read_all(shown),))
+
+    @staticmethod
+    def _kept_page(st: Staging) -> KeptPage | None:
+        """The client's page a staging is based on, for its journal to keep; else None."""
+        page = st.base
+        if not isinstance(page, Staging):
+            return None
+        low, data = page.overlay()
+        return KeptPage(page.base_version, page.base.size, low, data)
+
+    def _recovered_base(self, rec: Recovered) -> Base | None:
+        """The base a recovered journal's staging goes on (None: it cannot be shown as it
+        was): the page or shadow bytes the journal kept, else the rendering of its base
+        version (of its size, unless the staging began with a truncation: then only its
+        rows count)."""
+        head = rec.header
+        kept, page = rec.kept_base(), rec.kept_page()
+        if page is not None:  # a client's page: its version's bytes, the client's over them
+            under = BytesBase(kept) if kept is not None else self._presented_or_none(page.version)
+            if under is None or under.size != page.size:
+                return None
+            st = Staging(under, base_version=page.version, touched=0.0, mtime=0.0)
+            st.write(page.low, page.data, touched=0.0, mtime=0.0)
+            return st
+        base = BytesBase(kept) if kept is not None else self._presented_or_none(head.base_version)
+        independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
+        if base is None or (base.size != head.base_size and not independent):
+            return None
+        return base
 
     def _record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
         """Append the operation to ``w``'s journal (buffered)."""
@@ -465,12 +500,8 @@ class WriteRules(TableState):
             # a staging that starts with a truncation does not depend on its base's bytes
             # (a shadow lost at the restart may differ from the rendering), only on its
             # rows, which a 3-way apply needs
-            independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
-            kept = rec.kept_base()  # a shadow's bytes, kept with the journal
-            base = (
-                BytesBase(kept) if kept is not None else self._presented_or_none(head.base_version)
-            )
-            if base is None or (base.size != head.base_size and not independent):
+            base = self._recovered_base(rec)
+            if base is None:
                 why = f"its base version {head.base_version} cannot be shown as it was"
                 self._journals.set_aside(rec, why)
                 self._failures.set(key, _err(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}"))

@@ -114,9 +114,10 @@ class FsyncLog:
             self.synced[path] = st.st_size
 
     def check_durable(self, journal_dir: Path) -> None:
-        """Every journal (and kept base) in ``journal_dir`` was fsynced as it is now, and
-        the directory after them (their names)."""
-        for path in [*journal_dir.glob("*.wal"), *journal_dir.glob("*.base")]:
+        """Every journal (and kept base or page) in ``journal_dir`` was fsynced as it is
+        now, and the directory after them (their names)."""
+        kept = [journal_dir.glob(f"*.{suffix}") for suffix in ("wal", "base", "page")]
+        for path in [p for paths in kept for p in paths]:
             assert self.synced.get(str(path)) == path.stat().st_size, f"{path.name} not fsynced"
             assert self.dir_syncs.get(str(journal_dir), 0) > 0, "journal directory not fsynced"
 
@@ -165,3 +166,31 @@ def test_every_durable_reply_follows_the_journal_fsync(
         durable()
     finally:
         fs.close()
+
+
+def test_a_staging_based_on_a_clients_page_survives_a_crash_without_the_pages(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """A client appends from a stale page (row 2 was deleted since it read): its page is
+    then bytes no version ever was. Its next page-widened append, promised mid-line, is
+    staged over that page; after a crash, with pages-journal/ gone, the journal alone
+    restores it, and only the new line is inserted (row 2 stays deleted)."""
+    fs = _fs(plain, clock, state)
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    plain.delete("id = 2")  # another writer, meanwhile
+    fs.write(DATA_CSV_ID, 0, seen + b"6,n6\n", StableHow.FILE_SYNC, A)  # page-widened
+    close_and_wait(fs, A, clock)
+    assert rows(plain) == [(1, "n1"), (3, "n3"), (4, "n4"), (5, "n5"), (6, "n6")]
+    page = seen + b"6,n6\n"
+    fs.write(DATA_CSV_ID, 0, page + b"7,se", StableHow.FILE_SYNC, A)  # promised: durable
+    crash(fs)
+    for d in state.rglob("pages-*"):
+        shutil.rmtree(d)
+    again = _fs(plain, clock, state)
+    try:
+        assert not list(state.rglob("*.failed"))
+        again.write(DATA_CSV_ID, len(page) + 4, b"ven\n", StableHow.FILE_SYNC, A)
+        close_and_wait(again, A, clock)
+        assert rows(plain) == [(1, "n1"), (3, "n3"), (4, "n4"), (5, "n5"), (6, "n6"), (7, "seven")]
+    finally:
+        again.close()
