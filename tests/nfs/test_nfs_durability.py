@@ -60,39 +60,6 @@ def close_and_wait(fs: TableFs, ctx: CallContext, clock: Clock) -> None:
     fs.poll()
 
 
-CRLF = b"id,name\r\n" + b"".join(b"%d,n%d\r\n" % (i, i) for i in range(1, 6))
-
-
-def test_a_file_sync_change_of_a_crlf_file_survives_a_crash_without_the_shadows(
-    plain: DatabaseOps, clock: Clock, state: Path
-) -> None:
-    """The writer's CRLF bytes are what it was shown after its rewrite (a shadow); its
-    in-place FILE_SYNC change is a staging over them. The next server restores it from
-    the journal alone: shadows-journal/ gone, the change still applies."""
-    fs = _fs(plain, clock, state)
-    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
-    fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, A)
-    close_and_wait(fs, A, clock)  # applied: the table, shown to A as its CRLF bytes
-    assert PathOps(fs, A).read_file("/data/data.csv") == CRLF
-    v = plain.version
-    at = CRLF.index(b"n3")
-    fs.write(DATA_CSV_ID, at, b"x3", StableHow.FILE_SYNC, A)  # promised: durable
-    crash(fs)
-    shadows = list(state.rglob("shadows-*"))
-    assert shadows
-    for d in shadows:
-        shutil.rmtree(d)
-    again = _fs(plain, clock, state)
-    try:
-        assert not list(state.rglob("*.failed"))
-        assert PathOps(again, A).read_file("/data/data.csv") == CRLF.replace(b"n3", b"x3")
-        close_and_wait(again, A, clock)
-        assert plain.version == v + 1
-        assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "x3"), (4, "n4"), (5, "n5")]
-    finally:
-        again.close()
-
-
 # ---------------------------------------------------------------- fsync before each promise
 
 
@@ -129,6 +96,41 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> FsyncLog:
     return log
 
 
+CRLF = b"id,name\r\n" + b"".join(b"%d,n%d\r\n" % (i, i) for i in range(1, 6))
+
+
+def test_a_file_sync_change_of_a_crlf_file_survives_a_crash_without_the_shadows(
+    plain: DatabaseOps, clock: Clock, state: Path, fsyncs: FsyncLog
+) -> None:
+    """The writer's CRLF bytes are what it was shown after its rewrite (a shadow); its
+    in-place FILE_SYNC change is a staging over them. The next server restores it from
+    the journal alone: shadows-journal/ gone, the change still applies."""
+    fs = _fs(plain, clock, state)
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, A)
+    close_and_wait(fs, A, clock)  # applied: the table, shown to A as its CRLF bytes
+    assert PathOps(fs, A).read_file("/data/data.csv") == CRLF
+    v = plain.version
+    at = CRLF.index(b"n3")
+    fs.write(DATA_CSV_ID, at, b"x3", StableHow.FILE_SYNC, A)  # promised: durable
+    assert list(fs._journals.path.glob("*.base"))  # the shadow's bytes, kept
+    fsyncs.check_durable(fs._journals.path)
+    crash(fs)
+    shadows = list(state.rglob("shadows-*"))
+    assert shadows
+    for d in shadows:
+        shutil.rmtree(d)
+    again = _fs(plain, clock, state)
+    try:
+        assert not list(state.rglob("*.failed"))
+        assert PathOps(again, A).read_file("/data/data.csv") == CRLF.replace(b"n3", b"x3")
+        close_and_wait(again, A, clock)
+        assert plain.version == v + 1
+        assert rows(plain) == [(1, "n1"), (2, "n2"), (3, "x3"), (4, "n4"), (5, "n5")]
+    finally:
+        again.close()
+
+
 def test_every_durable_reply_follows_the_journal_fsync(
     plain: DatabaseOps, clock: Clock, state: Path, fsyncs: FsyncLog
 ) -> None:
@@ -157,19 +159,12 @@ def test_every_durable_reply_follows_the_journal_fsync(
         fsyncs.check_durable(journals)  # what is still staged is still promised
         close_and_wait(fs, b, clock)  # both edits are done
         assert rows(plain) == [(1, "b"), (6, "six")]
-        # a staging based on a shadow (B's CRLF bytes): the kept base is fsynced too
-        fs.setattr(DATA_CSV_ID, Sattr3(size=0), b)
-        fs.write(DATA_CSV_ID, 0, CRLF, StableHow.UNSTABLE, b)
-        close_and_wait(fs, b, clock)
-        fs.write(DATA_CSV_ID, CRLF.index(b"n2"), b"x2", StableHow.FILE_SYNC, b)
-        assert list(journals.glob("*.base"))
-        durable()
     finally:
         fs.close()
 
 
 def test_a_staging_based_on_a_clients_page_survives_a_crash_without_the_pages(
-    plain: DatabaseOps, clock: Clock, state: Path
+    plain: DatabaseOps, clock: Clock, state: Path, fsyncs: FsyncLog
 ) -> None:
     """A client appends from a stale page (row 2 was deleted since it read): its page is
     then bytes no version ever was. Its next page-widened append, promised mid-line, is
@@ -183,6 +178,8 @@ def test_a_staging_based_on_a_clients_page_survives_a_crash_without_the_pages(
     assert rows(plain) == [(1, "n1"), (3, "n3"), (4, "n4"), (5, "n5"), (6, "n6")]
     page = seen + b"6,n6\n"
     fs.write(DATA_CSV_ID, 0, page + b"7,se", StableHow.FILE_SYNC, A)  # promised: durable
+    assert list(fs._journals.path.glob("*.page"))  # the client's page, kept
+    fsyncs.check_durable(fs._journals.path)
     crash(fs)
     for d in state.rglob("pages-*"):
         shutil.rmtree(d)
