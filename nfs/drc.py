@@ -41,7 +41,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = [
     "CHECKSUM_BYTES",
@@ -54,9 +54,8 @@ CHECKSUM_BYTES: Final = 256
 """How many bytes of the arguments the checksum covers (knfsd's ``RC_CSUMLEN``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestKey:
-    """What names one request: a retransmission has the same key.
+class RequestKey(NamedTuple):
+    """What names one request: a retransmission has the same key (a tuple: hashed in C).
 
     Attributes:
         peer: the client's address ("host:port"), or None for a direct caller.
