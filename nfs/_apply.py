@@ -132,10 +132,7 @@ def _insert_lines(
             f"one commit ({change_budget():,} bytes: 1/16 of this machine's memory); load "
             "them with posixlake insert TABLE FILE instead"
         )
-    extra = read_all(content, start)
-    # ``cat more.csv >> data.csv`` appends a header line again: it is not a row
-    if header and bytes(extra[: len(header)]) == header:
-        extra = extra[len(header) :]
+    extra = _without_header(read_all(content, start), header)
     rows = parse_csv(extra, arrow_schema(db), header="none")
     if rows.num_rows == 0:
         return Applied("unchanged", None)
@@ -150,6 +147,26 @@ def _insert_lines(
             return Applied("unchanged", None)
         done = db.insert(rows)  # DuplicateKeyError again: a key held with other values
     return Applied("insert", done.version, inserted=rows.num_rows)
+
+
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+def _without_header(extra: memoryview, header: bytes) -> memoryview:
+    """``extra`` without a leading header line: ``cat more.csv >> data.csv`` appends
+    more.csv's header again, which is not a row. That line may end in CRLF where the
+    base's ends in LF (or the other way), and may start with a UTF-8 byte order mark."""
+    name = header.rstrip(b"\r\n")
+    if not name:
+        return extra
+    at = len(_BOM) if bytes(extra[: len(_BOM)]) == _BOM else 0
+    if bytes(extra[at : at + len(name)]) != name:
+        return extra
+    end = at + len(name)
+    for newline in (b"\n", b"\r\n"):
+        if bytes(extra[end : end + len(newline)]) == newline:
+            return extra[end + len(newline) :]
+    return extra
 
 
 def _not_yet_there(db: DatabaseOps, rows: pa.Table, keys: KeyReader | None) -> pa.Table:

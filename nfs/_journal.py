@@ -16,6 +16,15 @@ where the CRC covers kind, number, length and data. Kinds: ``H`` the header (dat
 JSON: :class:`JournalHeader`), ``W`` a write (number = offset), ``T`` a truncation
 (number = size). A record cut short or with a bad CRC ends the journal there (a torn
 tail: the crash came before its fsync, so no reply promised it).
+
+A staging whose base no rendering can show again (a *shadow*: the bytes a writer wrote,
+shown back to it, CRLF line ends or its own quoting) keeps those bytes beside its
+journal, ``<write id>.base`` (a hard link to the shadow's file, or a copy), fsynced with
+the journal's first fsync: recovery needs only this directory, never the shadows (which
+are a cache). A staging based on a client's page (its base plus the lines it appended,
+bytes no version ever was) keeps that page the same way, ``<write id>.page``: the version
+under it, and the bytes the client wrote over it (plus ``.base`` when that version was
+shown as a shadow); never ``pages-journal/``.
 """
 
 from __future__ import annotations
@@ -24,17 +33,27 @@ import errno
 import fcntl
 import json
 import logging
+import mmap
 import os
 import struct
+import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from posixlake.storage.local import fsync_dir
 
-__all__ = ["JournalDir", "JournalFile", "JournalHeader", "JournalOp", "Recovered"]
+__all__ = [
+    "JournalDir",
+    "JournalFile",
+    "JournalHeader",
+    "JournalOp",
+    "KeptBase",
+    "KeptPage",
+    "Recovered",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +61,8 @@ _MAGIC: Final = b"PLNFSJ1\n"
 _HEAD: Final = struct.Struct(">cQI")
 _CRC: Final = struct.Struct(">I")
 _SUFFIX: Final = ".wal"
+_BASE: Final = ".base"
+_PAGE: Final = ".page"
 
 
 @dataclass(frozen=True)
@@ -79,12 +100,113 @@ class JournalOp:
 
 
 @dataclass(frozen=True)
+class KeptBase:
+    """The base bytes a staging's journal keeps (a shadow: no rendering shows them again).
+
+    Attributes:
+        size: their length.
+        file: returns a file holding exactly these bytes, never changed in place (the
+            shadow's), to link; None when there is none.
+        chunks: the bytes, in order: written out when there is no file to link.
+    """
+
+    size: int
+    file: Callable[[], Path | None]
+    chunks: Callable[[], Iterable[bytes | memoryview]]
+
+
+@dataclass(frozen=True)
+class KeptPage:
+    """A client's page a staging is based on: ``data`` written at ``low`` over the bytes
+    of version ``version`` (``size`` of them, as that client was shown them)."""
+
+    version: int
+    size: int
+    low: int
+    data: bytes
+
+
+@dataclass(frozen=True)
 class Recovered:
     """A journal found at start: its header and operations, in order."""
 
     header: JournalHeader
     ops: tuple[JournalOp, ...]
     path: Path
+
+    def kept_base(self) -> memoryview | None:
+        """The base bytes the journal kept (see `KeptBase`), mapped; None if it kept none
+        (for a staging based on a page: the bytes under the page)."""
+        return _map(self.path.with_suffix(_BASE))
+
+    def kept_page(self) -> KeptPage | None:
+        """The page the journal kept (see `KeptPage`); None if it kept none."""
+        try:
+            raw = self.path.with_suffix(_PAGE).read_bytes()
+            line, _, data = raw.partition(b"\n")
+            head = json.loads(line)
+            return KeptPage(int(head["version"]), int(head["size"]), int(head["low"]), data)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _map(path: Path) -> memoryview | None:
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return memoryview(b"")
+            return memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
+    except FileNotFoundError:
+        return None
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _keep_base(base: KeptBase, target: Path) -> None:
+    """Put ``base`` at ``target`` (a hard link to its file, else a copy) and fsync it."""
+    target.unlink(missing_ok=True)
+    source = base.file()
+    linked = False
+    if source is not None:
+        try:
+            if source.stat().st_size == base.size:
+                os.link(source, target)
+                linked = True
+        except OSError:  # another file system, no hard links: copy
+            linked = False
+    if not linked:
+        tmp = target.with_suffix(f".{threading.get_ident()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in base.chunks():
+                    f.write(chunk)
+            os.replace(tmp, target)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+    _fsync_file(target)
+
+
+def _keep_page(page: KeptPage, target: Path) -> None:
+    """Write ``page`` at ``target`` (atomically) and fsync it."""
+    tmp = target.with_suffix(f".{threading.get_ident()}.tmp")
+    head = {"version": page.version, "size": page.size, "low": page.low}
+    try:
+        with open(tmp, "wb") as f:
+            f.write(json.dumps(head).encode() + b"\n")
+            f.write(page.data)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_file(target)
 
 
 def _record(kind: bytes, number: int, data: bytes | memoryview) -> list[bytes | memoryview]:
@@ -114,13 +236,27 @@ def _write_all(f: BinaryIO, buffers: list[bytes | memoryview]) -> None:
 class JournalFile:
     """The append-only journal of one staging (not thread-safe: the caller locks)."""
 
-    def __init__(self, path: Path, header: JournalHeader, *, reopen: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        header: JournalHeader,
+        *,
+        reopen: bool = False,
+        base: KeptBase | None = None,
+        page: KeptPage | None = None,
+    ) -> None:
         """Create ``path`` (which must not exist) with ``header``; nothing is synced yet.
 
         With ``reopen``, append to the existing journal at ``path`` (after recovery).
+        ``base``: base bytes to keep beside the journal (``<write id>.base``), put there
+        and fsynced at the first :meth:`sync`, before the journal itself; ``page``: the
+        same for a client's page (``<write id>.page``; ``base`` then holds what is under
+        it, if a shadow).
         """
         self.path = path
         self.header = header
+        self._base = base
+        self._page = page
         if reopen:
             self._f: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115
             self._synced_once = True
@@ -172,6 +308,12 @@ class JournalFile:
         f = self._file()
         if not self._dirty:
             return
+        if self._base is not None:  # what recovery needs besides the journal, first
+            _keep_base(self._base, self.path.with_suffix(_BASE))
+            self._base = None
+        if self._page is not None:
+            _keep_page(self._page, self.path.with_suffix(_PAGE))
+            self._page = None
         os.fsync(f.fileno())
         if not self._synced_once:
             fsync_dir(self.path.parent)
@@ -191,6 +333,8 @@ class JournalFile:
             self._f.close()
             self._f = None
         self.path.unlink(missing_ok=True)
+        self.path.with_suffix(_BASE).unlink(missing_ok=True)
+        self.path.with_suffix(_PAGE).unlink(missing_ok=True)
 
 
 def _read_records(data: bytes) -> Iterator[tuple[bytes, int, bytes]]:
@@ -279,9 +423,13 @@ class JournalDir:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def create(self, header: JournalHeader) -> JournalFile:
-        """Start the journal of a new staging."""
-        return JournalFile(self.path / f"{header.write_id}{_SUFFIX}", header)
+    def create(
+        self, header: JournalHeader, *, base: KeptBase | None = None, page: KeptPage | None = None
+    ) -> JournalFile:
+        """Start the journal of a new staging (keeping ``base`` and ``page`` beside it:
+        `KeptBase`, `KeptPage`)."""
+        path = self.path / f"{header.write_id}{_SUFFIX}"
+        return JournalFile(path, header, base=base, page=page)
 
     def recover(self, table_id: str) -> list[Recovered]:
         """Return the journals of ``table_id`` left by an earlier server, in the order their
@@ -291,6 +439,10 @@ class JournalDir:
         ``*.bad`` (kept for a human, never applied) and logged.
         """
         found: list[tuple[int, int, Recovered]] = []
+        for suffix in (_BASE, _PAGE):  # a base or page whose journal is gone
+            for kept in self.path.glob(f"*{suffix}"):
+                if not kept.with_suffix(_SUFFIX).exists():
+                    kept.unlink(missing_ok=True)
         for path in sorted(self.path.glob(f"*{_SUFFIX}")):
             rec = read_journal(path)
             if rec is None or rec.header.table_id != table_id:
@@ -313,3 +465,7 @@ class JournalDir:
         """Keep a journal that cannot be applied as ``*.failed`` (for a human), logging why."""
         logger.error("nfs journal %s not applied (%s): kept as .failed", rec.path, why)
         rec.path.rename(rec.path.with_suffix(".failed"))
+        for suffix in (_BASE, _PAGE):
+            kept = rec.path.with_suffix(suffix)
+            if kept.exists():
+                kept.rename(rec.path.with_suffix(f".failed-{suffix[1:]}"))

@@ -331,20 +331,21 @@ def changed_pieces(content: Base, base: Base, region: Region) -> Iterator[tuple[
     side, differ as the region's do.
 
     A small region is one piece. A large one (edits everywhere: ``sed -i 's/Paris/Lyon/'``)
-    is read ``_CHUNK`` bytes at a time and its lines are paired in order, the n-th base
-    line with the n-th content line; a pair of equal lines is the same row on both sides
-    and is dropped, so only changed lines are parsed and memory stays bounded. Any
-    pairing is right (lines left over, or misaligned by an inserted line, just stay in
-    the pieces). Lines that are not whole records (a quoted field holding a line feed)
-    end the pairing: the rest of the region is yielded as it is.
+    is read ``_CHUNK`` bytes at a time and its records are paired in order, the n-th base
+    record with the n-th content record; a pair of equal records is the same row on both
+    sides and is dropped, so only changed records are parsed and memory stays bounded.
+    Any pairing is right (records left over, or misaligned by an inserted one, just stay
+    in the pieces). A record is usually a line; one whose quoted field holds a line feed
+    spans lines, and pairing goes on after it (only a chunk holding no whole record, a
+    record larger than ``_CHUNK``, ends the pairing: the rest is yielded as it is).
     """
     b, c = region.base_start, region.content_start
     if region.size > _PAIRED:
         while b < region.base_end and c < region.content_end:
             x = bytes(read_all(base, b, min(region.base_end, b + _CHUNK)))
             y = bytes(read_all(content, c, min(region.content_end, c + len(x) + (len(x) >> 2))))
-            old, new = _lines(x), _lines(y)
-            if old is None or new is None or not len(old) or not len(new):
+            old, new = _records(x), _records(y)
+            if not len(old) or not len(new):
                 break
             k = min(len(old), len(new))
             old, new = old.slice(0, k), new.slice(0, k)
@@ -360,26 +361,29 @@ def changed_pieces(content: Base, base: Base, region: Region) -> Iterator[tuple[
         )
 
 
-def _lines(data: bytes) -> pa.Array | None:
-    """The whole lines of ``data`` (without their line feeds); None when one is not a
-    whole record (an odd number of quotes: a quoted field goes on past it)."""
+def _records(data: bytes) -> pa.Array:
+    """The whole records at the start of ``data`` (which starts a record), each with its
+    final line feed: a line feed ends a record when an even number of quotes precede it
+    (RFC 4180), so a quoted field holding a line feed stays inside its record."""
     end = data.rfind(b"\n")
     if end < 0:
         return pa.array([], pa.binary())
-    split = pc.split_pattern(pa.array([data[:end]], pa.binary()), pattern=b"\n")
-    lines = split.values
-    quotes = pc.count_substring(lines, pattern=b'"')
-    if pc.any(pc.not_equal(pc.bit_wise_and(quotes, 1), 0)).as_py():
-        return None
-    return lines
+    lines = pc.split_pattern(pa.array([data[:end]], pa.binary()), pattern=b"\n").values
+    ends = pc.cumulative_sum(pc.add(pc.binary_length(lines).cast(pa.int64()), 1))
+    odd = pc.cumulative_sum(pc.bit_wise_and(pc.count_substring(lines, pattern=b'"'), 1))
+    bounds = pc.filter(ends, pc.equal(pc.bit_wise_and(odd, 1), 0))
+    offsets = pa.concat_arrays([pa.array([0], pa.int64()), bounds]).cast(pa.int32())
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), len(bounds), [None, offsets.buffers()[1], pa.py_buffer(data)]
+    )
 
 
-def _bytes_of(lines: pa.Array) -> int:
-    """The bytes ``lines`` took, their line feeds included."""
-    return int(pc.sum(pc.binary_length(lines)).as_py() or 0) + len(lines)
+def _bytes_of(records: pa.Array) -> int:
+    """The bytes ``records`` took (their line feeds are theirs)."""
+    return int(pc.sum(pc.binary_length(records)).as_py() or 0)
 
 
-def _joined(lines: pa.Array) -> bytes:
-    """``lines`` as CSV text: each followed by a line feed."""
-    one = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
-    return bytes(pc.binary_join(one, b"\n")[0].as_py()) + b"\n"
+def _joined(records: pa.Array) -> bytes:
+    """``records`` as CSV text (each ends with its line feed)."""
+    one = pa.ListArray.from_arrays(pa.array([0, len(records)], pa.int32()), records)
+    return bytes(pc.binary_join(one, b"")[0].as_py())

@@ -405,7 +405,7 @@ def _rows_with_keys(
         names = candidates.column_names
         stored = [n for n in names if n not in parts and n in present]
         if stored:  # the key columns first: the whole rows only where a key is
-            key_rows = pf.read_row_groups(groups, columns=stored, use_threads=False)
+            key_rows = _no_views(pf.read_row_groups(groups, columns=stored, use_threads=False))
             probe = candidates.select(stored)
             key_rows = key_rows.cast(probe.schema)
             key_rows = key_rows.append_column("__i", pa.array(range(key_rows.num_rows), pa.int64()))
@@ -413,7 +413,7 @@ def _rows_with_keys(
             if len(hits) == 0:
                 return None
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
-        read = pf.read_row_groups(groups, columns=wanted, use_threads=False)
+        read = _no_views(pf.read_row_groups(groups, columns=wanted, use_threads=False))
         if stored:
             read = read.take(hits.take(pc.sort_indices(hits)))  # in file order
     batches = [_assemble(b, schema, parts, data_file) for b in read.to_batches()]
@@ -421,6 +421,37 @@ def _rows_with_keys(
         return None
     rows = pa.Table.from_batches(batches, schema=batches[0].schema).cast(schema)
     return rows.join(candidates, keys=names, join_type="left semi").select(schema.names)
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with its view types as their plain ones (string_view → string, binary_view
+    → binary, list_view → list), nested types included."""
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_list_view(t) or pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_large_list_view(t) or pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)), t.list_size)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_plain_type(t.key_type)),
+            t.item_field.with_type(_plain_type(t.item_type)),
+            t.keys_sorted,
+        )
+    return t
+
+
+def _no_views(table: pa.Table) -> pa.Table:
+    """Return ``table`` without view types: a writer (delta-rs' MERGE) may store
+    string_view columns, which pyarrow's ``take`` and joins do not handle."""
+    schema = pa.schema([f.with_type(_plain_type(f.type)) for f in table.schema])
+    return table if schema == table.schema else table.cast(schema)
 
 
 def _key_columns(
@@ -434,7 +465,7 @@ def _key_columns(
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
         n = pf.metadata.num_rows
-        read = pf.read(columns=wanted, use_threads=False) if wanted else None
+        read = _no_views(pf.read(columns=wanted, use_threads=False)) if wanted else None
     arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for f in schema:
         if f.name in parts:

@@ -14,16 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, cast
 
+from nfs.drc import DuplicateRequestCache
 from nfs.mount import MountService
 from nfs.nfs3.handles import HandleCodec
 from nfs.nfs3.program import nfs3_program
 from nfs.nfs3.service import DEFAULT_LIMITS, Nfs3Limits, Nfs3Service
+from nfs.nfs3.types import NFS_PROGRAM, NFS_V3, NfsProc3
 from nfs.portmap import PortmapService
 from nfs.rpc import CredentialPolicy, Dispatcher
 from nfs.vfs import Vfs
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "NFS3_NON_IDEMPOTENT",
     "ResourceLimits",
     "ServerStats",
     "build_dispatcher",
@@ -36,6 +39,26 @@ __all__ = [
 
 _FD_RESERVE: Final = 128
 """File descriptors kept free of connections: table files, spill files, the Delta log."""
+
+
+NFS3_NON_IDEMPOTENT: Final = frozenset(
+    (NFS_PROGRAM, NFS_V3, proc)
+    for proc in (
+        NfsProc3.NFSPROC3_SETATTR,
+        NfsProc3.NFSPROC3_WRITE,
+        NfsProc3.NFSPROC3_CREATE,
+        NfsProc3.NFSPROC3_MKDIR,
+        NfsProc3.NFSPROC3_SYMLINK,
+        NfsProc3.NFSPROC3_MKNOD,
+        NfsProc3.NFSPROC3_REMOVE,
+        NfsProc3.NFSPROC3_RMDIR,
+        NfsProc3.NFSPROC3_RENAME,
+        NfsProc3.NFSPROC3_LINK,
+        NfsProc3.NFSPROC3_COMMIT,
+    )
+)
+"""The NFSv3 procedures whose retransmissions the duplicate-request cache answers (those
+knfsd caches as RC_REPLBUFF and Ganesha marks CAN_BE_DUP; MOUNT's are not cached)."""
 
 
 def default_max_connections() -> int:
@@ -128,6 +151,7 @@ def build_dispatcher(
     write_verifier: bytes | None = None,
     limits: Nfs3Limits = DEFAULT_LIMITS,
     credential_policy: CredentialPolicy | None = None,
+    reply_cache: DuplicateRequestCache | None = None,
 ) -> Dispatcher:
     """Wire NFSv3 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
 
@@ -138,12 +162,15 @@ def build_dispatcher(
         limits: FSINFO sizes.
         credential_policy: applied to every call's credentials (e.g. an
             ``nfs.identity.IdentityPolicy``: root squash, privileged ports).
+        reply_cache: the duplicate-request cache; by default a new one for
+            `NFS3_NON_IDEMPOTENT` (knfsd's bounds: 120 s per reply).
     """
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
     dispatcher = Dispatcher(
         [nfs3_program(nfs), MountService(vfs, handles).rpc_program()],
         credential_policy=credential_policy,
+        reply_cache=reply_cache or DuplicateRequestCache(NFS3_NON_IDEMPOTENT),
     )
     if portmap_port is not None:
         dispatcher.register(PortmapService(portmap_port).rpc_program())

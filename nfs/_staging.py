@@ -337,8 +337,14 @@ class Staging:
         return size
 
     def same_as_base(self) -> bool:
-        """Return whether the content is byte for byte the base."""
-        if self.size != self._base_size or self._base_limit != self._base_size:
+        """Return whether the content is byte for byte the base.
+
+        Bytes below the written range are the base's; past it, the base's too unless a
+        truncation cut the base (then the written range reaches the end): so the
+        written range alone is compared, also after a truncation rewritten with the
+        same bytes.
+        """
+        if self.size != self._base_size:
             return False
         for pos in range(0, len(self._buf), _COPY):
             end = min(len(self._buf), pos + _COPY)

@@ -222,13 +222,14 @@ class TableState:
     # ------------------------------------------------------------ versions and content
 
     def _version(self) -> int:
-        """The current table version: our own writes at once, others' within ``version_ttl``."""
+        """The current table version: our own writes at once, others' within ``version_ttl``
+        of the last look at the log (our own writes do not count as one: a commit another
+        process made before them shows as soon as the ttl since that look is over)."""
         loaded = loaded_version(self._db)
         now = self._clock()
         if loaded != self._known_version:
             self._known_version = loaded
-            self._checked_at = now
-        elif now - self._checked_at >= self._ttl:
+        if now - self._checked_at >= self._ttl:
             try:
                 self._known_version = self._db.version
             except PosixLakeError as err:

@@ -11,6 +11,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
@@ -23,8 +24,8 @@ from nfs._apply import (
     committed_write,
     header_of,
 )
-from nfs._journal import JournalFile, JournalHeader, JournalOp
-from nfs._staging import Base, Staging, read_all
+from nfs._journal import JournalFile, JournalHeader, JournalOp, KeptBase, KeptPage, Recovered
+from nfs._staging import Base, BytesBase, Staging, read_all
 from nfs._tablestate import (
     _PAGE_BYTES,
     _STALE_SEARCH,
@@ -64,6 +65,11 @@ _UNCHANGED: Final = "edits-unchanged.jsonl"
 CHECK_BYTES: Final = 1 << 20
 """Lines up to this many bytes are checked at each WRITE and COMMIT (see `_check_lines`)."""
 _LF: Final = 0x0A
+
+
+class _OwnContent(BytesBase):
+    """A client's own last edit, as it wrote it (the base of its next edit): not the bytes
+    of any version, so a journal keeps them itself, never a shadow's file."""
 
 
 class _Terminated:
@@ -263,10 +269,64 @@ class WriteRules(TableState):
                 started=self._started_ns(),
             )
             try:
-                w.journal = self._journals.create(header)
+                w.journal = self._journals.create(
+                    header, base=self._kept_base(w.staging), page=self._kept_page(w.staging)
+                )
             except OSError as err:
                 raise _journal_error(err) from err
         return w.journal
+
+    def _kept_base(self, st: Staging) -> KeptBase | None:
+        """The base bytes a journal must keep (recovery must not need the shadows or the
+        pages, caches): a shadow's (no rendering shows them again), or, for a staging
+        based on a client's page, the shadow under that page; else None."""
+        base: Base = st.base
+        version = st.base_version
+        if isinstance(base, Staging):  # a page: what lies under it
+            version, base = base.base_version, base.base
+        if not isinstance(base, BytesBase):  # a rendering: rendered again at recovery
+            return None
+        shown = base
+        if isinstance(base, _OwnContent):  # not a version's shadow: its own bytes
+            return KeptBase(shown.size, lambda: None, lambda: (read_all(shown),))
+        try:
+            stamp: int | None = self._stamp_of(version)
+        except NfsError:
+            stamp = None
+
+        def file() -> Path | None:
+            return None if stamp is None else self._shadows.file(version, stamp)
+
+        return KeptBase(shown.size, file, lambda: (read_all(shown),))
+
+    @staticmethod
+    def _kept_page(st: Staging) -> KeptPage | None:
+        """The client's page a staging is based on, for its journal to keep; else None."""
+        page = st.base
+        if not isinstance(page, Staging):
+            return None
+        low, data = page.overlay()
+        return KeptPage(page.base_version, page.base.size, low, data)
+
+    def _recovered_base(self, rec: Recovered) -> Base | None:
+        """The base a recovered journal's staging goes on (None: it cannot be shown as it
+        was): the page or shadow bytes the journal kept, else the rendering of its base
+        version (of its size, unless the staging began with a truncation: then only its
+        rows count)."""
+        head = rec.header
+        kept, page = rec.kept_base(), rec.kept_page()
+        if page is not None:  # a client's page: its version's bytes, the client's over them
+            under = BytesBase(kept) if kept is not None else self._presented_or_none(page.version)
+            if under is None or under.size != page.size:
+                return None
+            st = Staging(under, base_version=page.version, touched=0.0, mtime=0.0)
+            st.write(page.low, page.data, touched=0.0, mtime=0.0)
+            return st
+        base = BytesBase(kept) if kept is not None else self._presented_or_none(head.base_version)
+        independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
+        if base is None or (base.size != head.base_size and not independent):
+            return None
+        return base
 
     def _record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
         """Append the operation to ``w``'s journal (buffered)."""
@@ -387,7 +447,7 @@ class WriteRules(TableState):
         produced = applied.version if applied.version is not None else self._version()
         self._views.wrote(peer, produced)
         if content.size <= _PAGE_BYTES:
-            self._own.set(peer, (produced, content))
+            self._own.set(peer, (produced, _OwnContent(bytes(read_all(content)))))
         else:  # the version it made (its own bytes, unless merged with others' changes)
             self._own.pop(peer)
 
@@ -688,9 +748,8 @@ class WriteRules(TableState):
             # a staging that starts with a truncation does not depend on its base's bytes
             # (a shadow lost at the restart may differ from the rendering), only on its
             # rows, which a 3-way apply needs
-            independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
-            base = self._presented_or_none(head.base_version)
-            if base is None or (base.size != head.base_size and not independent):
+            base = self._recovered_base(rec)
+            if base is None:
                 why = f"its base version {head.base_version} cannot be shown as it was"
                 self._journals.set_aside(rec, why)
                 self._failures.set(key, _err(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}"))

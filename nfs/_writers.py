@@ -417,6 +417,19 @@ class Shadows:
             self._views[(version, stamp)] = view
         return view
 
+    def file(self, version: int, stamp: int) -> Path | None:
+        """Return the file of the shadow of ``version`` committed at ``stamp`` once written
+        (never changed in place: a journal links it as its base), or None."""
+        with self._lock:
+            pending = self._pending.get((version, stamp))
+        if pending is not None:
+            pending[1].join()
+        with self._lock:
+            if (version, stamp) not in self._kept:
+                return None
+        path = self._dir / f"{version}-{stamp}.csv"
+        return path if path.exists() else None
+
     def clear(self) -> None:
         """Forget every shadow (the table was replaced)."""
         self.flush()

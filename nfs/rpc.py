@@ -5,6 +5,10 @@ reassembled by `nfs.record.RecordReader`) and returns the reply record, or
 ``None`` when nothing should be sent. Programs (MOUNT, NFS, portmap) register an
 `RpcProgram`: a table of `RpcProcedure` (decode args, run, result to pack).
 
+Non-idempotent calls go through a duplicate-request cache when the dispatcher is given
+one (`nfs.drc.DuplicateRequestCache`): a retransmission gets the first reply, or none
+while the first call runs, and is not run again.
+
 The dispatcher is one of the two places allowed to catch `Exception`: a bug in a
 procedure is logged with `logger.exception` and answered with SYSTEM_ERR, so a
 client never hangs and the server never dies on one bad call.
@@ -19,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, NewType, Protocol, TypeVar
 
+from nfs.drc import DuplicateRequestCache, InProgress, RequestKey
 from nfs.rpcauth import (
     AUTH_NONE_BODY,
     MAX_AUTH_BYTES,
@@ -420,12 +425,15 @@ class Dispatcher:
     """Route call records to registered programs and build the reply (sans-IO).
 
     Thread-safe once the programs are registered: `handle` keeps no state between
-    calls, so a transport may run many calls at once.
+    calls but the reply cache (itself thread-safe), so a transport may run many calls
+    at once.
 
     Args:
         programs: the programs to serve.
         credential_policy: applied to every call's credentials before its
             procedure runs (an `AuthError` it raises is answered AUTH_ERROR).
+        reply_cache: the duplicate-request cache of the procedures it covers
+            (None: every call runs, retransmissions too).
     """
 
     def __init__(
@@ -433,8 +441,10 @@ class Dispatcher:
         programs: Iterable[RpcProgram] = (),
         *,
         credential_policy: CredentialPolicy | None = None,
+        reply_cache: DuplicateRequestCache | None = None,
     ) -> None:
         self._credential_policy = credential_policy
+        self.reply_cache = reply_cache
         self._programs: dict[tuple[int, int], RpcProgram] = {}
         self._versions: dict[int, list[int]] = {}
         for program in programs:
@@ -456,8 +466,9 @@ class Dispatcher:
         """Process one call record and return the reply record (unframed).
 
         Returns:
-            The reply message, or ``None`` when the record is not a call whose xid
-            can be read (nothing sensible can be answered).
+            The reply message, or ``None`` when nothing is to be sent: the record is
+            not a call whose xid can be read, or it retransmits a cached call that is
+            still running (see `nfs.drc`).
         """
         parts = self.handle_parts(record, conn)
         return None if parts is None else b"".join(parts)
@@ -471,11 +482,38 @@ class Dispatcher:
         the message type is unreadable); rpcvers != 2 gets RPC_MISMATCH; a bad
         credential gets AUTH_ERROR; an unknown program PROG_UNAVAIL; an unknown
         version PROG_MISMATCH; an unknown procedure PROC_UNAVAIL; a failing
-        procedure SYSTEM_ERR.
+        procedure SYSTEM_ERR. A retransmission of a call the reply cache covers gets
+        the first call's reply without running, or no reply (None) while that runs.
         """
         call = self._decode(record, conn)
         if not isinstance(call, _Call):
             return call
+        cache, key = self.reply_cache, call.key
+        if cache is None or key is None:
+            return self._run(call)
+        begun = cache.begin(key)
+        if begun is InProgress.DROP:
+            logger.debug(
+                "xid %#x %s: retransmitted while running: dropped", call.xid, call.procedure.name
+            )
+            return None
+        if begun is not None:
+            logger.debug(
+                "xid %#x %s: retransmitted: the cached reply", call.xid, call.procedure.name
+            )
+            return [begun]
+        parts: list[bytes | memoryview] | None = None
+        try:
+            parts = self._run(call)
+        finally:
+            if parts is None:
+                cache.abandon(key)
+            else:
+                cache.finish(key, b"".join(parts))
+        return parts
+
+    def _run(self, call: _Call) -> list[bytes | memoryview]:
+        """Run a decoded call and return its reply (never raises)."""
         try:
             result = call.procedure.run(call.args, call.ctx)
             p = reply_accepted(call.xid)
@@ -499,6 +537,8 @@ class Dispatcher:
         """
         call = self._decode(record, conn)
         if not isinstance(call, _Call) or call.procedure.run_nowait is None:
+            return None
+        if call.key is not None:  # a cached procedure: the full path (never nowait)
             return None
         try:
             result = call.procedure.run_nowait(call.args, call.ctx)
@@ -557,13 +597,19 @@ class Dispatcher:
         if procedure is None:
             return reply_accepted(xid, AcceptStat.PROC_UNAVAIL).get_buffers()
 
+        args_at = u.position
         try:
             args = procedure.decode(u)
         except XdrError as err:
             logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
-        ctx = CallContext(credentials, xid, prog, vers, proc, conn.peer if conn else None)
-        return _Call(xid, procedure, args, ctx)
+        peer = conn.peer if conn else None
+        ctx = CallContext(credentials, xid, prog, vers, proc, peer)
+        key = None
+        cache = self.reply_cache
+        if cache is not None and cache.covers(prog, vers, proc):
+            key = RequestKey.of(peer, xid, prog, vers, proc, memoryview(record)[args_at:])
+        return _Call(xid, procedure, args, ctx, key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,3 +620,5 @@ class _Call:
     procedure: RpcProcedure[Any]
     args: Any
     ctx: CallContext
+    key: RequestKey | None = None
+    """Its name in the reply cache, if that covers the procedure."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from nfs._render_cache import RenderCache, Rendering
@@ -26,6 +26,8 @@ _ops = st.lists(
 
 
 @given(base=st.binary(max_size=30), ops=_ops, spill_at=st.sampled_from([0, 7, 1 << 20]))
+@example(base=b"\x00", ops=[("t", 0, b""), ("w", 0, b"\x00")], spill_at=1 << 20)
+@example(base=b"ab\n", ops=[("t", 1, b""), ("w", 1, b"b\n")], spill_at=0)
 def test_staging_behaves_like_a_posix_file(
     base: bytes, ops: list[tuple[str, int, bytes]], spill_at: int
 ) -> None:
