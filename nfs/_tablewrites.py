@@ -130,9 +130,7 @@ class WriteRules(TableState):
         shown = view.versions[-1] if isinstance(view, Torn) else view
         order = [current] if shown is None or shown == current else [shown, current]
         candidates: list[tuple[int, Base | None]] = [(v, self._presented_or_none(v)) for v in order]
-        own = self._own.get(peer)
-        if own is not None:  # its own last edit, merged with others': its bytes, not a version
-            candidates.insert(0, own)
+        own = self._own.get(peer)  # its own last edit: its bytes (not always a version's)
         if first is not None:
             # The versions the write may extend: what the client was shown, the current
             # one and those at hand; and the last few too when the client's view is
@@ -168,6 +166,8 @@ class WriteRules(TableState):
 
             for v, content in [*candidates, *self._seen_versions()]:
                 look(v, content)
+            if own is not None and _fits(own[1], *first):
+                fits.append((own[1].size, own[0], own[1]))
             page = self._pages.get(peer, self._presented_or_none)
             if page is not None and _fits(page[1], *first):  # its page after its append
                 fits.append((page[1].size, page[0], page[1]))  # (a version of the same
@@ -180,6 +180,8 @@ class WriteRules(TableState):
             if fits:  # an append: only its new lines are new, whatever the client read
                 _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
                 return v, content, ()
+        if own is not None:  # what it holds: newer than its READs (a READ forgets it)
+            return own[0], own[1], ()
         for v, content in candidates:
             if content is not None:
                 return v, content, torn

@@ -416,3 +416,50 @@ def test_an_append_after_rm_goes_on_the_emptied_table_not_on_what_was_read(
     with pytest.raises(NfsError) as e:  # and a bad line's error is that WRITE's reply
         fs.write(DATA_CSV_ID, size + 7, b"9\n", StableHow.FILE_SYNC, A)
     assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_INVAL
+
+
+def test_an_append_after_a_merged_sed_goes_at_the_end_of_the_table(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """sed -i while another writer inserts (the result is merged: not sed's bytes), then
+    ``echo >>`` at the size a GETATTR gave: an INSERT at the end of the table, not laid
+    over sed's own bytes (found by the writer model)."""
+    tmp = fs.create_exclusive(DATA_DIR_ID, "sedM", b"\x04" * 8, A)
+    content = PathOps(fs, A).read_file("/data/data.csv")
+    db.insert({"id": 50, "name": "api"})
+    fs.write(tmp, 0, content.replace(b"2,n2", b"2,sed"), StableHow.FILE_SYNC, A)
+    fs.rename(DATA_DIR_ID, "sedM", DATA_DIR_ID, "data.csv", A)
+    size = fs.getattr(DATA_CSV_ID, A).size
+    fs.write(DATA_CSV_ID, size, b"7,seven\n", StableHow.FILE_SYNC, A)
+    assert rows(db) == [
+        (1, "n1"),
+        (2, "sed"),
+        (3, "n3"),
+        (4, "n4"),
+        (5, "n5"),
+        (7, "seven"),
+        (50, "api"),
+    ]
+
+
+def test_a_staging_based_on_the_clients_own_edit_survives_a_crash(
+    tmp_path: Path, clock: Clock, state: Path
+) -> None:
+    """A's edit was merged with B's (its bytes are no version's); A's next edit, staged
+    over them and acknowledged durable, is recovered from the journal alone after a
+    crash, and applies as A meant."""
+    db = _table(tmp_path, keyed=True)
+    fs = _fs(db, clock, state)
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    mine = seen.replace(b"1,n1", b"1,A")
+    rewrite(fs, A, mine)
+    db.update("id = 3", {"name": "B"})
+    quiet(fs, clock)
+    rewrite(fs, A, mine.replace(b"4,n4", b"4,A"))  # blind: based on its own bytes
+    crash(fs)
+    again = _fs(db, clock, state)
+    try:
+        quiet(again, clock)
+        assert rows(db) == [(1, "A"), (2, "n2"), (3, "B"), (4, "A"), (5, "n5")]
+    finally:
+        again.close()
