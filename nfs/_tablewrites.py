@@ -406,13 +406,16 @@ class WriteRules(TableState):
                             keys=self._keys,
                         )
                     )
-                page = st.flattened()  # the client's page now
+                page = st.flattened()  # the client's page now (its cache serves reads)
+                produced = applied.version
+                version = self._version() if produced is None else produced
+                self._views.wrote(w.key.peer, version)
                 if page.overlay_size <= _PAGE_BYTES:
-                    produced = applied.version
-                    version = self._version() if produced is None else produced
                     self._pages.put(w.key.peer, version, page)
+                    self._own.set(w.key.peer, (version, page))
                 else:  # an older page of it must not be matched any more
                     self._pages.forget(w.key.peer)
+                    self._own.pop(w.key.peer)
             else:
                 if st.same_as_base():
                     applied = Applied("unchanged", None)

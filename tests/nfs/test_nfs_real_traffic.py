@@ -463,3 +463,19 @@ def test_a_staging_based_on_the_clients_own_edit_survives_a_crash(
         assert rows(db) == [(1, "A"), (2, "n2"), (3, "B"), (4, "A"), (5, "n5")]
     finally:
         again.close()
+
+
+def test_a_sed_from_the_page_cache_after_an_append_duplicates_nothing(
+    fs: TableFs, db: DatabaseOps
+) -> None:
+    """``cat data.csv; echo 5,x >> data.csv; sed -i ...``: sed reads from the client's page
+    cache (its own append made it: no READ is sent), so what it holds is its append's
+    page, not what its last READ returned (the appended row came twice; found through the
+    kernel client)."""
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    fs.write(DATA_CSV_ID, 0, seen + b"6,six\n", StableHow.FILE_SYNC, A)  # page-widened
+    tmp = fs.create_exclusive(DATA_DIR_ID, "sedC", b"\x05" * 8, A)
+    cached = seen + b"6,six\n"  # no READ: the page cache
+    fs.write(tmp, 0, cached.replace(b"2,n2", b"2,sed"), StableHow.FILE_SYNC, A)
+    fs.rename(DATA_DIR_ID, "sedC", DATA_DIR_ID, "data.csv", A)
+    assert rows(db) == [(1, "n1"), (2, "sed"), (3, "n3"), (4, "n4"), (5, "n5"), (6, "six")]
