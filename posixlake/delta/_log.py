@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
@@ -26,9 +26,16 @@ from posixlake.delta._decimal_parts import (
     decimal_partitions,
 )
 from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
+from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
-from posixlake.delta._translate import _translated, quote_ident, translate
-from posixlake.errors import CommitConflict, SchemaError
+from posixlake.delta._translate import NS_RANGE, _translated, quote_ident, translate
+from posixlake.errors import (
+    CommitConflict,
+    DivisionByZero,
+    PosixLakeError,
+    SchemaError,
+    ValueOutOfRange,
+)
 
 # re-exported: modules written against the single-module log import them from here
 __all__ = [
@@ -40,6 +47,23 @@ __all__ = [
     "quote_ident",
     "translate",
 ]
+
+
+#: the key of the predicate among the SQL texts of a DML
+_PREDICATE: Final = "\0predicate"
+
+
+def _arrow_type_name(t: pa.DataType) -> str | None:
+    """Return ``arrow_cast``'s name of a numeric column type (None for other types)."""
+    names = {pa.int8(): "Int8", pa.int16(): "Int16", pa.int32(): "Int32", pa.int64(): "Int64"}
+    if t in names:
+        return names[t]
+    if pa.types.is_decimal(t):
+        return f"Decimal128({t.precision}, {t.scale})"
+    return None
+
+
+_T = TypeVar("_T")
 
 
 class DeltaLog(LoadedTable):
@@ -152,6 +176,65 @@ class DeltaLog(LoadedTable):
             reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
             values = pa.table(reader.execute(f"SELECT DISTINCT {select} FROM t{where}").read_all())
         check_rows(values, list(exprs), what="update", hint=DML_HINT)
+
+    def _typeof(self, expressions: Sequence[str]) -> list[str] | None:
+        """Return DataFusion's type of each SQL expression over this table (None when the
+        table has no row to type them on)."""
+        select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(expressions))
+        with _translated("update", query=True):
+            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+            table = pa.table(reader.execute(f"SELECT {select} FROM t LIMIT 1").read_all())
+        if table.num_rows == 0:
+            return None
+        return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
+
+    def _exact(self, run: Callable[[Mapping[str, str]], _T], texts: Mapping[str, str]) -> _T:
+        """Run a DML whose SQL texts (SET expressions and predicate) DataFusion evaluates,
+        with values exact or an error (see :mod:`posixlake.delta._sqlvalues`).
+
+        Integer arithmetic is checked; timestamp literals past 2262 (which DataFusion
+        types as nanoseconds) are rewritten in microseconds when DataFusion refuses them.
+        """
+        checked = checked_arithmetic(texts, self._typeof)
+        texts = {**texts, **checked}
+        try:
+            with _translated("update", query=True):
+                return run(texts)
+        except ValueOutOfRange as err:
+            if NS_RANGE not in str(err):
+                raise
+            schema = self.arrow_schema
+            fixed = {k: microsecond_timestamps(v, schema) or v for k, v in texts.items()}
+            if fixed == texts:
+                raise
+            with _translated("update", query=True):
+                return run(fixed)
+
+    def _blame(
+        self,
+        err: ValueOutOfRange | DivisionByZero,
+        predicate: str | None,
+        updates: Mapping[str, str],
+    ) -> PosixLakeError:
+        """Return ``err`` naming the column whose SET expression failed (found by
+        evaluating each on the rows of ``predicate``), or ``err`` when none does alone."""
+        where = f" WHERE {predicate}" if predicate else ""
+        schema = self.arrow_schema
+        for quoted, expr in updates.items():
+            column = quoted[1:-1].replace('""', '"') if quoted.startswith('"') else quoted
+            if column not in schema.names:
+                continue
+            text = {column: expr, **checked_arithmetic({column: expr}, self._typeof)}[column]
+            target = _arrow_type_name(schema.field(column).type)
+            value = f"arrow_cast({text}, '{target}')" if target else text
+            try:
+                with _translated("update", query=True):
+                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+                    pa.table(reader.execute(f"SELECT max({value}) AS v FROM t{where}").read_all())
+            except (ValueOutOfRange, DivisionByZero) as probe:
+                reason = str(probe).removeprefix("update: ")
+                return type(probe)(f"update: column {column!r} = {expr}: {reason}", column)
+        return err
 
     def append(
         self,
@@ -274,9 +357,13 @@ class DeltaLog(LoadedTable):
         with self._lock:
 
             def attempt() -> tuple[dict[str, Any], int | None]:
-                return self._committed(
-                    lambda: self._dt.delete(predicate, commit_properties=self._props(metadata))
-                )
+                def run(texts: Mapping[str, str]) -> tuple[dict[str, Any], int | None]:
+                    pred = texts.get(_PREDICATE)
+                    return self._committed(
+                        lambda: self._dt.delete(pred, commit_properties=self._props(metadata))
+                    )
+
+                return self._exact(run, {} if predicate is None else {_PREDICATE: predicate})
 
             if predicate is not None:
                 self._check_rewrite_safe("delete")
@@ -314,17 +401,27 @@ class DeltaLog(LoadedTable):
         with self._lock:
 
             def attempt() -> tuple[dict[str, Any], int | None]:
-                return self._committed(
-                    lambda: self._dt.update(
-                        updates=dict(updates),
-                        predicate=predicate,
-                        commit_properties=self._props(metadata),
+                def run(texts: Mapping[str, str]) -> tuple[dict[str, Any], int | None]:
+                    sets = {c: e for c, e in texts.items() if c != _PREDICATE}
+                    return self._committed(
+                        lambda: self._dt.update(
+                            updates=sets,
+                            predicate=texts.get(_PREDICATE),
+                            commit_properties=self._props(metadata),
+                        )
                     )
-                )
+
+                texts = dict(updates)
+                if predicate is not None:
+                    texts[_PREDICATE] = predicate
+                return self._exact(run, texts)
 
             self._check_rewrite_safe("update")
             self._check_updated_partitions(predicate, updates)
-            result, version = self._retrying("update", attempt, query=True)
+            try:
+                result, version = self._retrying("update", attempt, query=True)
+            except (ValueOutOfRange, DivisionByZero) as err:
+                raise self._blame(err, predicate, updates) from err
             return int(result.get("num_updated_rows", 0) or 0), version
 
     def merge_ops(

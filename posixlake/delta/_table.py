@@ -25,11 +25,18 @@ from deltalake.exceptions import DeltaError
 from posixlake.delta._arrow import plain_types
 from posixlake.delta._features import QUERY_CONFIG
 from posixlake.delta._retry import Contention, RetryPolicy
-from posixlake.delta._translate import _translated, quote_ident, retention_hours_of, translate
+from posixlake.delta._translate import (
+    NS_RANGE,
+    _translated,
+    quote_ident,
+    retention_hours_of,
+    translate,
+)
 from posixlake.errors import (
     CommitConflict,
     InvalidOperation,
     NotFound,
+    ValueOutOfRange,
     VersionError,
     VersionNotFound,
 )
@@ -428,12 +435,21 @@ class LoadedTable:
             VersionError: a time-travel snapshot whose files VACUUM removed.
         """
         try:
-            with self._lock:
-                dt = self._dt
-                with _translated("query", query=True):
-                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
-            with _translated("query", query=True):
-                table = pa.table(reader.read_all())
+            try:
+                table = self._run_query(sql)
+            except ValueOutOfRange as err:
+                # DataFusion types timestamp literals as nanoseconds (1677-2262): past
+                # those years, say them in microseconds, as Delta stores them
+                from posixlake.delta._sqlvalues import microsecond_timestamps
+
+                fixed = (
+                    microsecond_timestamps(sql, self.arrow_schema)
+                    if NS_RANGE in str(err)
+                    else None
+                )
+                if fixed is None:
+                    raise
+                table = self._run_query(fixed)
         except NotFound as err:
             if self.read_only:
                 raise VersionError(
@@ -442,6 +458,14 @@ class LoadedTable:
                 ) from err
             raise
         return plain_types(table)
+
+    def _run_query(self, sql: str) -> pa.Table:
+        with self._lock:
+            dt = self._dt
+            with _translated("query", query=True):
+                reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
+        with _translated("query", query=True):
+            return pa.table(reader.read_all())
 
     def read_columns(
         self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None
