@@ -202,6 +202,9 @@ class WriteOps(TableCore):
         the key. UPDATE rows set the columns the input carries; others keep their values.
         An UPDATE or DELETE of a missing key, or an INSERT of an existing key, is counted
         in ``rows_skipped`` (with ``strict=True`` it raises and nothing is committed).
+        ``rows_inserted``, ``rows_updated`` and ``rows_deleted`` count table rows: on a key
+        the table holds more than once (no primary key), one UPDATE row updates each of
+        them; ``rows_skipped`` counts merge rows (see :class:`MergeMetrics`).
 
         Raises:
             InvalidOperation: no key; a key twice in the input; skipped rows with ``strict``.
@@ -257,12 +260,13 @@ class WriteOps(TableCore):
                 todo.filter(pc.equal(todo_op, "INSERT")).select(key_cols),
                 key_cols,
             )
-        applied = outcome.inserted + outcome.updated + outcome.deleted
         self._counters.bump(
             merges=1, rows_written=outcome.inserted + outcome.updated, rows_deleted=outcome.deleted
         )
+        # the engine counts table rows (a key the table holds twice updates two rows);
+        # skipped counts merge rows, those found not to apply above
         return MergeMetrics(
-            outcome.inserted, outcome.updated, outcome.deleted, n_total - applied, outcome.version
+            outcome.inserted, outcome.updated, outcome.deleted, skipped, outcome.version
         )
 
     @counted

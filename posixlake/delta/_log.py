@@ -25,7 +25,12 @@ from posixlake.delta._decimal_parts import (
     check_rows,
     decimal_partitions,
 )
-from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
+from posixlake.delta._features import (
+    QUERY_CONFIG,
+    check_writable,
+    file_commit_blockers,
+    int96_out_of_range,
+)
 from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
 from posixlake.delta._translate import NS_RANGE, _translated, quote_ident, translate
@@ -77,6 +82,18 @@ class DeltaLog(LoadedTable):
         with self._lock, _translated("set table properties"):
             self._dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False)
             return self._dt.version()
+
+    def check_write(self, what: str, *, rewrites: bool) -> None:
+        """Refuse at once a write the table's protocol or properties forbid (before any
+        Spark job or rewrite): a writer feature delta-rs cannot write, or a change of rows
+        in an append-only table (``rewrites``).
+
+        Raises:
+            UnsupportedTableFeature: naming the feature as the Delta protocol spells it.
+        """
+        with self._lock:
+            features = self._dt.protocol().writer_features
+        check_writable(self.configuration, features, what=what, rewrites=rewrites)
 
     def _count_at(self, version: int) -> int:
         """Return the number of rows of ``version`` (deletion vectors applied)."""
@@ -146,11 +163,28 @@ class DeltaLog(LoadedTable):
             return
         bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
         if bad:
+            with self._lock:
+                schema_json = self._dt.schema().to_json()
+            blockers = file_commit_blockers(self.configuration, schema_json, rewrites=True)
+            if blockers:
+                # the Spark engine hands such tables to delta-rs: it cannot help either
+                hint = (
+                    "neither engine can: the Spark engine rewrites such files right, but "
+                    f"the table's Delta feature(s) {', '.join(blockers)} need delta-rs' own "
+                    "writer. Remove them for this write (checkConstraints: "
+                    "DeltaTable(path).alter.drop_constraint(name)), write with "
+                    "engine='spark', then restore them (alter.add_constraint)"
+                )
+            else:
+                hint = (
+                    "use engine='spark' for this write (Spark reads INT96 right and "
+                    "rewrites the files in microseconds)"
+                )
             raise UnsupportedTableFeature(
                 f"{what}: {len(bad)} data file(s) store INT96 timestamps outside 1677-2262 "
                 f"(e.g. {bad[0]}), which delta-rs' {what} would rewrite as wrong dates; "
-                "use engine='spark' for this write",
-                ("int96Timestamps",),
+                f"{hint}",
+                ("int96Timestamps", *blockers),
             )
 
     def check_new_rows(self, rows: pa.Table, what: str, *, dml: bool = False) -> None:
@@ -253,6 +287,7 @@ class DeltaLog(LoadedTable):
                 ``txn`` action), so a replay can tell that these rows were committed.
         """
         self._check_writable()
+        self.check_write("append", rewrites=False)
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
@@ -319,6 +354,7 @@ class DeltaLog(LoadedTable):
             CommitConflict: still conflicting at the policy's bound. Whatever ``check`` raises.
         """
         self._check_writable()
+        self.check_write("append", rewrites=False)
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction, strict=True)
 
@@ -365,6 +401,7 @@ class DeltaLog(LoadedTable):
 
                 return self._exact(run, {} if predicate is None else {_PREDICATE: predicate})
 
+            self.check_write("delete", rewrites=True)
             if predicate is not None:
                 self._check_rewrite_safe("delete")
             result, version = self._retrying("delete", attempt, query=True)
@@ -416,6 +453,7 @@ class DeltaLog(LoadedTable):
                     texts[_PREDICATE] = predicate
                 return self._exact(run, texts)
 
+            self.check_write("update", rewrites=True)
             self._check_rewrite_safe("update")
             self._check_updated_partitions(predicate, updates)
             try:
@@ -474,6 +512,8 @@ class DeltaLog(LoadedTable):
                 )
                 return merger.execute()
 
+            ops = set(source.column(op_column).to_pylist()) if source.num_rows else set()
+            self.check_write("merge", rewrites=bool(ops - {"INSERT"}))
             self._check_rewrite_safe("merge")
             self.check_new_rows(source, "merge", dml=True)
             result, version = self._retrying("merge", lambda: self._committed(merge))

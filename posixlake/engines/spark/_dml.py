@@ -58,6 +58,7 @@ class SparkDml(SparkCore):
         """
         from pyspark.sql import functions as F
 
+        log.check_write("delete", rewrites=True)  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("delete: delta-rs writes tables with %s", ", ".join(features))
@@ -92,6 +93,7 @@ class SparkDml(SparkCore):
         """
         from pyspark.sql import functions as F
 
+        log.check_write("update", rewrites=True)  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("update: delta-rs writes tables with %s", ", ".join(features))
@@ -208,6 +210,8 @@ class SparkDml(SparkCore):
 
         if source.num_rows == 0:
             return MergeOutcome(0, 0, 0, None)
+        ops = set(source.column(OP_COLUMN).to_pylist())
+        log.check_write("merge", rewrites=bool(ops - {"INSERT"}))  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("merge: delta-rs writes tables with %s", ", ".join(features))
