@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from posixlake.delta._arrow import _has_timestamps, _in_ns_range, plain_types
@@ -187,6 +188,34 @@ class DeltaLog(LoadedTable):
                 ("int96Timestamps", *blockers),
             )
 
+    def blank_partitions(self, rows: pa.Table, what: str) -> pa.Table:
+        """Return ``rows`` with empty strings in string partition columns as NULL.
+
+        The Delta protocol stores a partition value ``""`` as NULL (delta-rs would write
+        ``""``, which Spark, delta-rs' own ``to_pyarrow_table`` and other readers read as
+        NULL): posixlake writes the NULL they read.
+
+        Raises:
+            SchemaError: an empty string in a NOT NULL partition column.
+        """
+        schema = self.arrow_schema
+        for col in self.partition_columns:
+            if col not in rows.column_names or not pa.types.is_string(schema.field(col).type):
+                continue
+            values = rows.column(col)
+            blank = pc.equal(values, "")
+            if not pc.any(blank).as_py():
+                continue
+            if not schema.field(col).nullable:
+                raise SchemaError(
+                    f"{what}: column {col!r} is a NOT NULL partition column, and Delta "
+                    "stores an empty partition value as NULL: give it a non-empty value"
+                )
+            nulls = pa.nulls(len(values), values.type)
+            fixed = pc.if_else(pc.fill_null(blank, False), nulls, values)
+            rows = rows.set_column(rows.column_names.index(col), rows.field(col), fixed)
+        return rows
+
     def check_new_rows(self, rows: pa.Table, what: str, *, dml: bool = False) -> None:
         """Refuse rows whose partition values delta-rs would write wrongly.
 
@@ -288,6 +317,7 @@ class DeltaLog(LoadedTable):
         """
         self._check_writable()
         self.check_write("append", rewrites=False)
+        data = self.blank_partitions(data, "append")
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
@@ -355,6 +385,7 @@ class DeltaLog(LoadedTable):
         """
         self._check_writable()
         self.check_write("append", rewrites=False)
+        data = self.blank_partitions(data, "append")
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction, strict=True)
 
@@ -449,6 +480,12 @@ class DeltaLog(LoadedTable):
                     )
 
                 texts = dict(updates)
+                schema = self.arrow_schema
+                for c in self.partition_columns:
+                    # an empty partition value is NULL (see blank_partitions)
+                    q = quote_ident(c)
+                    if q in texts and pa.types.is_string(schema.field(c).type):
+                        texts[q] = f"NULLIF(({texts[q]}), '')"
                 if predicate is not None:
                     texts[_PREDICATE] = predicate
                 return self._exact(run, texts)
@@ -477,6 +514,8 @@ class DeltaLog(LoadedTable):
         """
         self._check_writable()
         from posixlake._merge import SET_PREFIX
+
+        source = self.blank_partitions(source, "merge")
 
         data_cols = [
             c for c in source.column_names if c != op_column and not c.startswith(SET_PREFIX)

@@ -44,20 +44,20 @@ _WIDE: Final = "DECIMAL(38, 0)"
 _ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Neg)
 
 
-def _parse(sql: str) -> exp.Expression | None:
+def _parse(sql: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(sql)
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
         return None
 
 
-def _is_literal(node: exp.Expression) -> bool:
+def _is_literal(node: exp.Expr) -> bool:
     return isinstance(node, exp.Literal) or (
         isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)
     )
 
 
-def arithmetic_nodes(sql: str) -> tuple[exp.Expression, list[exp.Expression]] | None:
+def arithmetic_nodes(sql: str) -> tuple[exp.Expr, list[exp.Expr]] | None:
     """Return the parsed expression and its arithmetic nodes that may overflow (None
     when there are none, or ``sql`` does not parse).
 
@@ -66,7 +66,7 @@ def arithmetic_nodes(sql: str) -> tuple[exp.Expression, list[exp.Expression]] | 
     tree = _parse(sql)
     if tree is None:
         return None
-    nodes = [
+    nodes: list[exp.Expr] = [
         n
         for n in tree.find_all(*_ARITHMETIC)
         if not (isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal))
@@ -97,7 +97,11 @@ def checked_arithmetic(
     types = typeof([node.sql() for _, node in order])
     if types is None:
         return {}
-    integer = {id(node): _INTEGER_SQL[t] for (_, node), t in zip(order, types, strict=True) if t in _INTEGER_SQL}
+    integer = {
+        id(node): _INTEGER_SQL[t]
+        for (_, node), t in zip(order, types, strict=True)
+        if t in _INTEGER_SQL
+    }
     out: dict[str, str] = {}
     for name, (tree, nodes) in found.items():
         hits = [n for n in nodes if id(n) in integer]
@@ -109,7 +113,7 @@ def checked_arithmetic(
             target = exp.DataType.build(integer[id(node)])
             wide = exp.DataType.build(_WIDE)
             if isinstance(node, exp.Neg):
-                op: exp.Expression = exp.Neg(this=exp.cast(node.this, wide))
+                op: exp.Expr = exp.Neg(this=exp.cast(node.this, wide))
             else:
                 op = type(node)(
                     this=exp.cast(node.this, wide), expression=exp.cast(node.expression, wide)
@@ -123,7 +127,7 @@ def checked_arithmetic(
     return out
 
 
-def _depth(node: exp.Expression) -> int:
+def _depth(node: exp.Expr) -> int:
     depth = 0
     while node.parent is not None:
         node = node.parent
@@ -131,7 +135,7 @@ def _depth(node: exp.Expression) -> int:
     return depth
 
 
-def _arrow_cast(text: str, t: pa.DataType) -> exp.Expression:
+def _arrow_cast(text: str, t: pa.DataType) -> exp.Expr:
     zone = "None" if t.tz is None else f'Some("{t.tz}")'
     return exp.Anonymous(
         this="arrow_cast",
@@ -145,7 +149,7 @@ def _arrow_cast(text: str, t: pa.DataType) -> exp.Expression:
 _COMPARISONS: Final = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
-def _timestamp_text(node: exp.Expression, *, strings: bool) -> str | None:
+def _timestamp_text(node: exp.Expr, *, strings: bool) -> str | None:
     """Return the text of ``CAST('text' AS TIMESTAMP)`` (or, with ``strings``, of a plain
     string literal), else None."""
     if strings and isinstance(node, exp.Literal) and node.is_string:
@@ -180,12 +184,12 @@ def microsecond_timestamps(sql: str, schema: pa.Schema) -> str | None:
     }
     changed = False
 
-    def column_type(node: exp.Expression) -> pa.DataType | None:
+    def column_type(node: exp.Expr) -> pa.DataType | None:
         if isinstance(node, exp.Column) and node.name in columns:
             return columns[node.name]
         return None
 
-    def to(node: exp.Expression, t: pa.DataType) -> bool:
+    def to(node: exp.Expr, t: pa.DataType) -> bool:
         """Replace a timestamp text (a string, or one cast to TIMESTAMP) by type ``t``."""
         text = _timestamp_text(node, strings=True)
         if text is None:

@@ -443,9 +443,7 @@ class LoadedTable:
                 from posixlake.delta._sqlvalues import microsecond_timestamps
 
                 fixed = (
-                    microsecond_timestamps(sql, self.arrow_schema)
-                    if NS_RANGE in str(err)
-                    else None
+                    microsecond_timestamps(sql, self.arrow_schema) if NS_RANGE in str(err) else None
                 )
                 if fixed is None:
                     raise
@@ -463,9 +461,49 @@ class LoadedTable:
         with self._lock:
             dt = self._dt
             with _translated("query", query=True):
-                reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
+                blanks = self.empty_string_partitions()
+                builder = QueryBuilder(dict(QUERY_CONFIG))
+                if blanks:
+                    # the Delta protocol: an empty partition value is NULL (delta-rs'
+                    # SQL reads it as ''; its to_pyarrow_table, Spark and others as NULL)
+                    builder = builder.register("__posixlake_data", dt)
+                    cols = ", ".join(
+                        f"NULLIF({quote_ident(f.name)}, '') AS {quote_ident(f.name)}"
+                        if f.name in blanks
+                        else quote_ident(f.name)
+                        for f in self.arrow_schema
+                    )
+                    builder.execute(
+                        f"CREATE VIEW data AS SELECT {cols} FROM __posixlake_data"
+                    ).read_all()
+                else:
+                    builder = builder.register("data", dt)
+                reader = builder.execute(sql)
         with _translated("query", query=True):
             return pa.table(reader.read_all())
+
+    def empty_string_partitions(self) -> list[str]:
+        """Return the string partition columns some file of this version holds ``''`` in
+        (written by delta-rs or by posixlake before 0.2; the Delta protocol reads it as NULL).
+
+        delta-rs lists such a value as NULL among the add actions; its file pruning
+        (``files("col = ''")``) tells the two apart.
+        """
+        parts = [
+            c for c in self.partition_columns if pa.types.is_string(self.arrow_schema.field(c).type)
+        ]
+        if not parts:
+            return []
+        with self._lock:
+            actions = pa.table(self._dt.get_add_actions(flatten=False))
+            if actions.num_rows == 0:
+                return []
+            struct = actions.column("partition").combine_chunks()
+            return [
+                c
+                for c in parts
+                if struct.field(c).null_count and self._dt._table.files(f"{quote_ident(c)} = ''")
+            ]
 
     def read_columns(
         self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None

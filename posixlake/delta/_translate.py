@@ -32,7 +32,14 @@ from posixlake.errors import (
     ValueOutOfRange,
 )
 
-__all__ = ["NS_RANGE", "_translated", "quote_ident", "retention_hours_of", "translate", "value_error"]
+__all__ = [
+    "NS_RANGE",
+    "_translated",
+    "quote_ident",
+    "retention_hours_of",
+    "translate",
+    "value_error",
+]
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 

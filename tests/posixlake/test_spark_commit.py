@@ -78,10 +78,12 @@ def test_files_and_stats_commit_in_one_version(log: DeltaLog) -> None:
     assert log.query(sql).column(0).to_pylist() == [1, 2, 3, 4]
 
 
-def test_snapshot_restores_empty_string_partitions(log: DeltaLog) -> None:
+def test_empty_string_partitions_are_null(log: DeltaLog) -> None:
+    """The Delta protocol: an empty partition value is NULL, in the log and when read."""
     commit_files(log, write(log, pa.concat_tables([rows([1], p=""), rows([2], p=None)])), [])
     snap = snapshot_of(log)
-    assert sorted(repr(f.partition_values["p"]) for f in snap.files) == ["''", "None"]
+    assert [f.partition_values["p"] for f in snap.files] == [None, None]
+    assert log.query("SELECT count(*) FROM data WHERE p IS NULL").column(0)[0].as_py() == 2
 
 
 def test_a_remove_that_is_not_active_is_refused(log: DeltaLog) -> None:

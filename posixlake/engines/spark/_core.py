@@ -130,8 +130,8 @@ class SparkCore:
 
                 preload()
                 register_data_source(self._spark)
-                for key, value in VALUE_CONFIG.items():
-                    self._spark.conf.set(key, value)
+                for name, value in VALUE_CONFIG.items():
+                    self._spark.conf.set(name, value)
             self._registered = True
             return self._spark
 

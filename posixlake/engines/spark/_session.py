@@ -26,8 +26,8 @@ from posixlake.errors import InvalidOperation, NotFound, PosixLakeError, QueryEr
 
 __all__ = [
     "DEFAULT_MASTER",
-    "VALUE_CONFIG",
     "JAVA_PACKAGE",
+    "VALUE_CONFIG",
     "SparkUnavailableError",
     "build_session",
     "check_java",
@@ -246,7 +246,9 @@ def spark_value_error(
         if expression:
             where += f" = {expression}"
         if cls in ("DIVIDE_BY_ZERO", "INTERVAL_DIVIDED_BY_ZERO"):
-            return errors.DivisionByZero(f"{where}: division by zero; nothing was committed", column)
+            return errors.DivisionByZero(
+                f"{where}: division by zero; nothing was committed", column
+            )
         if cls in _OVERFLOWS:
             return errors.ValueOutOfRange(f"{where}: {detail}; nothing was committed", column)
     return None
