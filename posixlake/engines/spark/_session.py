@@ -221,6 +221,7 @@ _SPARK_CLASS = re.compile(r"\[([A-Z_]+)(?:\.[A-Z_]+)?\]\s*(.*)")
 _OVERFLOWS: Final = frozenset(
     {
         "ARITHMETIC_OVERFLOW",
+        "BINARY_ARITHMETIC_OVERFLOW",
         "NUMERIC_VALUE_OUT_OF_RANGE",
         "CAST_OVERFLOW",
         "CAST_OVERFLOW_IN_TABLE_INSERT",
@@ -241,7 +242,9 @@ def spark_value_error(
         # Spark's advice on turning ANSI off is not ours to give
         detail = re.split(r"\s*(?:If necessary set|Use [`']?try_)", detail)[0].strip().rstrip(".")
         if cls == "ARITHMETIC_OVERFLOW":
-            detail = f"arithmetic {detail} (a result does not fit its type)"
+            detail = f"arithmetic {detail}"
+        if cls in ("ARITHMETIC_OVERFLOW", "BINARY_ARITHMETIC_OVERFLOW"):
+            detail += " (a result does not fit its type)"
         where = f"{what}: column {column!r}" if column else what
         if expression:
             where += f" = {expression}"
