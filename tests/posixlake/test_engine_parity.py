@@ -367,12 +367,11 @@ def _with_writer_feature(path: Path, feature: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("feature", ["collations", "rowTracking", "inCommitTimestamp"])
-def test_writer_features_named_as_delta_spells_them(
-    feature: str, engine: Engine, tmp_path: Path, request: pytest.FixtureRequest
+def test_a_feature_delta_rs_does_not_know_is_named_as_delta_spells_it(
+    engine: Engine, tmp_path: Path
 ) -> None:
-    db = DatabaseOps.open(_with_writer_feature(tmp_path / "f", feature), engine=engine)
-    jobs = _no_spark_job(engine, request)
+    """delta-rs says ``Unknown("collations")``: the error names ``collations``."""
+    db = DatabaseOps.open(_with_writer_feature(tmp_path / "f", "collations"), engine=engine)
     ops: list[Callable[[], Any]] = [
         lambda: db.insert({"k": 1}),
         lambda: db.delete_rows_where("k = 1"),
@@ -381,17 +380,35 @@ def test_writer_features_named_as_delta_spells_them(
     for op in ops:
         with pytest.raises(UnsupportedTableFeature) as info:
             op()
-        assert info.value.features == (feature,)
-        assert f"feature(s) {feature}," in str(info.value)
+        assert info.value.features == ("collations",)
+        assert "unknown" not in str(info.value).lower()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["rowTracking", "inCommitTimestamp", "liquid-clustering"])
+def test_spark_refuses_writer_features_before_any_job(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The Spark engine names a feature delta-rs cannot write before it runs a job."""
+    from posixlake.engines.spark import SparkEngine
+
+    engine = SparkEngine(spark=request.getfixturevalue("spark_session"))
+    if kind in KINDS:
+        uri, feature, key = KINDS[kind](tmp_path), "clustering", "id"
+    else:
+        uri, feature, key = _with_writer_feature(tmp_path / "f", kind), kind, "k"
+    db = DatabaseOps.open(uri, engine=engine)
+    jobs = _no_spark_job(engine, request)
+    ops: list[Callable[[], Any]] = [
+        lambda: db.delete_rows_where(f"{key} = 1"),
+        lambda: db.update(f"{key} = 1", {key: 2}),
+        lambda: db.merge([{key: 1, "_op": "DELETE"}], key=key),
+    ]
+    for op in ops:
+        with pytest.raises(UnsupportedTableFeature) as info:
+            op()
+        assert feature in info.value.features
     assert jobs() == []
-
-
-def test_liquid_clustering_is_named_clustering(engine: Engine, tmp_path: Path) -> None:
-    db = DatabaseOps.open(KINDS["liquid-clustering"](tmp_path), engine=engine)
-    with pytest.raises(UnsupportedTableFeature, match="clustering") as info:
-        db.delete_rows_where("id = 1")
-    assert "clustering" in info.value.features
-    assert "unknown" not in str(info.value).lower()
 
 
 def test_int96_with_a_constraint_says_what_neither_engine_can(
