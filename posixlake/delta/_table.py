@@ -34,8 +34,10 @@ from posixlake.delta._translate import (
 )
 from posixlake.errors import (
     CommitConflict,
+    DivisionByZero,
     InvalidOperation,
     NotFound,
+    QueryError,
     ValueOutOfRange,
     VersionError,
     VersionNotFound,
@@ -436,7 +438,7 @@ class LoadedTable:
         """
         try:
             try:
-                table = self._run_query(sql)
+                table = self._checked_query(sql)
             except ValueOutOfRange as err:
                 # DataFusion types timestamp literals as nanoseconds (1677-2262): past
                 # those years, say them in microseconds, as Delta stores them
@@ -456,6 +458,39 @@ class LoadedTable:
                 ) from err
             raise
         return plain_types(table)
+
+    def _checked_query(self, sql: str) -> pa.Table:
+        """Run ``sql`` with its integer arithmetic checked (an overflow is an error, as
+        in Spark's ANSI mode, not a wrapped value: see :mod:`posixlake.delta._sqlvalues`).
+
+        The arithmetic is typed by a query over ``data``; when that cannot be done (an
+        operand from a subquery or an alias), or the rewritten SQL does not plan, the SQL
+        runs as written.
+        """
+        from posixlake.delta._sqlvalues import checked_arithmetic
+
+        if not any(op in sql for op in "+-*"):
+            return self._run_query(sql)
+
+        def typeof(exprs: Sequence[str]) -> list[str] | None:
+            select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(exprs))
+            try:
+                table = self._run_query(f"SELECT {select} FROM data LIMIT 1")
+            except QueryError:
+                return None
+            if table.num_rows == 0:
+                return None
+            return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
+
+        checked = checked_arithmetic({"sql": sql}, typeof).get("sql")
+        if checked is None:
+            return self._run_query(sql)
+        try:
+            return self._run_query(checked)
+        except (ValueOutOfRange, DivisionByZero):
+            raise
+        except QueryError:
+            return self._run_query(sql)  # our rewrite did not plan: the SQL as written
 
     def _run_query(self, sql: str) -> pa.Table:
         with self._lock:

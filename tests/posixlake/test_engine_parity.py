@@ -246,6 +246,17 @@ def test_query_values_at_the_limits(engine: Engine, tmp_path: Path) -> None:
     assert got.column("ts").to_pylist() == [T_MAX, T_MIN]
 
 
+def test_query_arithmetic_overflow_is_an_error(engine: Engine, tmp_path: Path) -> None:
+    """A query computing a value its type cannot hold fails, as Spark's ANSI mode does."""
+    db = make(tmp_path, engine)
+    with pytest.raises(ValueOutOfRange):
+        db.query("SELECT i32 + i32 AS y FROM data").arrow()
+    with pytest.raises(ValueOutOfRange):
+        db.query("SELECT -i64 AS y FROM data WHERE id = 2").arrow()
+    got = db.query("SELECT i32 - 1 AS y FROM data WHERE id = 1").arrow()
+    assert got.column("y").to_pylist() == [I32 - 1]
+
+
 # -- 1. a value that cannot be represented is an error naming the column ------------
 
 
