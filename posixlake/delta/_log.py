@@ -32,7 +32,7 @@ from posixlake.delta._features import (
     file_commit_blockers,
     int96_out_of_range,
 )
-from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps
+from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps, null_blanks
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
 from posixlake.delta._translate import NS_RANGE, _translated, quote_ident, translate
 from posixlake.errors import (
@@ -258,6 +258,9 @@ class DeltaLog(LoadedTable):
         Integer arithmetic is checked; timestamp literals past 2262 (which DataFusion
         types as nanoseconds) are rewritten in microseconds when DataFusion refuses them.
         """
+        blanks = self.empty_string_partitions()
+        if blanks:  # '' partition values another writer left are NULL (the protocol)
+            texts = {k: null_blanks(v, blanks) or v for k, v in texts.items()}
         checked = checked_arithmetic(texts, self._typeof)
         texts = {**texts, **checked}
         try:

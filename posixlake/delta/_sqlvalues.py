@@ -227,3 +227,26 @@ def microsecond_timestamps(sql: str, schema: pa.Schema) -> str | None:
             cast.replace(micro)
         changed = True
     return tree.sql() if changed else None
+
+
+def null_blanks(sql: str, columns: Sequence[str]) -> str | None:
+    """Return ``sql`` reading each of ``columns`` as ``NULLIF(col, '')``, or None when it
+    names none of them (or does not parse).
+
+    For a DML that delta-rs evaluates on a table whose log holds ``''`` partition values
+    (another writer's): the Delta protocol reads them as NULL, and so must the predicate.
+    """
+    tree = _parse(sql)
+    if tree is None:
+        return None
+    wanted = set(columns)
+    hits = [c for c in tree.find_all(exp.Column) if c.name in wanted and not c.table]
+    if not hits:
+        return None
+    for col in hits:
+        blank = exp.Nullif(this=col.copy(), expression=exp.Literal.string(""))
+        if col is tree:
+            tree = blank
+        else:
+            col.replace(blank)
+    return tree.sql()

@@ -234,6 +234,32 @@ def test_parity(case: Case, engine: Engine, tmp_path: Path) -> None:
     assert engine_rows(db) == want
 
 
+def test_an_empty_partition_value_another_writer_left_is_null(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """delta-rs' writer logs ``''``; every reader and write of ours takes it as NULL."""
+    path = str(tmp_path / "legacy")
+    rows = {"id": pa.array([1, 2, 3], pa.int32()), "region": ["", None, "eu"]}
+    write_deltalake(path, pa.table(rows), partition_by=["region"])
+    db = DatabaseOps.open(path, engine=engine)
+    assert db.query("SELECT id FROM data WHERE region IS NULL ORDER BY id").arrow().column(
+        "id"
+    ).to_pylist() == [1, 2]
+    assert db.update("region IS NULL", {"id": 9}) == 2
+    assert reader(path) == [
+        {"id": 3, "region": "eu"},
+        {"id": 9, "region": None},
+        {"id": 9, "region": None},
+    ]
+    assert db.delete_rows_where("region IS NULL") == 2
+    assert reader(path) == [{"id": 3, "region": "eu"}]
+
+
+def reader(path: str) -> list[dict[str, Any]]:
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=lambda r: (r["id"], str(r)))
+
+
 def test_query_values_at_the_limits(engine: Engine, tmp_path: Path) -> None:
     """Queries compute exactly: decimals at precision 38, timestamps past 2262."""
     db = make(tmp_path, engine)
