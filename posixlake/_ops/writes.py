@@ -224,6 +224,10 @@ class WriteOps(TableCore):
         if n_total == 0:
             return MergeMetrics(0, 0, 0, 0, None)
         with self._write("MERGE"):
+            # refused by the table's protocol or properties before anything is read
+            self._log.check_write(
+                "merge", rewrites=bool(source.count("UPDATE") or source.count("DELETE"))
+            )
             exists = existing_mask(source.table, self._keys.get(self._log, key_cols), key_cols)
             op = source.table[OP_COLUMN]
             applies = pc.if_else(pc.equal(op, "INSERT"), pc.invert(exists), exists)
