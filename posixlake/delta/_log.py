@@ -39,6 +39,7 @@ from posixlake.errors import (
     CommitConflict,
     DivisionByZero,
     PosixLakeError,
+    QueryError,
     SchemaError,
     ValueOutOfRange,
 )
@@ -242,16 +243,22 @@ class DeltaLog(LoadedTable):
 
     def _typeof(self, expressions: Sequence[str]) -> list[str] | None:
         """Return DataFusion's type of each SQL expression over this table (None when the
-        table has no row to type them on)."""
+        table has no row to type them on, or they do not plan: then the SQL goes to
+        delta-rs as written, and delta-rs reports what is wrong with it)."""
         select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(expressions))
-        with _translated("update", query=True):
-            reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
-            table = pa.table(reader.execute(f"SELECT {select} FROM t LIMIT 1").read_all())
+        try:
+            with _translated("type expressions", query=True):
+                reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+                table = pa.table(reader.execute(f"SELECT {select} FROM t LIMIT 1").read_all())
+        except QueryError:
+            return None
         if table.num_rows == 0:
             return None
         return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
 
-    def _exact(self, run: Callable[[Mapping[str, str]], _T], texts: Mapping[str, str]) -> _T:
+    def _exact(
+        self, what: str, run: Callable[[Mapping[str, str]], _T], texts: Mapping[str, str]
+    ) -> _T:
         """Run a DML whose SQL texts (SET expressions and predicate) DataFusion evaluates,
         with values exact or an error (see :mod:`posixlake.delta._sqlvalues`).
 
@@ -264,7 +271,7 @@ class DeltaLog(LoadedTable):
         checked = checked_arithmetic(texts, self._typeof)
         texts = {**texts, **checked}
         try:
-            with _translated("update", query=True):
+            with _translated(what, query=True):
                 return run(texts)
         except ValueOutOfRange as err:
             if NS_RANGE not in str(err):
@@ -273,7 +280,7 @@ class DeltaLog(LoadedTable):
             fixed = {k: microsecond_timestamps(v, schema) or v for k, v in texts.items()}
             if fixed == texts:
                 raise
-            with _translated("update", query=True):
+            with _translated(what, query=True):
                 return run(fixed)
 
     def _blame(
@@ -433,7 +440,8 @@ class DeltaLog(LoadedTable):
                         lambda: self._dt.delete(pred, commit_properties=self._props(metadata))
                     )
 
-                return self._exact(run, {} if predicate is None else {_PREDICATE: predicate})
+                texts = {} if predicate is None else {_PREDICATE: predicate}
+                return self._exact("delete", run, texts)
 
             self.check_write("delete", rewrites=True)
             if predicate is not None:
@@ -491,7 +499,7 @@ class DeltaLog(LoadedTable):
                         texts[q] = f"NULLIF(({texts[q]}), '')"
                 if predicate is not None:
                     texts[_PREDICATE] = predicate
-                return self._exact(run, texts)
+                return self._exact("update", run, texts)
 
             self.check_write("update", rewrites=True)
             self._check_rewrite_safe("update")
