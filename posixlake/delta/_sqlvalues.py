@@ -6,9 +6,10 @@ change values silently:
 - **integer arithmetic wraps**: ``x + x`` on an Int32 holding 2,000,000,000 gives
   -294,967,296 (Spark: ARITHMETIC_OVERFLOW). :func:`checked_arithmetic` rewrites each
   ``+``, ``-``, ``*`` and unary ``-`` whose result is an integer type into the same
-  operation on DECIMAL(38, 0), cast back to that integer type: the value is the same
-  when it fits, and the cast fails when it does not (the product of two BIGINTs fits in
-  38 digits). Decimal arithmetic is checked by DataFusion already.
+  operation on a wider type (BIGINT for TINYINT to INT, DECIMAL(38, 0) for BIGINT), cast
+  back to that integer type: the value is the same when it fits, and the cast fails
+  when it does not (the product of two INTs fits in a BIGINT, of two BIGINTs in 38
+  digits). Decimal arithmetic is checked by DataFusion already.
 - **timestamp literals are nanoseconds**: ``TIMESTAMP '9000-01-01'``, ``CAST('...' AS
   TIMESTAMP)`` and a string compared with a timestamp column become Timestamp(ns),
   which ends in 2262. :func:`microsecond_timestamps` makes them microseconds (the Delta
@@ -111,7 +112,9 @@ def checked_arithmetic(
         # parent's type, and so its value, stays what DataFusion planned
         for node in sorted(hits, key=_depth, reverse=True):
             target = exp.DataType.build(integer[id(node)])
-            wide = exp.DataType.build(_WIDE)
+            # the sum, difference or product of two narrower integers fits in a BIGINT
+            # (cheaper than a decimal); of two BIGINTs, in 38 decimal digits
+            wide = exp.DataType.build("BIGINT" if integer[id(node)] != "BIGINT" else _WIDE)
             if isinstance(node, exp.Neg):
                 op: exp.Expr = exp.Neg(this=exp.cast(node.this, wide))
             else:
