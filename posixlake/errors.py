@@ -17,6 +17,7 @@ __all__ = [
     "CommitConflict",
     "ConcurrentChange",
     "DeltaLakeError",
+    "DivisionByZero",
     "DuplicateKeyError",
     "InvalidOperation",
     "IoError",
@@ -32,6 +33,7 @@ __all__ = [
     "TimeoutError",
     "UnknownColumns",
     "UnsupportedTableFeature",
+    "ValueOutOfRange",
     "VersionError",
     "VersionNotFound",
 ]
@@ -108,6 +110,18 @@ class QueryError(PosixLakeError):
     """A SQL query or predicate is invalid or failed to run."""
 
 
+class DivisionByZero(QueryError):
+    """An expression divided by zero while a write or query ran. Nothing is committed.
+
+    Attributes:
+        column: the column the expression was for (None for a predicate or a query).
+    """
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+
+
 class AuthenticationError(PosixLakeError):
     """Credentials are missing or wrong."""
 
@@ -118,6 +132,19 @@ class PermissionDenied(PosixLakeError):
 
 class SchemaError(PosixLakeError):
     """A schema is invalid, or data does not match the table's schema."""
+
+
+class ValueOutOfRange(SchemaError):
+    """A computed value cannot be stored in its column's type: an integer or decimal
+    overflow, a timestamp outside the years 0001-9999. Nothing is committed.
+
+    Attributes:
+        column: the column the value was for (None when the value is not a column's).
+    """
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 class VersionError(PosixLakeError):

@@ -434,8 +434,12 @@ class Schema:
 class MergeMetrics:
     """What a merge did. Rows asked for but not applied are counted as skipped.
 
-    ``rows_skipped`` counts UPDATE or DELETE rows whose key is absent and INSERT rows whose
-    key already exists (with ``strict=True`` those raise instead and nothing is committed).
+    ``rows_inserted``, ``rows_updated`` and ``rows_deleted`` count rows of the table: when
+    the merge key is not the primary key and the table holds a key more than once, one
+    UPDATE (or DELETE) row of the merge updates (deletes) every table row with that key,
+    and each counts. ``rows_skipped`` counts rows of the merge: UPDATE or DELETE rows whose
+    key is absent and INSERT rows whose key already exists (with ``strict=True`` those
+    raise instead and nothing is committed). ``total_affected`` is the table rows changed.
     """
 
     rows_inserted: int

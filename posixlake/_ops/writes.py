@@ -203,6 +203,9 @@ class WriteOps(TableCore):
         In CSV text a row carries its non-empty fields, and ``\\N`` sets NULL.
         An UPDATE or DELETE of a missing key, or an INSERT of an existing key, is counted
         in ``rows_skipped`` (with ``strict=True`` it raises and nothing is committed).
+        ``rows_inserted``, ``rows_updated`` and ``rows_deleted`` count table rows: on a key
+        the table holds more than once (no primary key), one UPDATE row updates each of
+        them; ``rows_skipped`` counts merge rows (see :class:`MergeMetrics`).
 
         Raises:
             InvalidOperation: no key; a key twice in the input; skipped rows with ``strict``.
@@ -223,6 +226,10 @@ class WriteOps(TableCore):
         if n_total == 0:
             return MergeMetrics(0, 0, 0, 0, None)
         with self._write("MERGE"):
+            # refused by the table's protocol or properties before anything is read
+            self._log.check_write(
+                "merge", rewrites=bool(source.count("UPDATE") or source.count("DELETE"))
+            )
             exists = existing_mask(source.table, self._keys.get(self._log, key_cols), key_cols)
             op = source.table[OP_COLUMN]
             applies = pc.if_else(pc.equal(op, "INSERT"), pc.invert(exists), exists)
@@ -259,12 +266,13 @@ class WriteOps(TableCore):
                 todo.filter(pc.equal(todo_op, "INSERT")).select(key_cols),
                 key_cols,
             )
-        applied = outcome.inserted + outcome.updated + outcome.deleted
         self._counters.bump(
             merges=1, rows_written=outcome.inserted + outcome.updated, rows_deleted=outcome.deleted
         )
+        # the engine counts table rows (a key the table holds twice updates two rows);
+        # skipped counts merge rows, those found not to apply above
         return MergeMetrics(
-            outcome.inserted, outcome.updated, outcome.deleted, n_total - applied, outcome.version
+            outcome.inserted, outcome.updated, outcome.deleted, skipped, outcome.version
         )
 
     @counted

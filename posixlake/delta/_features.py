@@ -34,7 +34,10 @@ import pyarrow.parquet as pq
 from posixlake.errors import UnsupportedTableFeature
 
 __all__ = [
+    "APPEND_ONLY",
+    "DELTA_RS_WRITER_FEATURES",
     "QUERY_CONFIG",
+    "check_writable",
     "column_mapping_mode",
     "deleted_rows",
     "int96_out_of_range",
@@ -62,9 +65,70 @@ _PROTOCOL_NAMES: Final = {"ClusteredTable": "clustering", "V2Checkpoint": "v2Che
 
 
 def _camel(name: str) -> str:
-    """Return a delta-rs feature name (``IdentityColumns``) in the protocol's spelling."""
+    """Return a delta-rs feature name (``IdentityColumns``, ``Unknown("collations")``) in
+    the protocol's spelling."""
     name = name.strip().strip("'\"")
+    unknown = re.fullmatch(r"Unknown\(\s*\"?([^\")]*)\"?\s*\)", name)
+    if unknown is not None:  # a name delta-rs does not know is the protocol's own
+        return unknown.group(1)
     return _PROTOCOL_NAMES.get(name) or name[:1].lower() + name[1:]
+
+
+#: the writer features delta-rs (1.6) writes tables with, as the protocol spells them
+#: (each tried: every other listed feature makes delta-rs refuse any commit)
+DELTA_RS_WRITER_FEATURES: Final = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "variantType",
+        "variantType-preview",
+    }
+)
+APPEND_ONLY: Final = "delta.appendOnly"
+
+
+def check_writable(
+    configuration: Mapping[str, str | None],
+    writer_features: Sequence[str] | None,
+    *,
+    what: str,
+    rewrites: bool,
+) -> None:
+    """Refuse, before any work, a write the table's protocol or properties forbid.
+
+    Args:
+        configuration: the table properties.
+        writer_features: the protocol's writer features (None for a legacy protocol).
+        what: the operation, for the message.
+        rewrites: the write removes or changes rows (UPDATE, DELETE, MERGE that matches).
+
+    Raises:
+        UnsupportedTableFeature: a writer feature delta-rs cannot write (by its protocol
+            name: ``clustering``, ``identityColumns``...), or ``delta.appendOnly=true``
+            and ``rewrites`` (feature ``appendOnly``).
+    """
+    missing = tuple(f for f in writer_features or () if f not in DELTA_RS_WRITER_FEATURES)
+    if missing:
+        raise UnsupportedTableFeature(
+            f"{what}: the table uses the Delta table feature(s) {', '.join(missing)}, which "
+            "delta-rs (and so posixlake) cannot write; read it, or write it with an engine "
+            "that supports them",
+            missing,
+        )
+    if rewrites and (configuration.get(APPEND_ONLY) or "").strip().lower() == "true":
+        raise UnsupportedTableFeature(
+            f"{what}: the table is append-only ({APPEND_ONLY}=true): rows can be inserted, "
+            f"not updated or deleted. To change rows, set {APPEND_ONLY}=false first (e.g. "
+            f"deltalake.DeltaTable(path).alter.set_table_properties({{'{APPEND_ONLY}': 'false'}}))",
+            ("appendOnly",),
+        )
 
 
 def unsupported_feature(text: str, *, what: str) -> UnsupportedTableFeature | None:
@@ -78,6 +142,12 @@ def unsupported_feature(text: str, *, what: str) -> UnsupportedTableFeature | No
             f"{what}: the table uses the Delta table feature columnMapping, which delta-rs "
             f"does not support for this operation: {text.splitlines()[0]}",
             ("columnMapping",),
+        )
+    if "append-only" in low or "append only" in low:
+        return UnsupportedTableFeature(
+            f"{what}: the table is append-only ({APPEND_ONLY}=true): rows can be inserted, "
+            f"not updated or deleted: {text.splitlines()[0]}",
+            ("appendOnly",),
         )
     found = _UNSUPPORTED.search(text)
     if found is None:

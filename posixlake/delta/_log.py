@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from posixlake.delta._arrow import _has_timestamps, _in_ns_range, plain_types
@@ -25,10 +26,23 @@ from posixlake.delta._decimal_parts import (
     check_rows,
     decimal_partitions,
 )
-from posixlake.delta._features import QUERY_CONFIG, int96_out_of_range
+from posixlake.delta._features import (
+    QUERY_CONFIG,
+    check_writable,
+    file_commit_blockers,
+    int96_out_of_range,
+)
+from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps, null_blanks
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
-from posixlake.delta._translate import _translated, quote_ident, translate
-from posixlake.errors import CommitConflict, SchemaError
+from posixlake.delta._translate import NS_RANGE, _translated, quote_ident, translate
+from posixlake.errors import (
+    CommitConflict,
+    DivisionByZero,
+    PosixLakeError,
+    QueryError,
+    SchemaError,
+    ValueOutOfRange,
+)
 
 # re-exported: modules written against the single-module log import them from here
 __all__ = [
@@ -42,6 +56,23 @@ __all__ = [
 ]
 
 
+#: the key of the predicate among the SQL texts of a DML
+_PREDICATE: Final = "\0predicate"
+
+
+def _arrow_type_name(t: pa.DataType) -> str | None:
+    """Return ``arrow_cast``'s name of a numeric column type (None for other types)."""
+    names = {pa.int8(): "Int8", pa.int16(): "Int16", pa.int32(): "Int32", pa.int64(): "Int64"}
+    if t in names:
+        return names[t]
+    if pa.types.is_decimal(t):
+        return f"Decimal128({t.precision}, {t.scale})"
+    return None
+
+
+_T = TypeVar("_T")
+
+
 class DeltaLog(LoadedTable):
     """One Delta table, kept loaded, and its writes. Thread-safe: operations hold an
     internal lock. Use :meth:`create` or :meth:`open`; :meth:`at` gives a read-only
@@ -53,6 +84,18 @@ class DeltaLog(LoadedTable):
         with self._lock, _translated("set table properties"):
             self._dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False)
             return self._dt.version()
+
+    def check_write(self, what: str, *, rewrites: bool) -> None:
+        """Refuse at once a write the table's protocol or properties forbid (before any
+        Spark job or rewrite): a writer feature delta-rs cannot write, or a change of rows
+        in an append-only table (``rewrites``).
+
+        Raises:
+            UnsupportedTableFeature: naming the feature as the Delta protocol spells it.
+        """
+        with self._lock:
+            features = self._dt.protocol().writer_features
+        check_writable(self.configuration, features, what=what, rewrites=rewrites)
 
     def _count_at(self, version: int) -> int:
         """Return the number of rows of ``version`` (deletion vectors applied)."""
@@ -122,12 +165,57 @@ class DeltaLog(LoadedTable):
             return
         bad = int96_out_of_range(self.uri, self.storage_options, schema, self._unproven_files())
         if bad:
+            with self._lock:
+                schema_json = self._dt.schema().to_json()
+            blockers = file_commit_blockers(self.configuration, schema_json, rewrites=True)
+            if blockers:
+                # the Spark engine hands such tables to delta-rs: it cannot help either
+                hint = (
+                    "neither engine can: the Spark engine rewrites such files right, but "
+                    f"the table's Delta feature(s) {', '.join(blockers)} need delta-rs' own "
+                    "writer. Remove them for this write (checkConstraints: "
+                    "DeltaTable(path).alter.drop_constraint(name)), write with "
+                    "engine='spark', then restore them (alter.add_constraint)"
+                )
+            else:
+                hint = (
+                    "use engine='spark' for this write (Spark reads INT96 right and "
+                    "rewrites the files in microseconds)"
+                )
             raise UnsupportedTableFeature(
                 f"{what}: {len(bad)} data file(s) store INT96 timestamps outside 1677-2262 "
                 f"(e.g. {bad[0]}), which delta-rs' {what} would rewrite as wrong dates; "
-                "use engine='spark' for this write",
-                ("int96Timestamps",),
+                f"{hint}",
+                ("int96Timestamps", *blockers),
             )
+
+    def blank_partitions(self, rows: pa.Table, what: str) -> pa.Table:
+        """Return ``rows`` with empty strings in string partition columns as NULL.
+
+        The Delta protocol stores a partition value ``""`` as NULL (delta-rs would write
+        ``""``, which Spark, delta-rs' own ``to_pyarrow_table`` and other readers read as
+        NULL): posixlake writes the NULL they read.
+
+        Raises:
+            SchemaError: an empty string in a NOT NULL partition column.
+        """
+        schema = self.arrow_schema
+        for col in self.partition_columns:
+            if col not in rows.column_names or not pa.types.is_string(schema.field(col).type):
+                continue
+            values = rows.column(col)
+            blank = pc.equal(values, "")
+            if not pc.any(blank).as_py():
+                continue
+            if not schema.field(col).nullable:
+                raise SchemaError(
+                    f"{what}: column {col!r} is a NOT NULL partition column, and Delta "
+                    "stores an empty partition value as NULL: give it a non-empty value"
+                )
+            nulls = pa.nulls(len(values), values.type)
+            fixed = pc.if_else(pc.fill_null(blank, False), nulls, values)
+            rows = rows.set_column(rows.column_names.index(col), rows.field(col), fixed)
+        return rows
 
     def check_new_rows(self, rows: pa.Table, what: str, *, dml: bool = False) -> None:
         """Refuse rows whose partition values delta-rs would write wrongly.
@@ -153,6 +241,74 @@ class DeltaLog(LoadedTable):
             values = pa.table(reader.execute(f"SELECT DISTINCT {select} FROM t{where}").read_all())
         check_rows(values, list(exprs), what="update", hint=DML_HINT)
 
+    def _typeof(self, expressions: Sequence[str]) -> list[str] | None:
+        """Return DataFusion's type of each SQL expression over this table (None when the
+        table has no row to type them on, or they do not plan: then the SQL goes to
+        delta-rs as written, and delta-rs reports what is wrong with it)."""
+        select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(expressions))
+        try:
+            with _translated("type expressions", query=True):
+                reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+                table = pa.table(reader.execute(f"SELECT {select} FROM t LIMIT 1").read_all())
+        except QueryError:
+            return None
+        if table.num_rows == 0:
+            return None
+        return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
+
+    def _exact(
+        self, what: str, run: Callable[[Mapping[str, str]], _T], texts: Mapping[str, str]
+    ) -> _T:
+        """Run a DML whose SQL texts (SET expressions and predicate) DataFusion evaluates,
+        with values exact or an error (see :mod:`posixlake.delta._sqlvalues`).
+
+        Integer arithmetic is checked; timestamp literals past 2262 (which DataFusion
+        types as nanoseconds) are rewritten in microseconds when DataFusion refuses them.
+        """
+        blanks = self.empty_string_partitions()
+        if blanks:  # '' partition values another writer left are NULL (the protocol)
+            texts = {k: null_blanks(v, blanks) or v for k, v in texts.items()}
+        checked = checked_arithmetic(texts, self._typeof)
+        texts = {**texts, **checked}
+        try:
+            with _translated(what, query=True):
+                return run(texts)
+        except ValueOutOfRange as err:
+            if NS_RANGE not in str(err):
+                raise
+            schema = self.arrow_schema
+            fixed = {k: microsecond_timestamps(v, schema) or v for k, v in texts.items()}
+            if fixed == texts:
+                raise
+            with _translated(what, query=True):
+                return run(fixed)
+
+    def _blame(
+        self,
+        err: ValueOutOfRange | DivisionByZero,
+        predicate: str | None,
+        updates: Mapping[str, str],
+    ) -> PosixLakeError:
+        """Return ``err`` naming the column whose SET expression failed (found by
+        evaluating each on the rows of ``predicate``), or ``err`` when none does alone."""
+        where = f" WHERE {predicate}" if predicate else ""
+        schema = self.arrow_schema
+        for quoted, expr in updates.items():
+            column = quoted[1:-1].replace('""', '"') if quoted.startswith('"') else quoted
+            if column not in schema.names:
+                continue
+            text = {column: expr, **checked_arithmetic({column: expr}, self._typeof)}[column]
+            target = _arrow_type_name(schema.field(column).type)
+            value = f"arrow_cast({text}, '{target}')" if target else text
+            try:
+                with _translated("update", query=True):
+                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
+                    pa.table(reader.execute(f"SELECT max({value}) AS v FROM t{where}").read_all())
+            except (ValueOutOfRange, DivisionByZero) as probe:
+                reason = str(probe).removeprefix("update: ")
+                return type(probe)(f"update: column {column!r} = {expr}: {reason}", column)
+        return err
+
     def append(
         self,
         data: pa.Table,
@@ -170,6 +326,8 @@ class DeltaLog(LoadedTable):
                 ``txn`` action), so a replay can tell that these rows were committed.
         """
         self._check_writable()
+        self.check_write("append", rewrites=False)
+        data = self.blank_partitions(data, "append")
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction)
         with self._lock:
@@ -236,6 +394,8 @@ class DeltaLog(LoadedTable):
             CommitConflict: still conflicting at the policy's bound. Whatever ``check`` raises.
         """
         self._check_writable()
+        self.check_write("append", rewrites=False)
+        data = self.blank_partitions(data, "append")
         self.check_new_rows(data, "append")
         props = self._props(metadata, app_transaction=app_transaction, strict=True)
 
@@ -274,10 +434,16 @@ class DeltaLog(LoadedTable):
         with self._lock:
 
             def attempt() -> tuple[dict[str, Any], int | None]:
-                return self._committed(
-                    lambda: self._dt.delete(predicate, commit_properties=self._props(metadata))
-                )
+                def run(texts: Mapping[str, str]) -> tuple[dict[str, Any], int | None]:
+                    pred = texts.get(_PREDICATE)
+                    return self._committed(
+                        lambda: self._dt.delete(pred, commit_properties=self._props(metadata))
+                    )
 
+                texts = {} if predicate is None else {_PREDICATE: predicate}
+                return self._exact("delete", run, texts)
+
+            self.check_write("delete", rewrites=True)
             if predicate is not None:
                 self._check_rewrite_safe("delete")
             result, version = self._retrying("delete", attempt, query=True)
@@ -314,17 +480,34 @@ class DeltaLog(LoadedTable):
         with self._lock:
 
             def attempt() -> tuple[dict[str, Any], int | None]:
-                return self._committed(
-                    lambda: self._dt.update(
-                        updates=dict(updates),
-                        predicate=predicate,
-                        commit_properties=self._props(metadata),
+                def run(texts: Mapping[str, str]) -> tuple[dict[str, Any], int | None]:
+                    sets = {c: e for c, e in texts.items() if c != _PREDICATE}
+                    return self._committed(
+                        lambda: self._dt.update(
+                            updates=sets,
+                            predicate=texts.get(_PREDICATE),
+                            commit_properties=self._props(metadata),
+                        )
                     )
-                )
 
+                texts = dict(updates)
+                schema = self.arrow_schema
+                for c in self.partition_columns:
+                    # an empty partition value is NULL (see blank_partitions)
+                    q = quote_ident(c)
+                    if q in texts and pa.types.is_string(schema.field(c).type):
+                        texts[q] = f"NULLIF(({texts[q]}), '')"
+                if predicate is not None:
+                    texts[_PREDICATE] = predicate
+                return self._exact("update", run, texts)
+
+            self.check_write("update", rewrites=True)
             self._check_rewrite_safe("update")
             self._check_updated_partitions(predicate, updates)
-            result, version = self._retrying("update", attempt, query=True)
+            try:
+                result, version = self._retrying("update", attempt, query=True)
+            except (ValueOutOfRange, DivisionByZero) as err:
+                raise self._blame(err, predicate, updates) from err
             return int(result.get("num_updated_rows", 0) or 0), version
 
     def merge_ops(
@@ -342,6 +525,8 @@ class DeltaLog(LoadedTable):
         """
         self._check_writable()
         from posixlake._merge import SET_PREFIX
+
+        source = self.blank_partitions(source, "merge")
 
         data_cols = [
             c for c in source.column_names if c != op_column and not c.startswith(SET_PREFIX)
@@ -377,6 +562,8 @@ class DeltaLog(LoadedTable):
                 )
                 return merger.execute()
 
+            ops = set(source.column(op_column).to_pylist()) if source.num_rows else set()
+            self.check_write("merge", rewrites=bool(ops - {"INSERT"}))
             self._check_rewrite_safe("merge")
             self.check_new_rows(source, "merge", dml=True)
             result, version = self._retrying("merge", lambda: self._committed(merge))

@@ -140,6 +140,8 @@ def replace_rows(
         ConcurrentChange: ``require_present`` and a row to delete is gone.
     """
     log._check_writable()
+    log.check_write("replace rows", rewrites=delete.num_rows > 0)
+    insert = log.blank_partitions(insert, "replace rows")
     if delete.num_rows == 0:
         if insert.num_rows == 0:
             return RowsReplaced(0, 0, None)

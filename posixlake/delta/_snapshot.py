@@ -5,9 +5,9 @@ the active files of one version, each with the partition values of its add actio
 the table schema. Partition values come from the log, never from directory names, so
 empty strings, spaces, ``/``, ``=``, ``%`` and non-ASCII values survive.
 
-delta-rs reports an empty-string partition value of a string column as NULL in
-``get_add_actions``; its file pruning (``files("col = ''")``) tells them apart, and we
-use that to restore the empty strings.
+An empty-string partition value is NULL, as the Delta protocol says (and delta-rs'
+``get_add_actions`` and ``to_pyarrow_table``, and Spark, read it); posixlake never
+writes one (see :func:`serialize_partition_value`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pyarrow as pa
 from posixlake.delta._arrow import plain_types
 from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
 from posixlake.delta._log import DeltaLog
-from posixlake.delta._translate import _translated, quote_ident
+from posixlake.delta._translate import _translated
 from posixlake.errors import InvalidOperation, UnsupportedTableFeature
 
 __all__ = [
@@ -242,7 +242,6 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         parts = list(metadata.partition_columns)
         actions = pa.table(dt.get_add_actions(flatten=False))
         schema = _arrow_schema(delta_schema)
-        empty_strings = _empty_string_files(log, schema, parts, actions)
         dvs = (
             deleted_rows(dt, dt.table_uri)
             if "deletionVectors" in set(dt.protocol().reader_features or ())
@@ -265,10 +264,8 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
     if parts:
         struct = actions.column("partition").combine_chunks()
         for col in parts:
-            column = struct.field(col).to_pylist()
-            blanks = empty_strings.get(col, set())
-            for i, v in enumerate(column):
-                values[i][col] = "" if v is None and paths[i] in blanks else v
+            for i, v in enumerate(struct.field(col).to_pylist()):
+                values[i][col] = v
     files = tuple(
         DataFile(p, int(s), None if r is None else int(r), v, dvs.get(p, ()))
         for p, s, r, v in zip(paths, sizes, rows, values, strict=True)
@@ -285,30 +282,15 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
     )
 
 
-def _empty_string_files(
-    log: DeltaLog, schema: pa.Schema, parts: Sequence[str], actions: pa.Table
-) -> dict[str, set[str]]:
-    """Return, per string partition column with NULLs, the files whose value is ``""``."""
-    out: dict[str, set[str]] = {}
-    if not parts or actions.num_rows == 0:
-        return out
-    struct = actions.column("partition").combine_chunks()
-    for col in parts:
-        if not pa.types.is_string(schema.field(col).type):
-            continue
-        if struct.field(col).null_count == 0:
-            continue
-        found = log.table._table.files(f"{quote_ident(col)} = ''")
-        out[col] = set(found)  # decoded relative paths
-    return out
-
-
 # -- partition value serialisation (the Delta protocol's strings) ---------------------
 
 
 def serialize_partition_value(value: Any, t: pa.DataType) -> str | None:
-    """Render a typed partition value the way delta-rs writes it to the log."""
-    if value is None:
+    """Render a typed partition value the way the Delta log stores it.
+
+    An empty string (or empty binary) is NULL: the protocol gives ``""`` no other meaning.
+    """
+    if value is None or (isinstance(value, str | bytes) and not value):
         return None
     if pa.types.is_string(t):
         return str(value)

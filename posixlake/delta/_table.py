@@ -25,11 +25,20 @@ from deltalake.exceptions import DeltaError
 from posixlake.delta._arrow import plain_types
 from posixlake.delta._features import QUERY_CONFIG
 from posixlake.delta._retry import Contention, RetryPolicy
-from posixlake.delta._translate import _translated, quote_ident, retention_hours_of, translate
+from posixlake.delta._translate import (
+    NS_RANGE,
+    _translated,
+    quote_ident,
+    retention_hours_of,
+    translate,
+)
 from posixlake.errors import (
     CommitConflict,
+    DivisionByZero,
     InvalidOperation,
     NotFound,
+    QueryError,
+    ValueOutOfRange,
     VersionError,
     VersionNotFound,
 )
@@ -428,12 +437,19 @@ class LoadedTable:
             VersionError: a time-travel snapshot whose files VACUUM removed.
         """
         try:
-            with self._lock:
-                dt = self._dt
-                with _translated("query", query=True):
-                    reader = QueryBuilder(dict(QUERY_CONFIG)).register("data", dt).execute(sql)
-            with _translated("query", query=True):
-                table = pa.table(reader.read_all())
+            try:
+                table = self._checked_query(sql)
+            except ValueOutOfRange as err:
+                # DataFusion types timestamp literals as nanoseconds (1677-2262): past
+                # those years, say them in microseconds, as Delta stores them
+                from posixlake.delta._sqlvalues import microsecond_timestamps
+
+                fixed = (
+                    microsecond_timestamps(sql, self.arrow_schema) if NS_RANGE in str(err) else None
+                )
+                if fixed is None:
+                    raise
+                table = self._run_query(fixed)
         except NotFound as err:
             if self.read_only:
                 raise VersionError(
@@ -442,6 +458,87 @@ class LoadedTable:
                 ) from err
             raise
         return plain_types(table)
+
+    def _checked_query(self, sql: str) -> pa.Table:
+        """Run ``sql`` with its integer arithmetic checked (an overflow is an error, as
+        in Spark's ANSI mode, not a wrapped value: see :mod:`posixlake.delta._sqlvalues`).
+
+        The arithmetic is typed by a query over ``data``; when that cannot be done (an
+        operand from a subquery or an alias), or the rewritten SQL does not plan, the SQL
+        runs as written.
+        """
+        from posixlake.delta._sqlvalues import checked_arithmetic
+
+        if not any(op in sql for op in "+-*"):
+            return self._run_query(sql)
+
+        def typeof(exprs: Sequence[str]) -> list[str] | None:
+            select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(exprs))
+            try:
+                table = self._run_query(f"SELECT {select} FROM data LIMIT 1")
+            except QueryError:
+                return None
+            if table.num_rows == 0:
+                return None
+            return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
+
+        checked = checked_arithmetic({"sql": sql}, typeof).get("sql")
+        if checked is None:
+            return self._run_query(sql)
+        try:
+            return self._run_query(checked)
+        except (ValueOutOfRange, DivisionByZero):
+            raise
+        except QueryError:
+            return self._run_query(sql)  # our rewrite did not plan: the SQL as written
+
+    def _run_query(self, sql: str) -> pa.Table:
+        with self._lock:
+            dt = self._dt
+            with _translated("query", query=True):
+                blanks = self.empty_string_partitions()
+                builder = QueryBuilder(dict(QUERY_CONFIG))
+                if blanks:
+                    # the Delta protocol: an empty partition value is NULL (delta-rs'
+                    # SQL reads it as ''; its to_pyarrow_table, Spark and others as NULL)
+                    builder = builder.register("__posixlake_data", dt)
+                    cols = ", ".join(
+                        f"NULLIF({quote_ident(f.name)}, '') AS {quote_ident(f.name)}"
+                        if f.name in blanks
+                        else quote_ident(f.name)
+                        for f in self.arrow_schema
+                    )
+                    builder.execute(
+                        f"CREATE VIEW data AS SELECT {cols} FROM __posixlake_data"
+                    ).read_all()
+                else:
+                    builder = builder.register("data", dt)
+                reader = builder.execute(sql)
+        with _translated("query", query=True):
+            return pa.table(reader.read_all())
+
+    def empty_string_partitions(self) -> list[str]:
+        """Return the string partition columns some file of this version holds ``''`` in
+        (written by delta-rs or by posixlake before 0.2; the Delta protocol reads it as NULL).
+
+        delta-rs lists such a value as NULL among the add actions; its file pruning
+        (``files("col = ''")``) tells the two apart.
+        """
+        parts = [
+            c for c in self.partition_columns if pa.types.is_string(self.arrow_schema.field(c).type)
+        ]
+        if not parts:
+            return []
+        with self._lock:
+            actions = pa.table(self._dt.get_add_actions(flatten=False))
+            if actions.num_rows == 0:
+                return []
+            struct = actions.column("partition").combine_chunks()
+            return [
+                c
+                for c in parts
+                if struct.field(c).null_count and self._dt._table.files(f"{quote_ident(c)} = ''")
+            ]
 
     def read_columns(
         self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None

@@ -20,6 +20,7 @@ from posixlake.delta._features import unsupported_feature
 from posixlake.errors import (
     CommitConflict,
     DeltaLakeError,
+    DivisionByZero,
     InvalidOperation,
     IoError,
     NetworkError,
@@ -28,9 +29,17 @@ from posixlake.errors import (
     QueryError,
     SchemaError,
     StorageError,
+    ValueOutOfRange,
 )
 
-__all__ = ["_translated", "quote_ident", "retention_hours_of", "translate"]
+__all__ = [
+    "NS_RANGE",
+    "_translated",
+    "quote_ident",
+    "retention_hours_of",
+    "translate",
+    "value_error",
+]
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -65,6 +74,57 @@ def retention_hours_of(configuration: Mapping[str, str]) -> float:
     return float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
 
 
+# DataFusion / arrow-rs messages of a value that does not fit its type (the value first)
+_OUT_OF_RANGE: Final = (
+    re.compile(r"value of (\S+) is out of range (\w+)", re.I),
+    re.compile(r"can't cast value (\S+) to type (\w+)", re.I),
+    re.compile(r"(\S+) is too large to store in a (Decimal\d+ of precision \d+)", re.I),
+    re.compile(r"overflow converting (.+?) to (nanosecond)", re.I),
+    re.compile(r"overflow happened on: (.+?)(?:$|\n)", re.I),
+    re.compile(r"(\w+array) overflow on (.+?)(?:$|\n)", re.I),
+)
+_ZERO: Final = re.compile(r"divide by zero|division by zero", re.I)
+#: in the message of a timestamp that DataFusion could only hold in nanoseconds
+NS_RANGE: Final = "outside 1677-2262"
+
+
+def value_error(
+    text: str, *, what: str, column: str | None = None, expression: str | None = None
+) -> ValueOutOfRange | DivisionByZero | None:
+    """Return the error for an engine message about a value that cannot be represented
+    (an overflow, a division by zero), or None when ``text`` is about something else.
+
+    Args:
+        text: the engine's message.
+        what: the operation, for the message.
+        column: the column the value was for, when known.
+        expression: the SQL that computed it, when known.
+    """
+    where = f"{what}: column {column!r}" if column else what
+    if expression:
+        where += f" = {expression}"
+    if _ZERO.search(text):
+        return DivisionByZero(f"{where}: division by zero; nothing was committed", column)
+    for pattern in _OUT_OF_RANGE:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        if m.group(2).lower() == "nanosecond":
+            reason = (
+                f"the timestamp {m.group(1)} is {NS_RANGE}, which this SQL "
+                "cannot hold; years 0001-9999 are valid as literals "
+                "(TIMESTAMP '9000-01-01') and as column values"
+            )
+        elif "overflow happened" in m.group(0).lower():
+            reason = f"{m.group(1).strip()} overflows its type"
+        elif "array overflow" in m.group(0).lower():
+            reason = f"{m.group(2).strip()} overflows its type"
+        else:
+            reason = f"the value {m.group(1)} does not fit {m.group(2)}"
+        return ValueOutOfRange(f"{where}: {reason}; nothing was committed", column)
+    return None
+
+
 def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
     """Map a delta-rs (or object store) error to the posixlake error tree.
 
@@ -83,6 +143,9 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
     unsupported = unsupported_feature(text, what=what)
     if unsupported is not None:  # not a conflict: retrying cannot help
         return unsupported
+    value = value_error(text, what=what)
+    if value is not None:
+        return value
     if isinstance(err, CommitFailedError):
         return CommitConflict(f"{what}: commit conflict: {text}")
     if isinstance(err, SchemaMismatchError):
@@ -156,6 +219,13 @@ def _translated(what: str, *, query: bool = False) -> Iterator[None]:
         raise
     except (DeltaError, OSError, pa.ArrowException) as err:
         raise translate(err, what=what, query=query) from err
+    except ValueError as err:
+        # delta-rs raises a bare ValueError when a computed value does not fit its
+        # column (a decimal overflow, a division by zero)
+        value = value_error(str(err), what=what)
+        if value is None:
+            raise
+        raise value from err
     except Exception as err:
         # DataFusion raises a bare Exception for errors while a query runs (a failed
         # cast, a division by zero); anything of another class is not ours to translate

@@ -66,7 +66,8 @@ def test_files_and_stats_commit_in_one_version(log: DeltaLog) -> None:
     assert len(files) == 3  # one per partition value
     assert commit_files(log, files, [], operation="INSERT") == 1
     got = log.read_columns().sort_by("id").to_pylist()
-    assert got == pa.concat_tables([rows([1, 2]), rows([3], p=""), rows([4], p=None)]).to_pylist()
+    # an empty partition value is NULL (the Delta protocol)
+    assert got == pa.concat_tables([rows([1, 2]), rows([3], p=None), rows([4], p=None)]).to_pylist()
     actions = log.add_actions()
     mins = dict(
         zip(actions["partition.p"].to_pylist(), actions["min.dec"].to_pylist(), strict=True)
@@ -78,10 +79,12 @@ def test_files_and_stats_commit_in_one_version(log: DeltaLog) -> None:
     assert log.query(sql).column(0).to_pylist() == [1, 2, 3, 4]
 
 
-def test_snapshot_restores_empty_string_partitions(log: DeltaLog) -> None:
+def test_empty_string_partitions_are_null(log: DeltaLog) -> None:
+    """The Delta protocol: an empty partition value is NULL, in the log and when read."""
     commit_files(log, write(log, pa.concat_tables([rows([1], p=""), rows([2], p=None)])), [])
     snap = snapshot_of(log)
-    assert sorted(repr(f.partition_values["p"]) for f in snap.files) == ["''", "None"]
+    assert [f.partition_values["p"] for f in snap.files] == [None, None]
+    assert log.query("SELECT count(*) FROM data WHERE p IS NULL").column(0)[0].as_py() == 2
 
 
 def test_a_remove_that_is_not_active_is_refused(log: DeltaLog) -> None:
@@ -141,17 +144,19 @@ PARTITION_VALUES: list[tuple[Any, pa.DataType]] = [
 def test_partition_values_round_trip_through_the_log(
     tmp_path: Path, value: Any, kind: pa.DataType
 ) -> None:
-    assert parse_partition_value(serialize_partition_value(value, kind), kind) == value
+    read = None if value == "" else value  # an empty partition value is NULL (the protocol)
+    assert parse_partition_value(serialize_partition_value(value, kind), kind) == read
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("p", kind)])
     log = DeltaLog.create(str(tmp_path / "t"), schema, partition_by=["p"])
     commit_files(log, write(log, pa.table({"id": [1], "p": pa.array([value], kind)})), [])
-    assert log.read_columns(["p"]).column(0).to_pylist() == [value]
-    assert [f.partition_values["p"] for f in snapshot_of(log).files] == [value]
+    assert log.read_columns(["p"]).column(0).to_pylist() == [read]
+    assert [f.partition_values["p"] for f in snapshot_of(log).files] == [read]
 
 
 @given(st.text())
 def test_any_string_partition_value_round_trips(text: str) -> None:
-    assert parse_partition_value(serialize_partition_value(text, pa.string()), pa.string()) == text
+    back = parse_partition_value(serialize_partition_value(text, pa.string()), pa.string())
+    assert back == (text or None)  # an empty partition value is NULL (the protocol)
 
 
 def test_without_pyspark_the_default_engine_names_the_fix(tmp_path: Path) -> None:

@@ -168,6 +168,7 @@ class SparkBulk(SparkCore):
         key: Sequence[str],
         metadata: Mapping[str, Any],
     ) -> WriteOutcome:
+        log.check_write("insert", rewrites=False)  # before any Spark job
         features = self._delta_rs_only(log, rewrites=False, physical_names=True)
         if features:
             raise UnsupportedTableFeature(

@@ -30,6 +30,7 @@ from posixlake.engines.spark._io import (
     WriteSpec,
 )
 from posixlake.engines.spark._session import (
+    VALUE_CONFIG,
     build_session,
     preload,
     quiet,
@@ -129,6 +130,8 @@ class SparkCore:
 
                 preload()
                 register_data_source(self._spark)
+                for name, value in VALUE_CONFIG.items():
+                    self._spark.conf.set(name, value)
             self._registered = True
             return self._spark
 

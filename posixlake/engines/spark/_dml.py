@@ -28,12 +28,16 @@ from posixlake.engines.spark._io import (
 from posixlake.engines.spark._session import (
     quiet,
     spark_errors,
+    spark_value_error,
     translate_spark_error,
 )
 from posixlake.engines.spark._types import arrow_schema_to_spark, arrow_to_spark
 from posixlake.errors import (
+    DivisionByZero,
+    PosixLakeError,
     QueryError,
     SchemaError,
+    ValueOutOfRange,
 )
 
 __all__ = ["SparkDml"]
@@ -54,6 +58,7 @@ class SparkDml(SparkCore):
         """
         from pyspark.sql import functions as F
 
+        log.check_write("delete", rewrites=True)  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("delete: delta-rs writes tables with %s", ", ".join(features))
@@ -88,6 +93,7 @@ class SparkDml(SparkCore):
         """
         from pyspark.sql import functions as F
 
+        log.check_write("update", rewrites=True)  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("update: delta-rs writes tables with %s", ", ".join(features))
@@ -125,7 +131,35 @@ class SparkDml(SparkCore):
             )
             return WriteOutcome(sum(c for _, c in touched.values()), version)
 
-        return self._attempts(log, "update", attempt)
+        try:
+            return self._attempts(log, "update", attempt)
+        except (ValueOutOfRange, DivisionByZero) as err:
+            raise self._blame(log, pred, sets, schema, err) from err
+
+    def _blame(
+        self,
+        log: DeltaLog,
+        predicate: str,
+        sets: Mapping[str, str],
+        schema: pa.Schema,
+        err: ValueOutOfRange | DivisionByZero,
+    ) -> PosixLakeError:
+        """Return ``err`` naming the column whose SET expression failed (found by
+        evaluating each on the matching rows), or ``err`` when none fails alone."""
+        from pyspark.sql import functions as F
+
+        frame, _ = self.frame(log)
+        hit = frame.where(F.coalesce(F.expr(predicate), F.lit(False)))
+        for c, expr in sets.items():
+            value = F.expr(expr).cast(arrow_to_spark(schema.field(c).type))
+            try:
+                with quiet():
+                    hit.select(F.max(value)).collect()
+            except spark_errors() as probe:
+                found = spark_value_error(str(probe), what="update", column=c, expression=expr)
+                if found is not None:
+                    return found
+        return err
 
     def _check_expressions(
         self, log: DeltaLog, predicate: str, sets: Mapping[str, str], schema: pa.Schema
@@ -176,6 +210,8 @@ class SparkDml(SparkCore):
 
         if source.num_rows == 0:
             return MergeOutcome(0, 0, 0, None)
+        ops = set(source.column(OP_COLUMN).to_pylist())
+        log.check_write("merge", rewrites=bool(ops - {"INSERT"}))  # before any Spark job
         features = self._delta_rs_only(log, rewrites=True)
         if features:
             logger.info("merge: delta-rs writes tables with %s", ", ".join(features))

@@ -2,7 +2,8 @@
 
 A session we build runs Python workers on the running interpreter, binds the driver to
 127.0.0.1 for local masters, works in UTC, writes TIMESTAMP_MICROS and keeps the UI off
-unless asked. A user's own session is used as it is.
+unless asked. A user's own session is used as it is, except for :data:`VALUE_CONFIG`
+(ANSI arithmetic, exact decimals), which every session an engine uses gets.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from posixlake.errors import InvalidOperation, NotFound, PosixLakeError, QueryEr
 __all__ = [
     "DEFAULT_MASTER",
     "JAVA_PACKAGE",
+    "VALUE_CONFIG",
     "SparkUnavailableError",
     "build_session",
     "check_java",
     "preload",
     "quiet",
     "spark_errors",
+    "spark_value_error",
     "translate_spark_error",
 ]
 
@@ -47,6 +50,16 @@ _FIX: Final = (
     "or set JAVA_HOME, or use the local engine (engine='local' or POSIXLAKE_ENGINE=local)"
 )
 _build_lock = threading.Lock()
+
+#: what makes Spark's values those of the local engine and of Delta's types: an overflow
+#: or a division by zero is an error (ANSI mode), and decimal arithmetic keeps every
+#: digit of its operands (or fails) instead of rounding a result to fit 38 digits
+#: (``allowPrecisionLoss``: DECIMAL(38,10) + 1 would be rounded to 9 places). Set on the
+#: sessions we build and on a session given to an engine.
+VALUE_CONFIG: Final = {
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.decimalOperations.allowPrecisionLoss": "false",
+}
 
 
 class SparkUnavailableError(InvalidOperation):
@@ -153,6 +166,8 @@ def build_session(
         # reserved words are not aliases: "FROM data WHERE" is a syntax error, as in SQL
         .config("spark.sql.ansi.enforceReservedKeywords", "true")
     )
+    for key, value in VALUE_CONFIG.items():
+        builder = builder.config(key, value)
     if url.startswith("local"):
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
@@ -202,6 +217,44 @@ def spark_errors() -> tuple[type[BaseException], ...]:
 
 
 _OUR_ERROR = re.compile(r"posixlake\.errors\.(\w+): (.*)")
+_SPARK_CLASS = re.compile(r"\[([A-Z_]+)(?:\.[A-Z_]+)?\]\s*(.*)")
+_OVERFLOWS: Final = frozenset(
+    {
+        "ARITHMETIC_OVERFLOW",
+        "BINARY_ARITHMETIC_OVERFLOW",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+        "CAST_OVERFLOW",
+        "CAST_OVERFLOW_IN_TABLE_INSERT",
+        "DATETIME_OVERFLOW",
+        "DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION",
+        "NUMERIC_OUT_OF_SUPPORTED_RANGE",
+    }
+)
+
+
+def spark_value_error(
+    text: str, *, what: str, column: str | None = None, expression: str | None = None
+) -> PosixLakeError | None:
+    """Return the error for a Spark ANSI error about a value (an overflow, a division by
+    zero), or None for other errors."""
+    for m in _SPARK_CLASS.finditer(text):
+        cls, detail = m.group(1), m.group(2).splitlines()[0]
+        # Spark's advice on turning ANSI off is not ours to give
+        detail = re.split(r"\s*(?:If necessary set|Use [`']?try_)", detail)[0].strip().rstrip(".")
+        if cls == "ARITHMETIC_OVERFLOW":
+            detail = f"arithmetic {detail}"
+        if cls in ("ARITHMETIC_OVERFLOW", "BINARY_ARITHMETIC_OVERFLOW"):
+            detail += " (a result does not fit its type)"
+        where = f"{what}: column {column!r}" if column else what
+        if expression:
+            where += f" = {expression}"
+        if cls in ("DIVIDE_BY_ZERO", "INTERVAL_DIVIDED_BY_ZERO"):
+            return errors.DivisionByZero(
+                f"{where}: division by zero; nothing was committed", column
+            )
+        if cls in _OVERFLOWS:
+            return errors.ValueOutOfRange(f"{where}: {detail}; nothing was committed", column)
+    return None
 
 
 def translate_spark_error(
@@ -230,6 +283,9 @@ def translate_spark_error(
         return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {first}")
     if "[TABLE_OR_VIEW_NOT_FOUND]" in text:
         return QueryError(f"{what}: table or view not found (the table is `data`): {first}")
+    value = spark_value_error(text, what=what)
+    if value is not None:
+        return value
     if kind in ("AnalysisException", "ParseException") or "[PARSE_SYNTAX_ERROR]" in text:
         return QueryError(f"{what}: {first}")
     if kind == "Py4JNetworkError" or ("Connection refused" in text and "py4j" in text.lower()):
