@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import datetime
 from typing import Any, Final
 
 import click
 import pyarrow as pa
 
 from cli._common import (
+    AsOf,
     echo_json,
     engine_options,
     get_options,
@@ -469,6 +471,8 @@ def _commit_json(c: CommitInfo) -> dict[str, Any]:
 
 def _changes(c: CommitInfo) -> str:
     shown = []
+    if c.operation == "RESTORE" and "version" in c.parameters:
+        shown.append(f"to version {c.parameters['version']}")
     for k, v in c.metrics.items():
         if "rows" in k and isinstance(v, int) and v:
             shown.append(f"{k.removeprefix('num_')}={v:,}")
@@ -505,4 +509,60 @@ def history(table: str, limit: int | None) -> None:
     click.echo(format_table(rows))
 
 
-COMMANDS: Final[list[click.Command]] = [create, info, schema_cmd, history]
+@click.command()
+@table_argument
+@click.option(
+    "--version", "version", type=click.IntRange(min=0), help="Go back to this table version."
+)
+@click.option(
+    "--as-of",
+    "as_of",
+    type=AsOf(),
+    help="Go back to the table as it was at this time (the last version at or before it).",
+)
+@storage_options
+@user_option
+@json_option
+def rollback(table: str, version: int | None, as_of: datetime | None) -> None:
+    """Make the table equal to an earlier version, in one commit.
+
+    Like deltalake's restore and Databricks' RESTORE TABLE: the commit puts back the
+    data files, schema and properties of that version; no data file is rewritten, the
+    versions in between stay readable (history shows a RESTORE). To rebuild a table
+    from a backup, use `posixlake restore`.
+
+    
+    TIME is ISO 8601 (2024-05-01T12:00:00Z; UTC when no offset) or epoch milliseconds.
+
+    
+    Examples:
+      posixlake history /data/sales
+      posixlake rollback /data/sales --version 3
+      posixlake rollback /data/sales --as-of 2024-05-01T12:00:00Z
+    """
+    if (version is None) == (as_of is None):
+        raise click.UsageError("give --version N or --as-of TIME")
+    with open_table(table) as db:
+        done = db.restore_version(version, as_of=as_of)
+        current = done.version if done.version is not None else db.version
+    if get_options().json:
+        echo_json(
+            {
+                "restored": done.restored,
+                "version": current,
+                "committed": done.committed,
+                "files_removed": done.files_removed,
+                "files_restored": done.files_restored,
+            }
+        )
+    elif done.committed:
+        click.echo(
+            f"Rolled back to version {done.restored} (version {done.version}: "
+            f"{plural(done.files_removed, 'file')} removed, "
+            f"{plural(done.files_restored, 'file')} restored)"
+        )
+    else:
+        click.echo(f"Already at version {done.restored}: no commit")
+
+
+COMMANDS: Final[list[click.Command]] = [create, info, schema_cmd, history, rollback]

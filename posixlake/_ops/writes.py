@@ -8,7 +8,8 @@ Each is one Delta commit (none when nothing changes) and returns what it did: a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow.compute as pc
 
@@ -21,6 +22,7 @@ from posixlake._merge import (
     prepare_merge_source,
 )
 from posixlake._metrics import timed
+from posixlake._ops.args import as_of as as_of_point
 from posixlake._ops.args import columns_arg, mapping_arg, sql_literal
 from posixlake._ops.core import PRIMARY_KEY_PROPERTY, TableCore, counted
 from posixlake.delta import quote_ident
@@ -30,9 +32,13 @@ from posixlake.errors import (
     InvalidOperation,
     QueryError,
     SchemaError,
+    VersionError,
 )
-from posixlake.result import ReplaceResult, WriteResult
+from posixlake.result import QueryResult, ReplaceResult, RestoreResult, WriteResult
 from posixlake.types import MergeMetrics, check_declared
+
+if TYPE_CHECKING:
+    from posixlake.database import DatabaseOps
 
 __all__ = ["WriteOps"]
 
@@ -263,6 +269,85 @@ class WriteOps(TableCore):
         )
         return MergeMetrics(
             outcome.inserted, outcome.updated, outcome.deleted, n_total - applied, outcome.version
+        )
+
+    def sql(self, statement: str) -> QueryResult:
+        """Run one SQL statement: a query, or UPDATE / DELETE / INSERT INTO / MERGE INTO.
+
+        Written as Delta users write it (Spark SQL on the Spark engine; the same grammar
+        with DataFusion's quoting on the local engine); the table is ``data``. Each write
+        is one commit through the same call as its Python form: ``UPDATE`` is
+        :meth:`update`, ``DELETE`` :meth:`delete_rows_where`, ``INSERT INTO ... VALUES``
+        / ``SELECT`` :meth:`insert` (values typed by the table's schema), and
+        ``MERGE INTO data USING (...) AS s ON data.id = s.id WHEN MATCHED ... WHEN NOT
+        MATCHED ...`` :meth:`merge`. A query may travel in time
+        (``FROM data VERSION AS OF 3``, ``TIMESTAMP AS OF '...'``).
+
+        Returns:
+            The rows of a query; for a write one row, as Databricks gives it:
+            ``num_affected_rows``, ``num_updated_rows`` / ``num_deleted_rows`` /
+            ``num_inserted_rows``, and ``version`` (the version committed, NULL when none).
+
+        Raises:
+            QueryError: SQL that does not parse, names another table than ``data``, or a
+                clause without an equivalent here (the message names it); and what the
+                matching Python call raises.
+        """
+        from posixlake.sql import run_statement
+
+        return run_statement(cast("DatabaseOps", self), statement)
+
+    @counted
+    def restore_version(
+        self,
+        version: int | None = None,
+        *,
+        as_of: datetime | int | float | str | None = None,
+    ) -> RestoreResult:
+        """Make the table equal to an earlier version, in ONE commit (rollback in place).
+
+        The same as deltalake's ``DeltaTable.restore`` and Databricks' ``RESTORE TABLE ...
+        TO VERSION AS OF``: the commit removes the files added since and re-adds the files
+        removed since, and puts back that version's schema and properties; history shows
+        it as ``RESTORE``, and the versions in between stay readable. (``restore`` rebuilds
+        a table from a backup.)
+
+        Args:
+            version: the version to go back to.
+            as_of: or the point in time (a datetime, epoch milliseconds or ISO text): the
+                latest version committed at or before it.
+
+        Raises:
+            InvalidOperation: neither or both of ``version`` and ``as_of``; a version
+                before users were turned on (it would turn them off).
+            VersionError: no such version, or a time before the table existed.
+            NotFound: a data file of that version was removed by VACUUM.
+        """
+        self._authorize("write", "restore_version")
+        if (version is None) == (as_of is None):
+            raise InvalidOperation("restore_version needs a version or as_of=, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise VersionError(f"version must be an int, not {type(version).__name__}")
+        self._authorize("delete", "restore_version")
+        with self._write("RESTORE"):
+            target = version if version is not None else self._log.version_at(as_of_point(as_of))
+            snap = self._log.at(target)
+            from posixlake.security import AUTH_PROPERTY
+
+            if self._log.configuration.get(AUTH_PROPERTY) and not snap.configuration.get(
+                AUTH_PROPERTY
+            ):
+                raise InvalidOperation(
+                    f"cannot restore version {target}: users were turned on after it, and "
+                    "a restore would turn them off"
+                )
+            metrics, committed = self._log.restore(target, metadata=self._metadata("RESTORE"))
+            self._keys.invalidate()
+        return RestoreResult(
+            target,
+            committed,
+            int(metrics.get("numRemovedFile", 0) or 0),
+            int(metrics.get("numRestoredFile", 0) or 0),
         )
 
     @counted
