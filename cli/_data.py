@@ -22,6 +22,7 @@ from cli._common import (
     table_argument,
     user_option,
 )
+from cli._csvopts import csv_dialect_options, csv_options_of
 from cli._output import FORMATS, output_options, write_rows
 from posixlake import DatabaseOps
 from posixlake.result import WriteResult
@@ -48,28 +49,41 @@ def _written(done: WriteResult, db: DatabaseOps) -> tuple[str, dict[str, Any]]:
 @click.option(
     "--upsert", is_flag=True, help="Update rows whose primary key exists instead of failing."
 )
+@csv_dialect_options
 @engine_options
 @storage_options
 @user_option
 @json_option
-def insert(table: str, file: str, upsert: bool) -> None:
+def insert(
+    table: str,
+    file: str,
+    upsert: bool,
+    delimiter: str | None,
+    quote: str | None,
+    null: str | None,
+    encoding: str | None,
+    no_header: bool,
+) -> None:
     """Insert rows from FILE (or stdin) in one commit.
 
     \b
     FILE holds JSON (an object, an array of objects or JSON lines) or CSV with a
     header line; the format is detected from the content. Missing columns are NULL.
     An unknown column, a value of the wrong type or a duplicate primary key fails
-    and nothing is written.
+    and nothing is written. CSV in another dialect: --delimiter ';' --quote "'"
+    --null NA --encoding latin-1 --no-header.
 
     \b
     Examples:
       posixlake insert /data/sales rows.csv
       echo '{"id": 4, "item": "pear", "qty": 3}' | posixlake insert /data/sales
       posixlake insert /data/sales changes.jsonl --upsert
+      posixlake insert /data/sales export.csv --delimiter ';' --null NA --encoding latin-1
     """
+    csv_options = csv_options_of(delimiter, quote, null, encoding, no_header)
     data = read_input(file)
     with open_table(table, computes=True) as db:
-        rows = db.insert(data, upsert=upsert)
+        rows = db.insert(data, upsert=upsert, csv_options=csv_options)
         text, fields = _written(rows, db)
     if get_options().json:
         echo_json({"rows": rows.rows, **fields})

@@ -91,7 +91,7 @@ def write_rows(
         out: where to write (default: stdout's bytes).
         terminal: whether ``out`` is a terminal (default: ask stdout).
     """
-    stream = out if out is not None else click.get_binary_stream("stdout")
+    stream: IO[bytes] = out if out is not None else sys.stdout.buffer
     if terminal is None:
         terminal = sys.stdout.isatty()
     fmt = fmt.lower()

@@ -32,6 +32,7 @@ from cli._common import (
     user_option,
     warn_secret_flag,
 )
+from cli._csvopts import csv_dialect_options, csv_options_of
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.delta import DeltaLog
 from posixlake.engines.local import expand_paths
@@ -222,6 +223,7 @@ def _schema_param(ctx: click.Context, param: click.Parameter, value: str | None)
     is_flag=True,
     help="Create a missing S3 bucket or Azure container.",
 )
+@csv_dialect_options
 @engine_options
 @storage_options
 @user_option
@@ -238,6 +240,7 @@ def create(
     admin_user: str | None,
     admin_password: str | None,
     create_bucket: bool,
+    **csv_dialect: Any,
 ) -> None:
     """Create a table from a schema, or from CSV or Parquet files.
 
@@ -261,6 +264,10 @@ def create(
     sources = [bool(schema), bool(csv_paths), bool(parquet_paths)]
     if sum(sources) != 1:
         raise click.UsageError("give exactly one of --schema, --from-csv or --from-parquet")
+    if not csv_paths and csv_options_of(**csv_dialect) is not None:
+        raise click.UsageError(
+            "--delimiter, --quote, --null, --encoding and --no-header go with --from-csv"
+        )
     opts = get_options()
     uri = normalize_uri(table)
     key = split_columns([primary_key]) if primary_key else None
@@ -307,7 +314,8 @@ def create(
         size = sum(_file_size(f) for f in files)
         with spinner(f"Importing {plural(len(files), fmt + ' file')} ({human_bytes(size)})"):
             if csv_paths:
-                db = DatabaseOps.create_from_csv(uri, files, **common)
+                csv_options = csv_options_of(**csv_dialect)
+                db = DatabaseOps.create_from_csv(uri, files, csv_options=csv_options, **common)
             else:
                 db = DatabaseOps.create_from_parquet(uri, files, **common)
         label = f"Imported {plural(len(files), fmt + ' file')} into"

@@ -272,6 +272,9 @@ class DatabaseOps(
 
         Types are Int64, Float64, Boolean, Date, Timestamp or String; a later value that
         breaks a type widens it (Int64 -> Float64 -> String). Empty fields are NULL.
+        Files in another CSV dialect take ``csv_options=`` (a
+        :class:`~posixlake.csvcodec.CsvOptions` or a dict: ``delimiter``, ``quote``,
+        ``null``, ``encoding``, ``header``; without a header, columns are ``column0``...).
 
         Raises:
             NotFound: no such CSV file. SerializationError: malformed CSV.

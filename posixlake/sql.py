@@ -124,7 +124,7 @@ def _local_dialect() -> type[Dialect]:
     return _LOCAL[0]
 
 
-def _parse(sql: str, engine: str) -> exp.Expression:
+def _parse(sql: str, engine: str) -> exp.Expr:
     """Parse one statement.
 
     Raises:
@@ -142,7 +142,7 @@ def _parse(sql: str, engine: str) -> exp.Expression:
     return statements[0]
 
 
-def _sql(node: exp.Expression, engine: str) -> str:
+def _sql(node: exp.Expr, engine: str) -> str:
     return node.sql(dialect=_dialect(engine))
 
 
@@ -161,7 +161,8 @@ def split_time_travel(sql: str, *, engine: str = "local") -> tuple[str, TimeTrav
     """
     if not _AS_OF.search(sql):
         return sql, None
-    from sqlglot import exp, tokens
+    from sqlglot import exp
+    from sqlglot.tokenizer_core import TokenType
 
     tree = _parse(sql, engine)
     found = list(tree.find_all(exp.Version))
@@ -188,7 +189,7 @@ def split_time_travel(sql: str, *, engine: str = "local") -> tuple[str, TimeTrav
             a.text.upper() in ("VERSION", "TIMESTAMP")
             and b.text.upper() == "AS"
             and c.text.upper() == "OF"
-            and d.token_type in (tokens.TokenType.NUMBER, tokens.TokenType.STRING)
+            and d.token_type in (TokenType.NUMBER, TokenType.STRING)
         ):
             cuts.append((a.start, d.end + 1))
             i += 4
@@ -288,7 +289,7 @@ def _written(kind: str, rows: int, version: int | None) -> QueryResult:
     )
 
 
-def _target(node: exp.Expression, clause: str) -> str | None:
+def _target(node: exp.Expr, clause: str) -> str | None:
     """Check that a statement's target is ``data``; return its alias (None without one)."""
     from sqlglot import exp
 
@@ -302,7 +303,7 @@ def _target(node: exp.Expression, clause: str) -> str | None:
     return table.alias or None
 
 
-def _check_tables(node: exp.Expression, aliases: set[str], clause: str) -> None:
+def _check_tables(node: exp.Expr, aliases: set[str], clause: str) -> None:
     """Every table a statement reads is ``data``, at the current version."""
     from sqlglot import exp
 
@@ -320,7 +321,7 @@ def _check_tables(node: exp.Expression, aliases: set[str], clause: str) -> None:
             )
 
 
-def _unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
+def _unqualified(node: exp.Expr, qualifiers: set[str]) -> exp.Expr:
     """Drop ``data.`` / alias qualifiers from column references (delta-rs takes bare names)."""
     from sqlglot import exp
 
@@ -331,7 +332,7 @@ def _unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
     return node
 
 
-def _column_name(node: exp.Expression, qualifiers: set[str], clause: str) -> str:
+def _column_name(node: exp.Expr, qualifiers: set[str], clause: str) -> str:
     from sqlglot import exp
 
     if not isinstance(node, exp.Column) or (node.table and node.table.lower() not in qualifiers):
@@ -459,7 +460,7 @@ def _literal_rows(
     return rows
 
 
-def _literal(node: exp.Expression, target: pa.DataType) -> tuple[bool, Any]:
+def _literal(node: exp.Expr, target: pa.DataType) -> tuple[bool, Any]:
     from sqlglot import exp
 
     if isinstance(node, exp.Null):
@@ -508,8 +509,8 @@ _CLAUSE: Final = "__posixlake_clause"
 @dataclass(frozen=True)
 class _When:
     op: Literal["UPDATE", "DELETE", "INSERT"]
-    condition: exp.Expression | None
-    assignments: dict[str, exp.Expression]
+    condition: exp.Expr | None
+    assignments: dict[str, exp.Expr]
 
 
 def _merge(db: DatabaseOps, tree: exp.Merge, engine: str) -> QueryResult:
@@ -541,7 +542,7 @@ def _merge(db: DatabaseOps, tree: exp.Merge, engine: str) -> QueryResult:
     if not matched and not not_matched:
         raise QueryError("MERGE needs WHEN MATCHED or WHEN NOT MATCHED clauses")
     src = _source_node(source, engine)
-    target_table = exp.to_table(TABLE_NAME)
+    target_table: exp.Expr = exp.to_table(TABLE_NAME)
     if target_alias:
         target_table = exp.alias_(target_table, target_alias, table=True)
     rows: list[dict[str, Any]] = []
@@ -594,7 +595,7 @@ def _merge(db: DatabaseOps, tree: exp.Merge, engine: str) -> QueryResult:
     )
 
 
-def _source_node(source: exp.Expression, engine: str) -> exp.Expression:
+def _source_node(source: exp.Expr, engine: str) -> exp.Expr:
     """The USING source as a FROM item both engines read (VALUES in parentheses)."""
     from sqlglot import exp
 
@@ -607,8 +608,8 @@ def _source_node(source: exp.Expression, engine: str) -> exp.Expression:
 
 
 def _merge_keys(
-    on: exp.Expression | None, target: str, source: str, names: list[str]
-) -> tuple[list[str], exp.Expression]:
+    on: exp.Expr | None, target: str, source: str, names: list[str]
+) -> tuple[list[str], exp.Expr]:
     """Return the target columns the ON condition matches (``t.k = s.x AND ...``)."""
     from sqlglot import exp
 
@@ -648,7 +649,7 @@ def _when(when: exp.When, keys: list[str], names: list[str], quals: set[str], so
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE" and matched:
         return _When("DELETE", cond, {})
     if isinstance(then, exp.Update) and matched:
-        assignments: dict[str, exp.Expression] = {}
+        assignments: dict[str, exp.Expr] = {}
         star = not then.expressions or any(isinstance(e, exp.Star) for e in then.expressions)
         if not star:
             for eq in then.expressions:
@@ -683,7 +684,7 @@ def _when(when: exp.When, keys: list[str], names: list[str], quals: set[str], so
     raise QueryError(f"{label} THEN {then.sql() if then is not None else '?'} is not supported")
 
 
-def _clause_case(clauses: list[_When]) -> exp.Expression:
+def _clause_case(clauses: list[_When]) -> exp.Expr:
     """``CASE WHEN cond0 THEN 0 WHEN cond1 THEN 1 ... END``: the first clause that applies."""
     from sqlglot import exp
 
@@ -702,7 +703,7 @@ def split_statements(text: str, *, engine: str = "local") -> tuple[list[str], st
         string or quoted name is all "rest".
     """
     from sqlglot.errors import TokenError
-    from sqlglot.tokens import TokenType
+    from sqlglot.tokenizer_core import TokenType
 
     try:
         toks = _local_dialect()().tokenize(text) if engine != "spark" else _tokenize_spark(text)

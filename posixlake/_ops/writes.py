@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake._convert import to_arrow
@@ -30,14 +31,17 @@ from posixlake.engines.local import format_of, source_paths
 from posixlake.errors import (
     DuplicateKeyError,
     InvalidOperation,
+    IoError,
     QueryError,
     SchemaError,
+    SerializationError,
     VersionError,
 )
 from posixlake.result import QueryResult, ReplaceResult, RestoreResult, WriteResult
 from posixlake.types import MergeMetrics, check_declared
 
 if TYPE_CHECKING:
+    from posixlake.csvcodec import CsvOptions
     from posixlake.database import DatabaseOps
 
 __all__ = ["WriteOps"]
@@ -49,7 +53,12 @@ class WriteOps(TableCore):
     @counted
     @timed("insert")
     def insert(
-        self, data: Any, *, upsert: bool = False, schema_mode: Literal["merge"] | None = None
+        self,
+        data: Any,
+        *,
+        upsert: bool = False,
+        schema_mode: Literal["merge"] | None = None,
+        csv_options: CsvOptions | Mapping[str, Any] | None = None,
     ) -> WriteResult:
         """Insert rows in one commit; return how many rows were written, and the version.
 
@@ -62,6 +71,11 @@ class WriteOps(TableCore):
             upsert: with a primary key, update rows whose key exists instead of failing.
             schema_mode: ``"merge"`` adds the columns of ``data`` the table lacks (nullable,
                 typed from the data) in the same commit; older rows read NULL there.
+            csv_options: how CSV ``data`` (text, bytes, or CSV file paths) is written when
+                it is not posixlake's own CSV: a :class:`~posixlake.csvcodec.CsvOptions`
+                or a dict of its fields, e.g. ``{"delimiter": ";", "null": "NA",
+                "encoding": "latin-1", "header": False}`` (without a header the fields
+                are the table's columns in order).
 
         Raises:
             SerializationError: malformed JSON or CSV. SchemaError: unknown column, missing
@@ -72,6 +86,10 @@ class WriteOps(TableCore):
             committed (None for no rows).
         """
         self._authorize("write", "insert")
+        if csv_options is not None:
+            from posixlake.csvcodec import CsvOptions
+
+            data = self._csv_in_dialect(data, CsvOptions.coerce(csv_options))
         if schema_mode is not None:
             return self._insert_evolving(data, schema_mode=schema_mode, upsert=upsert)
         external = getattr(self._engine, "insert_external", None)
@@ -101,6 +119,39 @@ class WriteOps(TableCore):
             return WriteResult(0, None)
         check_declared(table, self._declared)
         return WriteResult(table.num_rows, self._append(table, operation="INSERT", upsert=upsert))
+
+    def _csv_in_dialect(self, data: Any, options: CsvOptions) -> Any:
+        """Return CSV written with ``options`` (text, bytes or file paths) as rows to insert.
+
+        Raises:
+            SerializationError: ``data`` is not CSV text or CSV files; a malformed file.
+        """
+        from posixlake.csvcodec import to_canonical_csv
+
+        if options.is_default:
+            return data
+        columns = None if options.header else list(self._schema.names)
+        if isinstance(data, str | bytes | bytearray):
+            text = data if isinstance(data, str) else bytes(data)
+            return to_canonical_csv(text, options, columns=columns)
+        paths = source_paths(data)
+        if paths is None:
+            raise SerializationError(
+                "insert: csv_options apply to CSV text, bytes or .csv files, "
+                f"not {type(data).__name__}"
+            )
+        fmt, files = format_of(paths)
+        if fmt != "csv":
+            raise SerializationError("insert: csv_options apply to CSV files, not Parquet")
+        tables = []
+        for path in files:
+            try:
+                with open(path, "rb") as fh:
+                    raw = fh.read()
+            except OSError as err:
+                raise IoError(f"cannot read {path}: {err.strerror}") from err
+            tables.append(to_arrow(to_canonical_csv(raw, options, columns=columns), self._schema))
+        return pa.concat_tables(tables) if tables else self._schema.empty_table()
 
     def _insert_evolving(self, data: Any, *, schema_mode: str, upsert: bool) -> WriteResult:
         """Insert rows that may bring new columns (see :mod:`posixlake._evolve`)."""
@@ -330,7 +381,11 @@ class WriteOps(TableCore):
             raise VersionError(f"version must be an int, not {type(version).__name__}")
         self._authorize("delete", "restore_version")
         with self._write("RESTORE"):
-            target = version if version is not None else self._log.version_at(as_of_point(as_of))
+            if version is not None:
+                target = version
+            else:
+                assert as_of is not None
+                target = self._log.version_at(as_of_point(as_of))
             snap = self._log.at(target)
             from posixlake.security import AUTH_PROPERTY
 

@@ -66,12 +66,14 @@ Arrow of a given schema), ``_infer`` (types for ``create_from_csv``), ``_common`
 """
 
 from posixlake.csvcodec._common import CsvFormatError, HeaderMode
+from posixlake.csvcodec._dialect import CsvOptions, to_canonical_csv, write_canonical_files
 from posixlake.csvcodec._infer import infer_schema_from_csv, read_csv_infer
 from posixlake.csvcodec._parse import parse_csv, parse_value
 from posixlake.csvcodec._render import iter_render_csv, render_csv, render_lines, render_value
 
 __all__ = [
     "CsvFormatError",
+    "CsvOptions",
     "HeaderMode",
     "infer_schema_from_csv",
     "iter_render_csv",
@@ -81,4 +83,6 @@ __all__ = [
     "render_csv",
     "render_lines",
     "render_value",
+    "to_canonical_csv",
+    "write_canonical_files",
 ]
