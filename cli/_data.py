@@ -216,7 +216,7 @@ def _run_statement(
 def sql_cmd(
     table: str, statement: str | None, fmt: str, max_rows: int | None, max_width: int | None
 ) -> None:
-    """Run one SQL statement: SELECT, UPDATE, DELETE, INSERT INTO or MERGE INTO.
+    """Run a SQL statement: SELECT, UPDATE, DELETE, INSERT or MERGE.
 
     \b
     The table is named `data`; the SQL is Spark SQL (Databricks / Delta syntax) on the
@@ -260,7 +260,7 @@ def _history_file() -> str:
 @storage_options
 @user_option
 def shell(table: str, fmt: str, max_rows: int | None, max_width: int | None) -> None:
-    """Open an interactive SQL prompt on the table (history in ~/.posixlake_history).
+    """Open an interactive SQL prompt (with history).
 
     \b
     Statements end with ; and run as with `posixlake sql` (queries, UPDATE, DELETE,

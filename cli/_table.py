@@ -532,7 +532,7 @@ def history(table: str, limit: int | None) -> None:
 @user_option
 @json_option
 def rollback(table: str, version: int | None, as_of: datetime | None) -> None:
-    """Make the table equal to an earlier version, in one commit.
+    """Roll the table back to an earlier version, in one commit.
 
     Like deltalake's restore and Databricks' RESTORE TABLE: the commit puts back the
     data files, schema and properties of that version; no data file is rewritten, the

@@ -297,7 +297,7 @@ def _target(node: exp.Expr, clause: str) -> str | None:
     if not isinstance(table, exp.Table):
         raise QueryError(f"{clause} needs the table `{TABLE_NAME}` as its target")
     if table.name.lower() != TABLE_NAME or table.args.get("db"):
-        raise _unknown_table(table.sql())
+        raise _unknown_table(table.name)
     if table.args.get("version"):
         raise QueryError(f"{clause} writes the current version: remove the AS OF clause")
     return table.alias or None
@@ -352,6 +352,8 @@ def _update(db: DatabaseOps, tree: exp.Update, engine: str) -> QueryResult:
                 "use MERGE INTO data USING ... for updates from other rows"
             )
     _check_tables(tree, set(), "UPDATE")
+    if not tree.expressions:
+        raise QueryError("UPDATE needs SET column = value")
     sets: dict[str, str] = {}
     for assignment in tree.expressions:
         if not isinstance(assignment, exp.EQ):
