@@ -14,6 +14,7 @@ import pyarrow as pa
 from cli._common import (
     AsOf,
     echo_json,
+    engine_accepted,
     engine_options,
     get_options,
     human_bytes,
@@ -368,6 +369,7 @@ def _file_size(path: str) -> int:
 
 @click.command()
 @table_argument
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -440,6 +442,7 @@ def _type_text(f: Field) -> str:
     is_flag=True,
     help="Print the one-line form that `create --schema` accepts.",
 )
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -490,6 +493,7 @@ def _changes(c: CommitInfo) -> str:
 @click.command()
 @table_argument
 @click.option("--limit", "-n", type=click.IntRange(min=1), help="Show only the newest N commits.")
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -528,6 +532,7 @@ def history(table: str, limit: int | None) -> None:
     type=AsOf(),
     help="Go back to the table as it was at this time (the last version at or before it).",
 )
+@engine_accepted
 @storage_options
 @user_option
 @json_option

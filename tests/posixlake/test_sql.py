@@ -322,10 +322,10 @@ def test_local_quoting_is_datafusion(tmp_path: Path, local_engine: Engine) -> No
 
 
 @pytest.mark.spark
-def test_spark_quoting_is_spark_sql(tmp_path: Path, engine: Engine) -> None:
-    if engine.name != "spark":
-        pytest.skip("Spark SQL quoting")
-    db = make(tmp_path, engine)
+def test_spark_quoting_is_spark_sql(tmp_path: Path, spark_session: Any) -> None:
+    from posixlake.engines.spark import SparkEngine
+
+    db = make(tmp_path, SparkEngine(spark=spark_session))
     db.sql("UPDATE data SET name = 'it\\'s' WHERE id = 1")
     db.sql("UPDATE data SET `name` = concat(`name`, '!') WHERE id = 2")
     assert [r["name"] for r in rows(db)][:2] == ["it's", "bob!"]
