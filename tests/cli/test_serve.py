@@ -45,8 +45,7 @@ def test_mount_commands() -> None:
         "macos": "sudo mount -t nfs -o vers=3,tcp,port=2049,mountport=2049,nolocks,resvport "
         "127.0.0.1:/ /Volumes/posixlake",
         "nfs_ls": "nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=2049&mountport=2049'",
-        "nfs_cat": "nfs-cat "
-        "'nfs://127.0.0.1/data/data.csv?version=3&nfsport=2049&mountport=2049'",
+        "nfs_cat": "nfs-cat 'nfs://127.0.0.1/data/data.csv?version=3&nfsport=2049&mountport=2049'",
     }
     assert mount_commands("::1", 20490)["linux"].endswith(" [::1]:/ /mnt/posixlake")
     assert f" {socket.gethostname()}:/ " in mount_commands("0.0.0.0", 1)["macos"]
@@ -115,7 +114,8 @@ def test_serve_in_process_until_a_signal(
     assert results["stopping"] == "STOPPING=1\n"
     if LIBNFS:
         assert results["cat"] == CSV.encode()
-        assert b"data" in results["ls"].split()  # type: ignore[union-attr]
+        listing = results["ls"]
+        assert isinstance(listing, bytes) and b"data" in listing.split()
     lines = result.stdout.splitlines()
     banner = re.fullmatch(
         rf"Serving {re.escape(table)} over NFSv3 on 127.0.0.1:(\d+) \(read-write\)", lines[0]
