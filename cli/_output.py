@@ -21,6 +21,7 @@ from typing import IO, Any, Final, TypeVar
 
 import click
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cli._common import to_jsonable
 
@@ -137,15 +138,49 @@ def _json_value(value: Any) -> Any:
     return to_jsonable(value)
 
 
+def _float_texts(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> pa.Array[Any]:
+    """Floats as their shortest round-trip text, a whole number with ``.0`` (``1.0``)."""
+    text = pc.cast(column, pa.string())
+    whole = pc.match_substring_regex(text, r"^-?\d+$")
+    return pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+
+
+def _json_texts(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> pa.Array[Any]:
+    """Each value of a column as JSON text (``null`` for NULL), vectorized where exact."""
+    t = column.type
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        text = pc.cast(column, pa.string())
+    elif pa.types.is_floating(t):  # shortest round-trip text; NaN and infinities: null
+        text = _float_texts(column)
+        text = pc.if_else(pc.is_finite(column), text, pa.scalar(None, pa.string()))
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = pa.array(
+            [None if v is None else json.dumps(v, ensure_ascii=False) for v in column.to_pylist()],
+            pa.string(),
+        )
+    else:  # decimals, times, binary, nested: as Python writes them
+        text = pa.array(
+            [
+                None if v is None else json.dumps(_json_value(v), ensure_ascii=False)
+                for v in column.to_pylist()
+            ],
+            pa.string(),
+        )
+    return pc.fill_null(text, "null")
+
+
 def _json_objects(table: pa.Table) -> Iterator[str]:
-    names = [str(n) for n in table.column_names]
+    """Yield one JSON object per row (keys in column order)."""
+    keys = [json.dumps(str(n), ensure_ascii=False) for n in table.column_names]
+    if not keys:
+        yield from ("{}" for _ in range(table.num_rows))
+        return
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
-        columns = [col.to_pylist() for col in batch.columns]
-        for values in zip(*columns, strict=True):
-            yield json.dumps(
-                {n: _json_value(v) for n, v in zip(names, values, strict=True)},
-                ensure_ascii=False,
-            )
+        parts: list[Any] = []
+        for i, (key, col) in enumerate(zip(keys, batch.columns, strict=True)):
+            parts += [("{" if i == 0 else ", ") + key + ": ", _json_texts(col)]
+        parts.append("}")
+        yield from pc.binary_join_element_wise(*parts, "").to_pylist()
 
 
 def _cell(value: Any) -> str:
@@ -168,10 +203,46 @@ def _shown(text: str, width: int) -> str:
     return text
 
 
-def _text_rows(table: pa.Table, width: int) -> Iterator[list[str]]:
-    for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
-        columns = [[_shown(_cell(v), width) for v in col.to_pylist()] for col in batch.columns]
-        yield from (list(r) for r in zip(*columns, strict=True))
+_CONTROL_RE: Final = "[\x00-\x1f]"
+
+
+def _cell_texts(column: pa.ChunkedArray[Any] | pa.Array[Any], width: int) -> pa.Array[Any]:
+    """Each value of a column as a table shows it: escaped, cut to ``width`` (0: no cut).
+
+    Numbers, booleans, dates and text are rendered by Arrow (vectorized); times, binary
+    and nested values as :func:`_cell` writes them.
+    """
+    t = column.type
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = column.cast(pa.string())
+    elif pa.types.is_floating(t):
+        text = pc.replace_substring(_float_texts(column), "nan", "NaN")
+    elif (
+        pa.types.is_integer(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_date(t)
+    ):
+        text = pc.cast(column, pa.string())
+    else:
+        text = pa.array([None if v is None else _cell(v) for v in column.to_pylist()], pa.string())
+    text = pc.fill_null(text, "NULL")
+    if pc.any(pc.match_substring_regex(text, _CONTROL_RE)).as_py():
+        text = pa.array([v.translate(_TABLE) for v in text.to_pylist()], pa.string())
+    if width:
+        long = pc.greater(pc.utf8_length(text), width)
+        if pc.any(long).as_py():
+            cut = pc.binary_join_element_wise(
+                pc.utf8_slice_codeunits(text, 0, max(width - 1, 0)), "…", ""
+            )
+            text = pc.if_else(long, cut, text)
+    return text
+
+
+def _widest(text: pa.Array[Any]) -> int:
+    return int(pc.max(pc.utf8_length(text)).as_py() or 0) if len(text) else 0
 
 
 # -- box tables --------------------------------------------------------------------------
@@ -182,7 +253,7 @@ def box_lines(table: pa.Table, *, max_rows: int = 0, max_width: int = 0) -> Iter
 
     Args:
         max_rows: show at most this many rows, the first and last half, with a line
-            counting the rows left out (0: all).
+            of … between them (0: all).
         max_width: cut longer values with … (0: never).
     """
     n = table.num_rows
@@ -194,10 +265,8 @@ def box_lines(table: pa.Table, *, max_rows: int = 0, max_width: int = 0) -> Iter
     else:
         parts = [table]
     headers = [_shown(str(h), max_width) for h in table.column_names]
-    widths = [len(h) for h in headers]
-    for part in parts:  # first pass: the widths (a batch of text at a time)
-        for row in _text_rows(part, max_width):
-            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    texts = [[_cell_texts(col, max_width) for col in part.columns] for part in parts]
+    widths = [max([len(h)] + [_widest(cols[i]) for cols in texts]) for i, h in enumerate(headers)]
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def line(cells: list[str]) -> str:
@@ -206,11 +275,18 @@ def box_lines(table: pa.Table, *, max_rows: int = 0, max_width: int = 0) -> Iter
     yield sep
     yield line(headers)
     yield sep
-    for i, part in enumerate(parts):
+    for i, (part, cols) in enumerate(zip(parts, texts, strict=True)):
         if i:
             yield line(["…" for _ in widths])
-        for row in _text_rows(part, max_width):
-            yield line(row)
+        if not cols:
+            continue
+        padded = [pc.utf8_rpad(c, width=w, padding=" ") for c, w in zip(cols, widths, strict=True)]
+        joined: list[Any] = ["| "]
+        for j, c in enumerate(padded):
+            joined += [c, " | " if j < len(padded) - 1 else " |"]
+        rendered = pc.binary_join_element_wise(*joined, "")
+        for start in range(0, part.num_rows, _BATCH_ROWS):
+            yield from rendered.slice(start, _BATCH_ROWS).to_pylist()
     yield sep
     if len(parts) > 1:
         yield (
@@ -232,7 +308,11 @@ def _markdown(table: pa.Table) -> Iterator[str]:
     names = [_md(str(n)) for n in table.column_names]
     yield "| " + " | ".join(names) + " |"
     yield "|" + "|".join("---" for _ in names) + "|"
+    if not names:
+        return
     for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
-        columns = [[_md(_cell(v)) for v in col.to_pylist()] for col in batch.columns]
-        for row in zip(*columns, strict=True):
-            yield "| " + " | ".join(row) + " |"
+        cols = [pc.replace_substring(_cell_texts(c, 0), "|", "\\|") for c in batch.columns]
+        joined: list[Any] = ["| "]
+        for j, c in enumerate(cols):
+            joined += [c, " | " if j < len(cols) - 1 else " |"]
+        yield from pc.binary_join_element_wise(*joined, "").to_pylist()

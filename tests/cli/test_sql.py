@@ -342,3 +342,24 @@ def test_update_cast_error_names_the_value(run: Cli, table: str) -> None:
     assert "simplify_expressions" not in result.stderr
     assert "the value 'abc' cannot be cast to an integer (Int32)" in result.stderr
     unchanged(table, 1, ROWS)
+
+
+def test_json_and_box_numbers_are_exact() -> None:
+    import io
+
+    table = pa.table(
+        {
+            "f": [1.0, 0.1, float("nan"), float("inf"), None, 1e16, -0.0],
+            "g": pa.array([0.1] * 7, pa.float32()),
+        }
+    )
+    out = io.BytesIO()
+    write_rows(table, "jsonl", out=out)
+    got = [json.loads(line) for line in out.getvalue().decode().splitlines()]
+    assert [r["f"] for r in got] == [1.0, 0.1, None, None, None, 1e16, -0.0]
+    assert all(isinstance(r["f"], float) for r in got if r["f"] is not None)
+    assert {r["g"] for r in got} == {0.1}  # a float32's shortest text
+    out = io.BytesIO()
+    write_rows(table, "table", out=out)
+    cells = [ln.split("|")[1].strip() for ln in out.getvalue().decode().splitlines()[3:10]]
+    assert cells == ["1.0", "0.1", "NaN", "inf", "NULL", "1e+16", "-0.0"]
