@@ -23,6 +23,7 @@ expression.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from decimal import InvalidOperation as DecimalError
@@ -113,9 +114,12 @@ _LOCAL: list[type[Dialect]] = []
 def _local_dialect() -> type[Dialect]:
     """Spark's grammar with DataFusion's quoting: ``''`` inside strings, ``"x"`` identifiers."""
     if not _LOCAL:
+        from sqlglot.dialects.dialect import NormalizationStrategy
         from sqlglot.dialects.spark import Spark
 
         class LocalSql(Spark):
+            NORMALIZATION_STRATEGY = NormalizationStrategy.LOWERCASE
+
             class Tokenizer(Spark.Tokenizer):
                 IDENTIFIERS = ['"', "`"]  # noqa: RUF012 - sqlglot's own form
                 STRING_ESCAPES = ["'"]  # noqa: RUF012
@@ -143,7 +147,17 @@ def _parse(sql: str, engine: str) -> exp.Expr:
 
 
 def _sql(node: exp.Expr, engine: str) -> str:
-    return node.sql(dialect=_dialect(engine))
+    """Write ``node`` back as SQL the engine reads with the same meaning.
+
+    For the local engine, unquoted names are lowercased first, as DataFusion reads them
+    (else the generator would quote them to keep their case).
+    """
+    dialect = _dialect(engine)
+    if engine != "spark":
+        from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+        node = normalize_identifiers(node.copy(), dialect=dialect)
+    return node.sql(dialect=dialect)
 
 
 # -- time travel ---------------------------------------------------------------------------
@@ -164,7 +178,10 @@ def split_time_travel(sql: str, *, engine: str = "local") -> tuple[str, TimeTrav
     from sqlglot import exp
     from sqlglot.tokenizer_core import TokenType
 
-    tree = _parse(sql, engine)
+    try:
+        tree = _parse(sql, engine)
+    except QueryError:
+        return sql, None  # not for us to judge: the engine reports its own SQL errors
     found = list(tree.find_all(exp.Version))
     if not found:
         return sql, None
@@ -321,23 +338,44 @@ def _check_tables(node: exp.Expr, aliases: set[str], clause: str) -> None:
             )
 
 
-def _unqualified(node: exp.Expr, qualifiers: set[str]) -> exp.Expr:
-    """Drop ``data.`` / alias qualifiers from column references (delta-rs takes bare names)."""
+def _unqualified(node: exp.Expr, qualifiers: set[str], names: Sequence[str] = ()) -> exp.Expr:
+    """Drop ``data.`` / alias qualifiers from column references (delta-rs takes bare names),
+    and spell an unquoted name as the table's column it matches (see :func:`_resolved`)."""
     from sqlglot import exp
 
     node = node.copy()
     for col in list(node.find_all(exp.Column)):
         if col.table and col.table.lower() in qualifiers:
             col.set("table", None)
+        ident = col.this
+        if col.table or not isinstance(ident, exp.Identifier) or ident.args.get("quoted"):
+            continue
+        resolved = _resolved(str(ident.this), False, names)
+        if resolved != ident.this:
+            col.set("this", exp.to_identifier(resolved, quoted=True))
     return node
 
 
-def _column_name(node: exp.Expr, qualifiers: set[str], clause: str) -> str:
+def _resolved(name: str, quoted: bool, names: Sequence[str]) -> str:
+    """Return the table's column an identifier names.
+
+    An unquoted name matches regardless of case when the table has exactly one such
+    column, as both engines read unquoted identifiers in queries.
+    """
+    if name in names or quoted:
+        return name
+    matches = [n for n in names if n.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else name
+
+
+def _column_name(node: exp.Expr, qualifiers: set[str], clause: str, names: Sequence[str]) -> str:
     from sqlglot import exp
 
     if not isinstance(node, exp.Column) or (node.table and node.table.lower() not in qualifiers):
         raise QueryError(f"{clause}: {node.sql()} is not a column of `{TABLE_NAME}`")
-    return str(node.name)
+    ident = node.this
+    quoted = bool(isinstance(ident, exp.Identifier) and ident.args.get("quoted"))
+    return _resolved(str(node.name), quoted, names)
 
 
 def _update(db: DatabaseOps, tree: exp.Update, engine: str) -> QueryResult:
@@ -354,14 +392,15 @@ def _update(db: DatabaseOps, tree: exp.Update, engine: str) -> QueryResult:
     _check_tables(tree, set(), "UPDATE")
     if not tree.expressions:
         raise QueryError("UPDATE needs SET column = value")
+    names = [f.name for f in db.schema.fields]
     sets: dict[str, str] = {}
     for assignment in tree.expressions:
         if not isinstance(assignment, exp.EQ):
             raise QueryError(f"UPDATE ... SET: {assignment.sql()} is not column = value")
-        col = _column_name(assignment.this, quals, "UPDATE ... SET")
-        sets[col] = _sql(_unqualified(assignment.expression, quals), engine)
+        col = _column_name(assignment.this, quals, "UPDATE ... SET", names)
+        sets[col] = _sql(_unqualified(assignment.expression, quals, names), engine)
     where = tree.args.get("where")
-    predicate = _sql(_unqualified(where.this, quals), engine) if where is not None else None
+    predicate = _sql(_unqualified(where.this, quals, names), engine) if where is not None else None
     done = db.update(predicate, expressions=sets)
     return _written("updated", done.rows, done.version)
 
@@ -376,7 +415,10 @@ def _delete(db: DatabaseOps, tree: exp.Delete, engine: str) -> QueryResult:
         )
     _check_tables(tree, set(), "DELETE")
     where = tree.args.get("where")
-    predicate = _sql(_unqualified(where.this, quals), engine) if where is not None else "true"
+    names = [f.name for f in db.schema.fields]
+    predicate = (
+        _sql(_unqualified(where.this, quals, names), engine) if where is not None else "true"
+    )
     done = db.delete_rows_where(predicate)
     return _written("deleted", done.rows, done.version)
 
@@ -395,7 +437,10 @@ def _insert(db: DatabaseOps, tree: exp.Insert, engine: str) -> QueryResult:
     _target(tree.this, "INSERT INTO")
     schema = db.schema.to_arrow()
     if isinstance(tree.this, exp.Schema):
-        columns = [str(i.name) for i in tree.this.expressions]
+        columns = [
+            _resolved(str(i.name), bool(i.args.get("quoted")), schema.names)
+            for i in tree.this.expressions
+        ]
         unknown = [c for c in columns if c not in schema.names]
         if unknown:
             raise QueryError(f"INSERT INTO data ({', '.join(columns)}): no column {unknown[0]!r}")
@@ -634,7 +679,9 @@ def _merge_keys(
         ]
         if len(tcols) != 1:
             raise QueryError(f"{usage}; qualify the target column in {part.sql()}")
-        name = str(tcols[0].name)
+        ident = tcols[0].this
+        quoted = bool(isinstance(ident, exp.Identifier) and ident.args.get("quoted"))
+        name = _resolved(str(tcols[0].name), quoted, names)
         if name not in names:
             raise QueryError(f"MERGE ... ON: `{TABLE_NAME}` has no column {name!r}")
         keys.append(name)
@@ -657,7 +704,7 @@ def _when(when: exp.When, keys: list[str], names: list[str], quals: set[str], so
             for eq in then.expressions:
                 if not isinstance(eq, exp.EQ):
                     raise QueryError(f"{label} THEN UPDATE SET: {eq.sql()} is not column = value")
-                assignments[_column_name(eq.this, quals, f"{label} THEN UPDATE SET")] = (
+                assignments[_column_name(eq.this, quals, f"{label} THEN UPDATE SET", names)] = (
                     eq.expression
                 )
         else:  # UPDATE SET *
@@ -673,7 +720,7 @@ def _when(when: exp.When, keys: list[str], names: list[str], quals: set[str], so
         vals = then.expression
         if isinstance(cols, exp.Star) or cols is None:
             return _When("INSERT", cond, {c: exp.column(c, table=source) for c in names})
-        targets = [_column_name(c, quals, f"{label} THEN INSERT") for c in cols.expressions]
+        targets = [_column_name(c, quals, f"{label} THEN INSERT", names) for c in cols.expressions]
         values = vals.expressions if isinstance(vals, exp.Tuple) else []
         if len(values) != len(targets):
             raise QueryError(

@@ -415,3 +415,21 @@ def test_restore_version_never_turns_users_off(tmp_path: Path, local_engine: Eng
     with pytest.raises(InvalidOperation, match="turn them off"):
         admin.restore_version(1)
     assert admin.history(1)[0].operation != "RESTORE"
+
+
+def test_unquoted_names_match_columns_as_queries_do(tmp_path: Path, engine: Engine) -> None:
+    db = make(tmp_path, engine)
+    db.sql("UPDATE data SET NAME = 'x' WHERE ID = 1")
+    db.sql("INSERT INTO data (ID, Name) VALUES (8, 'h')")
+    db.sql(
+        "MERGE INTO data t USING (VALUES (2, 'y')) AS s(id, name) ON t.ID = s.id "
+        "WHEN MATCHED THEN UPDATE SET t.Name = s.name"
+    )
+    assert [(r["id"], r["name"]) for r in rows(db)] == [(1, "x"), (2, "y"), (3, "cat"), (8, "h")]
+
+
+def test_as_of_in_a_string_is_left_to_the_engine(tmp_path: Path, local_engine: Engine) -> None:
+    db = make(tmp_path, local_engine)
+    assert db.query("SELECT 'as of now' AS s FROM data LIMIT 1").scalar() == "as of now"
+    sql = "SELECT arrow_typeof(id) AS t, 'as of' AS s FROM data LIMIT 1"
+    assert split_time_travel(sql) == (sql, None)
