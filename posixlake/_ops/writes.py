@@ -131,10 +131,15 @@ class WriteOps(TableCore):
         if options.is_default:
             return data
         columns = None if options.header else list(self._schema.names)
-        if isinstance(data, str | bytes | bytearray):
-            text = data if isinstance(data, str) else bytes(data)
-            return to_canonical_csv(text, options, columns=columns)
         paths = source_paths(data)
+        if paths is None and isinstance(data, str | bytes | bytearray):
+            text = data if isinstance(data, str) else bytes(data)
+            start = text.lstrip()[:1]
+            if start in ("[", "{", b"[", b"{") and options.delimiter not in ("[", "{"):
+                raise SerializationError(
+                    "insert: csv_options were given but the data is JSON, not CSV"
+                )
+            return to_canonical_csv(text, options, columns=columns)
         if paths is None:
             raise SerializationError(
                 "insert: csv_options apply to CSV text, bytes or .csv files, "

@@ -302,6 +302,8 @@ def test_insert_tsv_without_header(run: Cli, table: str) -> None:
 
 
 def test_csv_flags_are_checked(run: Cli, table: str) -> None:
+    result = run.fails(1, "insert", table, "--delimiter", ";", *LOCAL, input='{"id": 9}')
+    assert "the data is JSON, not CSV" in result.stderr
     assert "one character" in run.fails(2, "insert", table, "--delimiter", ";;").stderr
     assert "unknown encoding" in run.fails(2, "insert", table, "--encoding", "nope").stderr
     result = run.fails(2, "create", table + "2", "--schema", "a:Int64", "--delimiter", ";")
