@@ -323,6 +323,12 @@ def shell(table: str, fmt: str, max_rows: int | None, max_width: int | None) -> 
                 elif command == ".schema":
                     for f in db.schema.fields:
                         click.echo(f"  {f.name} {type_string(f.arrow_type())}")
+                elif command == ".mode":
+                    click.echo(f"Error: .mode takes one of {', '.join(FORMATS)}", err=True)
+                    failed = True
+                elif command == ".maxrows":
+                    click.echo("Error: .maxrows takes a number of rows (0: all)", err=True)
+                    failed = True
                 else:
                     click.echo(
                         f"Error: unknown command {line.strip()!r}; .help lists them", err=True

@@ -223,13 +223,17 @@ def test_shell_runs_piped_statements(run: Cli, table: str) -> None:
 
 
 def test_shell_reports_errors_and_goes_on(run: Cli, table: str) -> None:
-    script = "SELECT nosuch FROM data;\n.bogus\nDELETE FROM data WHERE id = 3;\n.quit\nDELETE FROM data;\n"
+    script = (
+        "SELECT nosuch FROM data;\n.bogus\n.mode xml\nDELETE FROM data WHERE id = 3;\n"
+        ".quit\nDELETE FROM data;\n"
+    )
     result = run("shell", table, *LOCAL, input=script)
     assert result.exit_code == 1
     assert result.stdout == "Deleted 1 row (version 2)\n"
     errors = result.stderr.splitlines()
     assert errors[0].startswith("Error: query: Schema error: No field named nosuch")
     assert errors[1] == "Error: unknown command '.bogus'; .help lists them"
+    assert errors[2] == "Error: .mode takes one of table, csv, json, jsonl, markdown"
     assert version(table) == 2  # .quit stopped before the last DELETE
 
 
