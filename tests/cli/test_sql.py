@@ -369,3 +369,42 @@ def test_json_and_box_numbers_are_exact() -> None:
     write_rows(table, "table", out=out)
     cells = [ln.split("|")[1].strip() for ln in out.getvalue().decode().splitlines()[3:10]]
     assert cells == ["1.0", "0.1", "NaN", "inf", "NULL", "1e+16", "-0.0"]
+
+
+def test_shell_on_a_terminal_prompts_and_keeps_history(table: str, tmp_path: Path) -> None:
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    history = tmp_path / "history"
+    master, slave = pty.openpty()
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "POSIXLAKE_HISTORY": str(history), "PYTHONPATH": root, "TERM": "dumb"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from cli.main import main; main()", "shell", table, *LOCAL],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(slave)
+    os.write(master, b"SELECT 41 + 1\n  AS answer;\n.quit\n")
+    out = b""
+    while select.select([master], [], [], 120)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = out.decode()
+    assert "posixlake local engine, table" in text
+    assert "posixlake> " in text and "      ...> " in text  # the continuation prompt
+    assert "| 42     |" in text
+    assert history.read_text().splitlines() == ["SELECT 41 + 1", "  AS answer;", ".quit"]
