@@ -551,6 +551,7 @@ def _literal(node: exp.Expr, target: pa.DataType) -> tuple[bool, Any]:
 # -- MERGE ---------------------------------------------------------------------------------
 
 _CLAUSE: Final = "__posixlake_clause"
+_MERGE_ATTEMPTS: Final = 5
 
 
 @dataclass(frozen=True)
@@ -592,40 +593,55 @@ def _merge(db: DatabaseOps, tree: exp.Merge, engine: str) -> QueryResult:
     target_table: exp.Expr = exp.to_table(TABLE_NAME)
     if target_alias:
         target_table = exp.alias_(target_table, target_alias, table=True)
-    rows: list[dict[str, Any]] = []
-    if matched:
-        outputs = [exp.alias_(exp.column(k, table=target), f"__k{i}") for i, k in enumerate(keys)]
-        outputs.append(_clause_case(matched))
-        for ci, w in enumerate(matched):
-            for j, expr in enumerate(w.assignments.values()):
-                outputs.append(exp.alias_(expr.copy(), f"__c{ci}_{j}"))
-        query = exp.select(*outputs).from_(target_table.copy()).join(src.copy(), on=on.copy())
-        found = db.query(_sql(query, engine)).arrow().to_pylist()
-        for rec in found:
-            ci = rec[_CLAUSE]
-            if ci is None:
-                continue
-            w = matched[ci]
-            row: dict[str, Any] = {k: rec[f"__k{i}"] for i, k in enumerate(keys)}
-            for j, col in enumerate(w.assignments):
-                row[col] = rec[f"__c{ci}_{j}"]
-            row["_op"] = w.op
-            rows.append(row)
-    if not_matched:
-        outputs = [_clause_case(not_matched)]
-        for ci, w in enumerate(not_matched):
-            for j, expr in enumerate(w.assignments.values()):
-                outputs.append(exp.alias_(expr.copy(), f"__c{ci}_{j}"))
-        exists = exp.select("1").from_(target_table.copy()).where(on.copy())
-        query = exp.select(*outputs).from_(src.copy()).where(exp.not_(exp.Exists(this=exists)))
-        for rec in db.query(_sql(query, engine)).arrow().to_pylist():
-            ci = rec[_CLAUSE]
-            if ci is None:
-                continue
-            w = not_matched[ci]
-            row = {col: rec[f"__c{ci}_{j}"] for j, col in enumerate(w.assignments)}
-            row["_op"] = "INSERT"
-            rows.append(row)
+
+    def source_rows(version: int) -> list[dict[str, Any]]:
+        """The ``_op`` rows of the statement, computed on ``version``."""
+        rows: list[dict[str, Any]] = []
+        if matched:
+            outputs = [
+                exp.alias_(exp.column(k, table=target), f"__k{i}") for i, k in enumerate(keys)
+            ]
+            outputs.append(_clause_case(matched))
+            for ci, w in enumerate(matched):
+                for j, expr in enumerate(w.assignments.values()):
+                    outputs.append(exp.alias_(expr.copy(), f"__c{ci}_{j}"))
+            query = exp.select(*outputs).from_(target_table.copy()).join(src.copy(), on=on.copy())
+            found = db.query(_sql(query, engine), version=version).arrow().to_pylist()
+            for rec in found:
+                ci = rec[_CLAUSE]
+                if ci is None:
+                    continue
+                w = matched[ci]
+                row: dict[str, Any] = {k: rec[f"__k{i}"] for i, k in enumerate(keys)}
+                for j, col in enumerate(w.assignments):
+                    row[col] = rec[f"__c{ci}_{j}"]
+                row["_op"] = w.op
+                rows.append(row)
+        if not_matched:
+            outputs = [_clause_case(not_matched)]
+            for ci, w in enumerate(not_matched):
+                for j, expr in enumerate(w.assignments.values()):
+                    outputs.append(exp.alias_(expr.copy(), f"__c{ci}_{j}"))
+            exists = exp.select("1").from_(target_table.copy()).where(on.copy())
+            query = exp.select(*outputs).from_(src.copy()).where(exp.not_(exp.Exists(this=exists)))
+            for rec in db.query(_sql(query, engine), version=version).arrow().to_pylist():
+                ci = rec[_CLAUSE]
+                if ci is None:
+                    continue
+                w = not_matched[ci]
+                row = {col: rec[f"__c{ci}_{j}"] for j, col in enumerate(w.assignments)}
+                row["_op"] = "INSERT"
+                rows.append(row)
+        return rows
+
+    # The rows are computed on one version; when another writer commits meanwhile, they
+    # are computed again, so that SET values read from the table are those it commits on
+    # (db.merge checks the keys again under its write lock).
+    for _ in range(_MERGE_ATTEMPTS):
+        start = db.version
+        rows = source_rows(start)
+        if db.version == start:
+            break
     metrics = db.merge(rows, keys)
     from posixlake.result import QueryResult
 
