@@ -11,6 +11,7 @@ from cli._common import (
     AsOf,
     credentials,
     echo_json,
+    engine_accepted,
     get_options,
     human_bytes,
     json_option,
@@ -49,6 +50,7 @@ _workers_option = click.option(
 )
 @click.option("--overwrite", is_flag=True, help="Replace what DEST holds.")
 @_workers_option
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -110,6 +112,7 @@ def backup(
 @click.option("--as-of", "as_of", type=AsOf(), help="Rebuild the table as it was at this time.")
 @click.option("--overwrite", is_flag=True, help="Replace what DEST holds.")
 @_workers_option
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -161,6 +164,7 @@ def restore(
 @click.command()
 @click.argument("backup_path", metavar="BACKUP")
 @_workers_option
+@engine_accepted
 @storage_options
 @json_option
 def verify(backup_path: str, workers: int) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "Options",
     "credentials",
     "echo_json",
+    "engine_accepted",
     "engine_options",
     "get_options",
     "human_bytes",
@@ -174,6 +175,21 @@ def engine_options(func: F) -> F:
             callback=_store,
             help="Spark master URL for --engine spark (default local[*]).",
         ),
+    )(func)
+
+
+def engine_accepted(func: F) -> F:
+    """Accept ``--engine`` on a command that computes nothing (metadata, maintenance,
+    backups: delta-rs does the work, no JVM starts), so scripts may pass it everywhere.
+
+    Hidden from ``--help``; the value is checked and otherwise unused.
+    """
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "spark"], case_sensitive=False),
+        expose_value=False,
+        hidden=True,
+        help="Accepted for uniformity: this command needs no compute engine.",
     )(func)
 
 
@@ -349,6 +365,48 @@ def user_option(func: F) -> F:
     )(func)
 
 
+def _has_terminal() -> bool:
+    """Whether a password prompt can reach a terminal (stdin, or the controlling one)."""
+    if sys.stdin.isatty():
+        return True
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _ask_password(label: str, env: str, *, confirm: bool = False) -> str:
+    """Ask for a password: on the terminal, else read from stdin (no getpass warning).
+
+    Without a terminal, getpass would warn that the input may be echoed and read stdin,
+    and an empty stdin ended in "Aborted!"; here a piped password is read as a line and
+    no input is an error that names ``env``.
+
+    Raises:
+        click.ClickException: no terminal and nothing on stdin, or the two entries of a
+            confirmed password differ.
+    """
+    if _has_terminal():
+        value: str = click.prompt(label, hide_input=True, confirmation_prompt=confirm, err=True)
+        return value
+
+    def line(prompt: str) -> str:
+        click.echo(f"{prompt}: ", err=True)
+        text = sys.stdin.readline()
+        if not text:
+            raise click.ClickException(
+                f"{label.lower()} is needed and there is no terminal to ask on: set ${env}"
+            )
+        return text.rstrip("\r\n")
+
+    value = line(label)
+    if confirm and line("Repeat for confirmation") != value:
+        raise click.ClickException("the two entered passwords do not match")
+    return value
+
+
 def credentials() -> tuple[str, str] | None:
     """Return ``(user, password)`` when ``--user`` was given, asking for the password once."""
     opts = get_options()
@@ -357,7 +415,7 @@ def credentials() -> tuple[str, str] | None:
     if opts.password is None:
         opts.password = os.environ.get(PASSWORD_ENV)
     if opts.password is None:
-        opts.password = click.prompt(f"Password for {opts.user}", hide_input=True, err=True)
+        opts.password = _ask_password(f"Password for {opts.user}", PASSWORD_ENV)
     return opts.user, opts.password
 
 
@@ -365,10 +423,14 @@ def new_password(user: str) -> str:
     """Return a new password for ``user``: $POSIXLAKE_NEW_PASSWORD, else a prompt typed twice."""
     password = os.environ.get(NEW_PASSWORD_ENV)
     if password is None:
-        password = click.prompt(
-            f"New password for {user}", hide_input=True, confirmation_prompt=True, err=True
-        )
+        password = _ask_password(f"New password for {user}", NEW_PASSWORD_ENV, confirm=True)
     return password
+
+
+def _user_from_command_line() -> bool:
+    """Whether ``--user`` was typed (rather than taken from $POSIXLAKE_USER)."""
+    ctx = click.get_current_context()
+    return ctx.get_parameter_source("user") == click.core.ParameterSource.COMMANDLINE
 
 
 # -- opening -------------------------------------------------------------------------------
@@ -384,11 +446,22 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
     """
     opts = get_options()
     uri = normalize_uri(table)
+    storage = storage_for(uri)
+    login = None
+    if opts.user:
+        from posixlake.security import auth_required
+        from posixlake.storage import storage_options_for
+
+        # a password is asked for only when the table has users ($POSIXLAKE_USER set
+        # for other tables must not make every table prompt)
+        known = opts.password is not None or os.environ.get(PASSWORD_ENV) is not None
+        if known or auth_required(uri, storage_options_for(uri, storage)):
+            login = credentials()
     try:
         db = DatabaseOps.open(
             uri,
-            storage=storage_for(uri),
-            credentials=credentials(),
+            storage=storage,
+            credentials=login,
             engine=opts.engine if computes else "local",
             master=opts.spark_master,
         )
@@ -399,7 +472,7 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
             f"{uri} has users: log in with --user NAME (or ${USER_ENV}); the password comes "
             f"from ${PASSWORD_ENV} or a prompt"
         ) from err
-    if opts.user and db.user is None:
+    if opts.user and db.user is None and _user_from_command_line():
         click.echo(f"Warning: {uri} has no users; --user {opts.user} is not used", err=True)
     return db
 

@@ -53,14 +53,25 @@ def _mount_host(host: str) -> str:
     return host
 
 
+def libnfs_url(host: str, port: int, path: str = "/") -> str:
+    """Return the libnfs URL (``nfs-ls``, ``nfs-cat``, ``nfs-cp``) of ``path`` on the share.
+
+    libnfs needs both ports in the URL (no portmapper): ``?nfsport=P&mountport=P``.
+    """
+    return f"nfs://{_mount_host(host)}{path}?version=3&nfsport={port}&mountport={port}"
+
+
 def mount_commands(host: str, port: int) -> dict[str, str]:
-    """Return the commands that mount a posixlake share on Linux and on macOS.
+    """Return the commands that mount a posixlake share on Linux and on macOS, and the
+    libnfs commands that read it without a mount.
 
     No portmapper is needed: MOUNT and NFS share ``port``. ``nolock``/``nolocks``:
     there is no NLM lock service; ``noacl``: no NFSACL protocol on Linux.
     """
     where = _mount_host(host)
     return {
+        "nfs_ls": f"nfs-ls '{libnfs_url(host, port, '/')}'",
+        "nfs_cat": f"nfs-cat '{libnfs_url(host, port, '/data/data.csv')}'",
         "linux": (
             f"sudo mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},"
             f"mountproto=tcp,nolock,noacl {where}:/ {LINUX_MOUNT_POINT}"
@@ -361,6 +372,9 @@ def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, s
     click.echo(f"  {mounts['macos']}")
     click.echo("")
     click.echo(f"Then: cat {LINUX_MOUNT_POINT}/data/data.csv; unmount with sudo umount.")
+    click.echo("Without mounting (libnfs-utils):")
+    click.echo(f"  {mounts['nfs_ls']}")
+    click.echo(f"  {mounts['nfs_cat']}")
     click.echo("Press Ctrl-C to stop.")
 
 

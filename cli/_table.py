@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import datetime
 from typing import Any, Final
 
 import click
 import pyarrow as pa
 
 from cli._common import (
+    AsOf,
     echo_json,
+    engine_accepted,
     engine_options,
     get_options,
     human_bytes,
@@ -30,6 +33,7 @@ from cli._common import (
     user_option,
     warn_secret_flag,
 )
+from cli._csvopts import csv_dialect_options, csv_options_of
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.delta import DeltaLog
 from posixlake.engines.local import expand_paths
@@ -253,6 +257,7 @@ def _types_param(
     is_flag=True,
     help="Create a missing S3 bucket or Azure container.",
 )
+@csv_dialect_options
 @engine_options
 @storage_options
 @user_option
@@ -270,6 +275,7 @@ def create(
     admin_user: str | None,
     admin_password: str | None,
     create_bucket: bool,
+    **csv_dialect: Any,
 ) -> None:
     """Create a table from a schema, or from CSV or Parquet files.
 
@@ -306,6 +312,10 @@ def create(
         raise click.UsageError("give exactly one of --schema, --from-csv or --from-parquet")
     if types and not csv_paths:
         raise click.UsageError("--types applies to --from-csv only")
+    if not csv_paths and csv_options_of(**csv_dialect) is not None:
+        raise click.UsageError(
+            "--delimiter, --quote, --null, --encoding and --no-header go with --from-csv"
+        )
     opts = get_options()
     uri = normalize_uri(table)
     key = split_columns([primary_key]) if primary_key else None
@@ -360,8 +370,14 @@ def create(
         size = sum(_file_size(f) for f in files)
         with spinner(f"Importing {plural(len(files), fmt + ' file')} ({human_bytes(size)})"):
             if csv_paths:
+                csv_options = csv_options_of(**csv_dialect)
                 db = DatabaseOps.create_from_csv(
-                    uri, files, types=types or None, schema=schema, **common
+                    uri,
+                    files,
+                    types=types or None,
+                    schema=schema,
+                    csv_options=csv_options,
+                    **common,
                 )
             else:
                 db = DatabaseOps.create_from_parquet(uri, files, **common)
@@ -415,6 +431,7 @@ def _file_size(path: str) -> int:
 
 @click.command()
 @table_argument
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -487,6 +504,7 @@ def _type_text(f: Field) -> str:
     is_flag=True,
     help="Print the one-line form that `create --schema` accepts.",
 )
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -526,6 +544,8 @@ def _commit_json(c: CommitInfo) -> dict[str, Any]:
 
 def _changes(c: CommitInfo) -> str:
     shown = []
+    if c.operation == "RESTORE" and "version" in c.parameters:
+        shown.append(f"to version {c.parameters['version']}")
     for k, v in c.metrics.items():
         if "rows" in k and isinstance(v, int) and v:
             shown.append(f"{k.removeprefix('num_')}={v:,}")
@@ -535,6 +555,7 @@ def _changes(c: CommitInfo) -> str:
 @click.command()
 @table_argument
 @click.option("--limit", "-n", type=click.IntRange(min=1), help="Show only the newest N commits.")
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -562,4 +583,61 @@ def history(table: str, limit: int | None) -> None:
     click.echo(format_table(rows))
 
 
-COMMANDS: Final[list[click.Command]] = [create, info, schema_cmd, history]
+@click.command()
+@table_argument
+@click.option(
+    "--version", "version", type=click.IntRange(min=0), help="Go back to this table version."
+)
+@click.option(
+    "--as-of",
+    "as_of",
+    type=AsOf(),
+    help="Go back to the table as it was at this time (the last version at or before it).",
+)
+@engine_accepted
+@storage_options
+@user_option
+@json_option
+def rollback(table: str, version: int | None, as_of: datetime | None) -> None:
+    """Roll the table back to an earlier version, in one commit.
+
+    Like deltalake's restore and Databricks' RESTORE TABLE: the commit puts back the
+    data files, schema and properties of that version; no data file is rewritten, the
+    versions in between stay readable (history shows a RESTORE). To rebuild a table
+    from a backup, use `posixlake restore`.
+
+    
+    TIME is ISO 8601 (2024-05-01T12:00:00Z; UTC when no offset) or epoch milliseconds.
+
+    
+    Examples:
+      posixlake history /data/sales
+      posixlake rollback /data/sales --version 3
+      posixlake rollback /data/sales --as-of 2024-05-01T12:00:00Z
+    """
+    if (version is None) == (as_of is None):
+        raise click.UsageError("give --version N or --as-of TIME")
+    with open_table(table) as db:
+        done = db.restore_version(version, as_of=as_of)
+        current = done.version if done.version is not None else db.version
+    if get_options().json:
+        echo_json(
+            {
+                "restored": done.restored,
+                "version": current,
+                "committed": done.committed,
+                "files_removed": done.files_removed,
+                "files_restored": done.files_restored,
+            }
+        )
+    elif done.committed:
+        click.echo(
+            f"Rolled back to version {done.restored} (version {done.version}: "
+            f"{plural(done.files_removed, 'file')} removed, "
+            f"{plural(done.files_restored, 'file')} restored)"
+        )
+    else:
+        click.echo(f"Already at version {done.restored}: no commit")
+
+
+COMMANDS: Final[list[click.Command]] = [create, info, schema_cmd, history, rollback]

@@ -10,6 +10,7 @@ import click
 
 from cli._common import (
     echo_json,
+    engine_accepted,
     get_options,
     iso_time,
     json_option,
@@ -81,6 +82,7 @@ def users() -> None:
 
 @users.command()
 @table_argument
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -108,6 +110,7 @@ def enable(table: str) -> None:
 @click.argument("name")
 @_role_option
 @_permission_option
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -136,6 +139,7 @@ def add(table: str, name: str, roles: tuple[str, ...], permissions: tuple[str, .
 
 @users.command("list")
 @table_argument
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -159,6 +163,7 @@ def list_(table: str) -> None:
 @users.command()
 @table_argument
 @click.argument("name")
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -180,6 +185,7 @@ def remove(table: str, name: str) -> None:
 @users.command()
 @table_argument
 @click.argument("name", required=False)
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -213,6 +219,7 @@ def passwd(table: str, name: str | None) -> None:
 @click.argument("name")
 @_role_option
 @_permission_option
+@engine_accepted
 @storage_options
 @user_option
 @json_option
@@ -236,6 +243,7 @@ def roles(table: str, name: str, roles: tuple[str, ...], permissions: tuple[str,
 @users.command()
 @table_argument
 @click.option("--limit", "-n", type=click.IntRange(min=1), help="Show only the newest N events.")
+@engine_accepted
 @storage_options
 @user_option
 @json_option

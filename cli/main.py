@@ -16,6 +16,7 @@ import click
 
 from cli import _backup, _data, _maintenance, _migrate, _mount, _serve, _table, _users
 from cli._common import Options
+from cli._errors import cli_words
 from posixlake import __version__
 from posixlake.errors import PosixLakeError
 
@@ -87,7 +88,7 @@ class PosixLakeGroup(click.Group):
             return super().invoke(ctx)
         except PosixLakeError as err:
             logger.debug("%s failed", ctx.invoked_subcommand, exc_info=True)
-            raise click.ClickException(_one_line(str(err))) from err
+            raise click.ClickException(cli_words(_one_line(str(err)))) from err
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception:

@@ -276,6 +276,9 @@ class DatabaseOps(
         TimestampNtz (values without) only if no value changes what it says; otherwise
         it is String: ``08123``, ``+15551234`` and ``007`` stay text, an integer beyond
         Int64 too (:mod:`posixlake.csvcodec._infer` has the rules). Empty fields are NULL.
+        Files in another CSV dialect take ``csv_options=`` (a
+        :class:`~posixlake.csvcodec.CsvOptions` or a dict: ``delimiter``, ``quote``,
+        ``null``, ``encoding``, ``header``; without a header, columns are ``column0``...).
 
         Args:
             types: column -> type (``{"zip": "String", "amount": "Decimal128(10,2)"}``)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 import pyarrow as pa
 
 from posixlake._convert import json_value
 
-__all__ = ["QueryResult", "ReplaceResult", "Row", "WriteResult"]
+__all__ = ["QueryResult", "ReplaceResult", "RestoreResult", "Row", "WriteResult"]
 
 
 class Row(tuple[Any, ...]):
@@ -247,3 +248,26 @@ class ReplaceResult(tuple[int, int]):
 
     def __repr__(self) -> str:
         return f"ReplaceResult(deleted={self[0]}, inserted={self[1]}, version={self.version})"
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What ``restore_version`` did.
+
+    Attributes:
+        restored: the version the table now equals.
+        version: the version the restore committed (None: the table was at ``restored``
+            already, nothing was committed).
+        files_removed: data files the commit removed (added after ``restored``).
+        files_restored: data files the commit added back (removed after ``restored``).
+    """
+
+    restored: int
+    version: int | None
+    files_removed: int = 0
+    files_restored: int = 0
+
+    @property
+    def committed(self) -> bool:
+        """Whether the restore made a commit."""
+        return self.version is not None

@@ -84,7 +84,7 @@ def nfs_demo(db: DatabaseOps) -> None:
         print(f"\nNFSv3 server on 127.0.0.1:{server.port}; mount it with")
         print(
             f"  sudo mount -t nfs -o vers=3,proto=tcp,port={server.port},mountport={server.port},"
-            f"nolock,noacl 127.0.0.1:/ /mnt/posixlake"
+            f"mountproto=tcp,nolock,noacl 127.0.0.1:/ /mnt/posixlake"
         )
         print("\n$ ls /  and  cat /data/data.csv")
         print("  " + "  ".join(fs.readdir("/")))

@@ -54,6 +54,22 @@ def create_from_files(
     or ``schema`` is read in-process by the codec on either engine (see
     :func:`read_typed_csv`).
     """
+    csv_options = options.pop("csv_options", None)
+    if csv_options is not None and fmt == "csv":
+        import tempfile
+
+        from posixlake.csvcodec import CsvOptions, write_canonical_files
+
+        dialect = CsvOptions.coerce(csv_options)
+        if not dialect.is_default:  # rewritten as posixlake's CSV, then read as usual
+            with tempfile.TemporaryDirectory(prefix="posixlake-csv-") as tmp:
+                try:
+                    files = write_canonical_files(paths, dialect, tmp)
+                except OSError as err:
+                    raise IoError(f"cannot read CSV: {err}") from err
+                return create_from_files(
+                    cls, db_path, files, fmt, primary_key, partition_by, options
+                )
     eng = resolve_engine(
         options.pop("engine", None), master=options.get("master"), spark=options.get("spark")
     )

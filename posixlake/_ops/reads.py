@@ -33,17 +33,38 @@ class ReadOps(TableCore):
     ) -> QueryResult:
         """Run SQL over the table (named ``data``), now or at a past version or time.
 
+        Time travel can also be written in the query, as Delta users do:
+        ``SELECT * FROM data VERSION AS OF 3`` or
+        ``SELECT * FROM data TIMESTAMP AS OF '2024-05-01 12:00:00'`` (UTC unless the time
+        has an offset).
+
         Args:
             sql: the query, e.g. ``"SELECT name, count(*) FROM data GROUP BY name"``.
             version: a table version for time travel.
             as_of: a datetime, epoch milliseconds or ISO string for time travel.
 
         Raises:
-            QueryError: invalid SQL. VersionError: no such version or time.
+            QueryError: invalid SQL; an UPDATE, DELETE, INSERT or MERGE (run those with
+                :meth:`sql`); a VERSION AS OF clause and ``version=`` that disagree.
+            VersionError: no such version or time.
         """
         self._authorize("read", "query")
         if not isinstance(sql, str) or not sql.strip():
             raise QueryError("query needs SQL text")
+        from posixlake.sql import split_time_travel, statement_kind
+
+        kind = statement_kind(sql)
+        if kind in ("update", "delete", "insert", "merge"):
+            raise QueryError(f"query runs SELECT; run {kind.upper()} statements with db.sql(...)")
+        sql, travel = split_time_travel(sql, engine=self._engine.name)
+        if travel is not None:
+            if (version is not None or as_of is not None) and (
+                travel.version != version or travel.timestamp != as_of
+            ):
+                raise QueryError(
+                    f"the query says {travel.describe()}: do not also pass version= or as_of="
+                )
+            version, as_of = travel.version, travel.timestamp
         started = self._clock()
         with self._log.lock:
             snap = self._snapshot(version, as_of)

@@ -8,8 +8,10 @@ Each is one Delta commit (none when nothing changes) and returns what it did: a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake._convert import csv_changes, to_arrow
@@ -21,6 +23,7 @@ from posixlake._merge import (
     prepare_merge_source,
 )
 from posixlake._metrics import timed
+from posixlake._ops.args import as_of as as_of_point
 from posixlake._ops.args import columns_arg, mapping_arg, sql_literal
 from posixlake._ops.core import PRIMARY_KEY_PROPERTY, TableCore, counted
 from posixlake.delta import quote_ident
@@ -28,11 +31,18 @@ from posixlake.engines.local import format_of, source_paths
 from posixlake.errors import (
     DuplicateKeyError,
     InvalidOperation,
+    IoError,
     QueryError,
     SchemaError,
+    SerializationError,
+    VersionError,
 )
-from posixlake.result import ReplaceResult, WriteResult
+from posixlake.result import QueryResult, ReplaceResult, RestoreResult, WriteResult
 from posixlake.types import MergeMetrics, check_declared
+
+if TYPE_CHECKING:
+    from posixlake.csvcodec import CsvOptions
+    from posixlake.database import DatabaseOps
 
 __all__ = ["WriteOps"]
 
@@ -43,7 +53,12 @@ class WriteOps(TableCore):
     @counted
     @timed("insert")
     def insert(
-        self, data: Any, *, upsert: bool = False, schema_mode: Literal["merge"] | None = None
+        self,
+        data: Any,
+        *,
+        upsert: bool = False,
+        schema_mode: Literal["merge"] | None = None,
+        csv_options: CsvOptions | Mapping[str, Any] | None = None,
     ) -> WriteResult:
         """Insert rows in one commit; return how many rows were written, and the version.
 
@@ -56,6 +71,11 @@ class WriteOps(TableCore):
             upsert: with a primary key, update rows whose key exists instead of failing.
             schema_mode: ``"merge"`` adds the columns of ``data`` the table lacks (nullable,
                 typed from the data) in the same commit; older rows read NULL there.
+            csv_options: how CSV ``data`` (text, bytes, or CSV file paths) is written when
+                it is not posixlake's own CSV: a :class:`~posixlake.csvcodec.CsvOptions`
+                or a dict of its fields, e.g. ``{"delimiter": ";", "null": "NA",
+                "encoding": "latin-1", "header": False}`` (without a header the fields
+                are the table's columns in order).
 
         Raises:
             SerializationError: malformed JSON or CSV. SchemaError: unknown column, missing
@@ -66,6 +86,10 @@ class WriteOps(TableCore):
             committed (None for no rows).
         """
         self._authorize("write", "insert")
+        if csv_options is not None:
+            from posixlake.csvcodec import CsvOptions
+
+            data = self._csv_in_dialect(data, CsvOptions.coerce(csv_options))
         if schema_mode is not None:
             return self._insert_evolving(data, schema_mode=schema_mode, upsert=upsert)
         external = getattr(self._engine, "insert_external", None)
@@ -95,6 +119,44 @@ class WriteOps(TableCore):
             return WriteResult(0, None)
         check_declared(table, self._declared)
         return WriteResult(table.num_rows, self._append(table, operation="INSERT", upsert=upsert))
+
+    def _csv_in_dialect(self, data: Any, options: CsvOptions) -> Any:
+        """Return CSV written with ``options`` (text, bytes or file paths) as rows to insert.
+
+        Raises:
+            SerializationError: ``data`` is not CSV text or CSV files; a malformed file.
+        """
+        from posixlake.csvcodec import to_canonical_csv
+
+        if options.is_default:
+            return data
+        columns = None if options.header else list(self._schema.names)
+        paths = source_paths(data)
+        if paths is None and isinstance(data, str | bytes | bytearray):
+            text = data if isinstance(data, str) else bytes(data)
+            start = text.lstrip()[:1]
+            if start in ("[", "{", b"[", b"{") and options.delimiter not in ("[", "{"):
+                raise SerializationError(
+                    "insert: csv_options were given but the data is JSON, not CSV"
+                )
+            return to_canonical_csv(text, options, columns=columns)
+        if paths is None:
+            raise SerializationError(
+                "insert: csv_options apply to CSV text, bytes or .csv files, "
+                f"not {type(data).__name__}"
+            )
+        fmt, files = format_of(paths)
+        if fmt != "csv":
+            raise SerializationError("insert: csv_options apply to CSV files, not Parquet")
+        tables = []
+        for path in files:
+            try:
+                with open(path, "rb") as fh:
+                    raw = fh.read()
+            except OSError as err:
+                raise IoError(f"cannot read {path}: {err.strerror}") from err
+            tables.append(to_arrow(to_canonical_csv(raw, options, columns=columns), self._schema))
+        return pa.concat_tables(tables) if tables else self._schema.empty_table()
 
     def _insert_evolving(self, data: Any, *, schema_mode: str, upsert: bool) -> WriteResult:
         """Insert rows that may bring new columns (see :mod:`posixlake._evolve`)."""
@@ -273,6 +335,89 @@ class WriteOps(TableCore):
         # skipped counts merge rows, those found not to apply above
         return MergeMetrics(
             outcome.inserted, outcome.updated, outcome.deleted, skipped, outcome.version
+        )
+
+    def sql(self, statement: str) -> QueryResult:
+        """Run one SQL statement: a query, or UPDATE / DELETE / INSERT INTO / MERGE INTO.
+
+        Written as Delta users write it (Spark SQL on the Spark engine; the same grammar
+        with DataFusion's quoting on the local engine); the table is ``data``. Each write
+        is one commit through the same call as its Python form: ``UPDATE`` is
+        :meth:`update`, ``DELETE`` :meth:`delete_rows_where`, ``INSERT INTO ... VALUES``
+        / ``SELECT`` :meth:`insert` (values typed by the table's schema), and
+        ``MERGE INTO data USING (...) AS s ON data.id = s.id WHEN MATCHED ... WHEN NOT
+        MATCHED ...`` :meth:`merge`. A query may travel in time
+        (``FROM data VERSION AS OF 3``, ``TIMESTAMP AS OF '...'``).
+
+        Returns:
+            The rows of a query; for a write one row, as Databricks gives it:
+            ``num_affected_rows``, ``num_updated_rows`` / ``num_deleted_rows`` /
+            ``num_inserted_rows``, and ``version`` (the version committed, NULL when none).
+
+        Raises:
+            QueryError: SQL that does not parse, names another table than ``data``, or a
+                clause without an equivalent here (the message names it); and what the
+                matching Python call raises.
+        """
+        from posixlake.sql import run_statement
+
+        return run_statement(cast("DatabaseOps", self), statement)
+
+    @counted
+    def restore_version(
+        self,
+        version: int | None = None,
+        *,
+        as_of: datetime | int | float | str | None = None,
+    ) -> RestoreResult:
+        """Make the table equal to an earlier version, in ONE commit (rollback in place).
+
+        The same as deltalake's ``DeltaTable.restore`` and Databricks' ``RESTORE TABLE ...
+        TO VERSION AS OF``: the commit removes the files added since and re-adds the files
+        removed since, and puts back that version's schema and properties; history shows
+        it as ``RESTORE``, and the versions in between stay readable. (``restore`` rebuilds
+        a table from a backup.)
+
+        Args:
+            version: the version to go back to.
+            as_of: or the point in time (a datetime, epoch milliseconds or ISO text): the
+                latest version committed at or before it.
+
+        Raises:
+            InvalidOperation: neither or both of ``version`` and ``as_of``; a version
+                before users were turned on (it would turn them off).
+            VersionError: no such version, or a time before the table existed.
+            NotFound: a data file of that version was removed by VACUUM.
+        """
+        self._authorize("write", "restore_version")
+        if (version is None) == (as_of is None):
+            raise InvalidOperation("restore_version needs a version or as_of=, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise VersionError(f"version must be an int, not {type(version).__name__}")
+        self._authorize("delete", "restore_version")
+        with self._write("RESTORE"):
+            if version is not None:
+                target = version
+            else:
+                assert as_of is not None
+                target = self._log.version_at(as_of_point(as_of))
+            snap = self._log.at(target)
+            from posixlake.security import AUTH_PROPERTY
+
+            if self._log.configuration.get(AUTH_PROPERTY) and not snap.configuration.get(
+                AUTH_PROPERTY
+            ):
+                raise InvalidOperation(
+                    f"cannot restore version {target}: users were turned on after it, and "
+                    "a restore would turn them off"
+                )
+            metrics, committed = self._log.restore(target, metadata=self._metadata("RESTORE"))
+            self._keys.invalidate()
+        return RestoreResult(
+            target,
+            committed,
+            int(metrics.get("numRemovedFile", 0) or 0),
+            int(metrics.get("numRestoredFile", 0) or 0),
         )
 
     @counted

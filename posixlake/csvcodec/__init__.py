@@ -69,6 +69,7 @@ NULL), ``_common``.
 
 from posixlake.csvcodec._changes import DEFAULT_NULL_MARKER, read_changes_csv
 from posixlake.csvcodec._common import CsvFormatError, HeaderMode
+from posixlake.csvcodec._dialect import CsvOptions, to_canonical_csv, write_canonical_files
 from posixlake.csvcodec._infer import infer_schema_from_csv, read_csv_infer
 from posixlake.csvcodec._parse import parse_csv, parse_value
 from posixlake.csvcodec._render import iter_render_csv, render_csv, render_lines, render_value
@@ -76,6 +77,7 @@ from posixlake.csvcodec._render import iter_render_csv, render_csv, render_lines
 __all__ = [
     "DEFAULT_NULL_MARKER",
     "CsvFormatError",
+    "CsvOptions",
     "HeaderMode",
     "infer_schema_from_csv",
     "iter_render_csv",
@@ -86,4 +88,6 @@ __all__ = [
     "render_csv",
     "render_lines",
     "render_value",
+    "to_canonical_csv",
+    "write_canonical_files",
 ]

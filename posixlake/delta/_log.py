@@ -42,6 +42,7 @@ from posixlake.errors import (
     QueryError,
     SchemaError,
     ValueOutOfRange,
+    VersionNotFound,
 )
 
 # re-exported: modules written against the single-module log import them from here
@@ -573,6 +574,40 @@ class DeltaLog(LoadedTable):
                 int(result.get("num_target_rows_deleted", 0) or 0),
                 version,
             )
+
+    def restore(
+        self, version: int, *, metadata: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], int | None]:
+        """Make the table equal to ``version`` in ONE commit (delta-rs' RESTORE).
+
+        The commit removes the files added since and re-adds the files removed since
+        (deletion vectors as they were), and puts back that version's schema and
+        properties; no data file is rewritten. History shows it as ``RESTORE``.
+
+        Returns:
+            delta-rs' metrics (``numRemovedFile``, ``numRestoredFile``) and the version
+            committed (None when ``version`` is the current one: nothing to do).
+
+        Raises:
+            VersionError: no such version. NotFound: a file the version needs was removed
+                by VACUUM.
+        """
+        self._check_writable()
+        with self._lock:
+            latest = self.refresh()
+            if version < 0 or version > latest:
+                raise VersionNotFound(
+                    f"version {version} does not exist (the table has versions 0..{latest})"
+                )
+            if version == latest:
+                return {}, None
+
+            def attempt() -> tuple[dict[str, Any], int | None]:
+                return self._committed(
+                    lambda: self._dt.restore(version, commit_properties=self._props(metadata))
+                )
+
+            return self._retrying("restore", attempt)
 
     def compact(
         self,

@@ -125,6 +125,23 @@ def value_error(
     return None
 
 
+_UNKNOWN_TABLE: Final = re.compile(r"table '([^']+)' not found")
+_BAD_CAST: Final = re.compile(
+    r"Cannot cast string '((?:[^']|'')*)' to value of (\w+(?:\(\d+, ?\d+\))?) type"
+)
+
+
+def _type_words(arrow_name: str) -> str:
+    """A DataFusion type name as users read it (``Decimal128(38, 10)`` -> a decimal)."""
+    if arrow_name.startswith("Decimal"):
+        return "a decimal number"
+    if arrow_name.startswith(("Int", "UInt")):
+        return f"an integer ({arrow_name})"
+    if arrow_name.startswith("Float"):
+        return f"a floating-point number ({arrow_name})"
+    return arrow_name
+
+
 def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeError:
     """Map a delta-rs (or object store) error to the posixlake error tree.
 
@@ -170,6 +187,17 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
         )
     ):
         return NetworkError(f"{what}: storage endpoint unreachable: {text}")
+    unknown_table = _UNKNOWN_TABLE.search(text)
+    if unknown_table is not None:
+        name = unknown_table.group(1).rsplit(".", 1)[-1]
+        return QueryError(f"{what}: unknown table {name!r}: the table is called `data`")
+    bad_cast = _BAD_CAST.search(text)
+    if bad_cast is not None:
+        cast_value, type_name = bad_cast.groups()
+        return QueryError(
+            f"{what}: the value '{cast_value}' cannot be cast to {_type_words(type_name)}, the "
+            "type of the column it is set to or compared with"
+        )
     if any(
         s in low
         for s in (
@@ -187,7 +215,10 @@ def translate(err: Exception, *, what: str, query: bool = False) -> PosixLakeErr
     if "not found" in low and ("object at location" in low or "no such file" in low):
         return NotFound(f"{what}: a data file is missing (removed by VACUUM or by hand): {text}")
     if "invalid retention period" in low:
-        return InvalidOperation(f"{what}: {text}")
+        return InvalidOperation(
+            f"{what}: {text.splitlines()[0]} (pass enforce_retention_duration=False to allow "
+            "a shorter one: time travel to the versions it removes stops working)"
+        )
     if "failed validation check" in low or "invariant violations" in low:
         return SchemaError(f"{what}: a NOT NULL column or constraint is violated: {text}")
     if any(

@@ -175,7 +175,7 @@ def test_query_bad_options(run: Cli, table: str, args: list[str], code: int) -> 
 
 
 @pytest.mark.parametrize(
-    "sql", ["SELEC * FROM data", "SELECT nosuch FROM data", "SELECT * FROM other", " "]
+    "sql", ["SELEC * FROM data", "SELECT nosuch FROM data", "SELECT * FROM other"]
 )
 def test_query_bad_sql(run: Cli, table: str, sql: str) -> None:
     run.fails(1, "query", table, sql, *LOCAL)

@@ -113,7 +113,13 @@ def _complete(run: Cli, words: str) -> list[str]:
 def test_shell_completion_of_commands_and_options(run: Cli) -> None:
     assert "query" in _complete(run, "posixlake q")
     assert _complete(run, "posixlake query /t 'x' --for") == ["--format"]
-    assert set(_complete(run, "posixlake query /t 'x' --format ")) == {"table", "csv", "json"}
+    assert set(_complete(run, "posixlake query /t 'x' --format ")) == {
+        "table",
+        "csv",
+        "json",
+        "jsonl",
+        "markdown",
+    }
     assert set(_complete(run, "posixlake query /t 'x' --engine ")) == {"local", "spark"}
 
 

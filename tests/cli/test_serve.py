@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -43,6 +44,8 @@ def test_mount_commands() -> None:
         "nolock,noacl 127.0.0.1:/ /mnt/posixlake",
         "macos": "sudo mount -t nfs -o vers=3,tcp,port=2049,mountport=2049,nolocks,resvport "
         "127.0.0.1:/ /Volumes/posixlake",
+        "nfs_ls": "nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=2049&mountport=2049'",
+        "nfs_cat": "nfs-cat 'nfs://127.0.0.1/data/data.csv?version=3&nfsport=2049&mountport=2049'",
     }
     assert mount_commands("::1", 20490)["linux"].endswith(" [::1]:/ /mnt/posixlake")
     assert f" {socket.gethostname()}:/ " in mount_commands("0.0.0.0", 1)["macos"]
@@ -75,8 +78,10 @@ def _client(sock: socket.socket, results: dict[str, object], sig: signal.Signals
     results["ready"] = ready
     try:
         port = int(re.search(r":(\d+)\n", ready).group(1))  # type: ignore[union-attr]
-        if LIBNFS:
-            results["cat"] = nfs("nfs-cat", url(port, "/data/data.csv")).stdout
+        if LIBNFS:  # the banner's own nfs-cat and nfs-ls lines work
+            commands = mount_commands("127.0.0.1", port)
+            results["cat"] = nfs(*shlex.split(commands["nfs_cat"])).stdout
+            results["ls"] = nfs(*shlex.split(commands["nfs_ls"])).stdout
     finally:
         os.kill(os.getpid(), sig)
         results["stopping"] = sock.recv(4096).decode()
@@ -109,6 +114,8 @@ def test_serve_in_process_until_a_signal(
     assert results["stopping"] == "STOPPING=1\n"
     if LIBNFS:
         assert results["cat"] == CSV.encode()
+        listing = results["ls"]
+        assert isinstance(listing, bytes) and b"data" in listing.split()
     lines = result.stdout.splitlines()
     banner = re.fullmatch(
         rf"Serving {re.escape(table)} over NFSv3 on 127.0.0.1:(\d+) \(read-write\)", lines[0]
@@ -117,6 +124,8 @@ def test_serve_in_process_until_a_signal(
     port = int(banner.group(1))
     assert mount_commands("127.0.0.1", port)["linux"] in result.stdout
     assert mount_commands("127.0.0.1", port)["macos"] in result.stdout
+    assert mount_commands("127.0.0.1", port)["nfs_cat"] in result.stdout
+    assert mount_commands("127.0.0.1", port)["nfs_ls"] in result.stdout
     assert lines[-1] == f"Stopped. {table} is at version 1."
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
