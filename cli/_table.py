@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from cli._common import (
     echo_json,
+    engine_kwargs,
     engine_options,
     get_options,
     human_bytes,
@@ -265,8 +266,7 @@ def create(
     parts = split_columns(partition_by) or None
     common: dict[str, Any] = {
         "storage": storage_for(uri),
-        "engine": opts.engine,
-        "master": opts.spark_master,
+        **engine_kwargs(),
         "partition_by": parts,
         "primary_key": key,
         "name": name,

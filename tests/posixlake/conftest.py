@@ -1,27 +1,62 @@
 """Fixtures of the DatabaseOps suite: real tables in tmp_path, on every engine.
 
 ``engine`` runs a test on the local engine and, marked ``spark``, on the Spark engine
-with ONE SparkSession shared by the whole test session.
+with ONE SparkSession shared by the whole test session. With
+``POSIXLAKE_TEST_SPARK=connect`` that session is a Spark Connect client of a server the
+run starts (and stops) itself: scripts/test.sh runs the Spark suites that way too.
+PySpark runs one mode per process (classic or Connect), hence a run per mode.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
 from posixlake.engines import Engine, LocalEngine
 
+SPARK_MODE_ENV: Final = "POSIXLAKE_TEST_SPARK"
+
+
+def spark_connect_mode() -> bool:
+    """Whether this run's Spark session is a Spark Connect client."""
+    return os.environ.get(SPARK_MODE_ENV, "").strip().lower() == "connect"
+
+
+classic_only = pytest.mark.skipif(
+    spark_connect_mode(), reason="about the JVM in this process (a classic session)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
 
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[Any]:
-    """One local SparkSession for the whole test run (stopped at the end)."""
-    from posixlake.engines.spark import build_session
+    """One SparkSession for the whole test run (stopped at the end): a local one, or in
+    Spark Connect mode a client of a Connect server started here (a server that does not
+    start fails the tests that need it)."""
+    from posixlake.engines.spark import build_session, start_server, stop_server
 
-    session = build_session(master="local[2]")
-    yield session
-    session.stop()
+    if not spark_connect_mode():
+        session = build_session(master="local[2]")
+        yield session
+        session.stop()
+        return
+    server, _ = start_server(port=_free_port(), master="local[2]")
+    try:
+        session = build_session(remote=server.url)
+        yield session
+        session.stop()
+    finally:
+        stop_server(server.port)
 
 
 @pytest.fixture(params=["local", pytest.param("spark", marks=pytest.mark.spark)])

@@ -53,7 +53,7 @@ def test_sessions_we_build_use_utc_micros_loopback_and_no_ui(spark_session: Any)
     assert conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
     assert conf.get("spark.ui.enabled") == "false"
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
-    assert os.environ["PYSPARK_PYTHON"] == __import__("sys").executable
+    assert conf.get("spark.pyspark.python") == __import__("sys").executable
 
 
 def test_session_starts_lazily_and_is_reused(tmp_path: Path, spark_session: Any) -> None:
