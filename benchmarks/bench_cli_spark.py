@@ -102,7 +102,12 @@ def main() -> None:
         connect = ("--engine", "spark") + (("--spark-remote", args.remote) if args.remote else ())
         modes = {
             "spark, warm Connect server": connect,
-            "spark, local[*] (a JVM per command)": ("--engine", "spark", "--spark-master", "local[*]"),
+            "spark, local[*] (a JVM per command)": (
+                "--engine",
+                "spark",
+                "--spark-master",
+                "local[*]",
+            ),
             "local engine": ("--engine", "local"),
         }
         expected = None
@@ -116,9 +121,7 @@ def main() -> None:
                 result = json.loads(done.stdout)
                 if expected is None:
                     expected = result
-                elif [(r["grp"], r["n"]) for r in result] != [
-                    (r["grp"], r["n"]) for r in expected
-                ]:
+                elif [(r["grp"], r["n"]) for r in result] != [(r["grp"], r["n"]) for r in expected]:
                     raise SystemExit(f"{name}: a different result")
             figures[name] = {"median_s": statistics.median(times), "min_s": min(times)}
         if args.json:

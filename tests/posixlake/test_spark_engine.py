@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from datetime import UTC, date, datetime
 from decimal import Decimal
