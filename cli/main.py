@@ -199,6 +199,8 @@ class PosixLakeGroup(click.Group):
             from posixlake.errors import PosixLakeError  # the failed command imported it
 
             if isinstance(err, PosixLakeError):
+                if err.__cause__ is not None:  # -v: what the engine said, in full
+                    logger.info("%s failed: %s", ctx.invoked_subcommand, err.__cause__)
                 logger.debug("%s failed", ctx.invoked_subcommand, exc_info=True)
                 raise click.ClickException(_one_line(str(err))) from err
             # Not an operation error: log it while -vv's handler is still there; main()

@@ -11,8 +11,7 @@ import pytest
 
 from posixlake import DatabaseOps
 from tests.cli._subprocess import posixlake
-
-pytestmark = pytest.mark.spark
+from tests.cli.conftest import Cli
 
 SPARK = ("--engine", "spark", "--spark-master", "local[1]")
 NOISE = re.compile(r"WARN|log4j|Exception|\tat |SLF4J|incubator|Traceback", re.IGNORECASE)
@@ -26,6 +25,7 @@ def table(tmp_path: Path) -> str:
     return path
 
 
+@pytest.mark.spark
 def test_a_spark_command_prints_only_its_result(table: str) -> None:
     out = posixlake("query", table, "SELECT count(*) AS n FROM data", "--json", *SPARK)
     assert out.returncode == 0, out.stderr
@@ -33,6 +33,7 @@ def test_a_spark_command_prints_only_its_result(table: str) -> None:
     assert out.stderr == "", out.stderr
 
 
+@pytest.mark.spark
 def test_a_spark_error_is_one_line_and_v_shows_the_spark_log(table: str) -> None:
     out = posixlake("query", table, "SELECT nope FROM data", *SPARK)
     assert out.returncode == 1
@@ -42,3 +43,13 @@ def test_a_spark_error_is_one_line_and_v_shows_the_spark_log(table: str) -> None
     verbose = posixlake("-v", "query", table, "SELECT 1 AS x", *SPARK)
     assert verbose.returncode == 0, verbose.stderr
     assert "posixlake.spark.jvm" in verbose.stderr  # the JVM's own lines, through our log
+
+
+def test_v_adds_the_engines_whole_message(run: Cli, table: str) -> None:
+    plain = run.fails(1, "query", table, "SELECT nope FROM data", "--engine", "local")
+    verbose = run("-v", "query", table, "SELECT nope FROM data", "--engine", "local")
+    assert verbose.exit_code == 1
+    assert verbose.stderr.endswith(plain.stderr)
+    detail = verbose.stderr[: -len(plain.stderr)]
+    assert detail.startswith("INFO cli.main: query failed: "), verbose.stderr
+    assert "nope" in detail
