@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
 from posixlake.engines import Engine, LocalEngine
+
+if TYPE_CHECKING:
+    from posixlake.engines.spark import ConnectServer
 
 SPARK_MODE_ENV: Final = "POSIXLAKE_TEST_SPARK"
 
@@ -39,24 +42,33 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def spark_session() -> Iterator[Any]:
-    """One SparkSession for the whole test run (stopped at the end): a local one, or in
-    Spark Connect mode a client of a Connect server started here (a server that does not
-    start fails the tests that need it)."""
-    from posixlake.engines.spark import build_session, start_server, stop_server
-
+def spark_connect_server() -> Iterator[ConnectServer | None]:
+    """In Spark Connect mode, a Connect server for the run (stopped at the end; one that
+    does not start fails the tests that need it); else None."""
     if not spark_connect_mode():
-        session = build_session(master="local[2]")
-        yield session
-        session.stop()
+        yield None
         return
+    from posixlake.engines.spark import start_server, stop_server
+
     server, _ = start_server(port=_free_port(), master="local[2]")
     try:
-        session = build_session(remote=server.url)
-        yield session
-        session.stop()
+        yield server
     finally:
         stop_server(server.port)
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark_connect_server: ConnectServer | None) -> Iterator[Any]:
+    """One SparkSession for the whole test run (stopped at the end): a local one, or in
+    Spark Connect mode a client of :func:`spark_connect_server`."""
+    from posixlake.engines.spark import build_session
+
+    if spark_connect_server is None:
+        session = build_session(master="local[2]")
+    else:
+        session = build_session(remote=spark_connect_server.url)
+    yield session
+    session.stop()
 
 
 @pytest.fixture(params=["local", pytest.param("spark", marks=pytest.mark.spark)])
