@@ -119,6 +119,9 @@ Examples:
 Every command takes --help. The SQL table name is `data`.
 Environment: POSIXLAKE_ENGINE (local|spark), POSIXLAKE_USER, POSIXLAKE_PASSWORD,
 AWS_* for S3 and AZURE_STORAGE_* for Azure.
+Spark: while `posixlake spark start`'s server runs, commands on the Spark engine use it
+(a warm Spark); POSIXLAKE_SPARK_REMOTE / --spark-remote name another Spark Connect server,
+POSIXLAKE_SPARK_MASTER / --spark-master a Spark in the command's own process.
 Exit codes: 0 success, 1 operation error, 2 usage error.
 
 \b
