@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import sys
 import threading
@@ -23,13 +24,11 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 from click.shell_completion import CompletionItem
 
-from posixlake import DatabaseOps, Schema
-from posixlake.errors import AuthenticationError, InvalidOperation
-from posixlake.storage import AzureConfig, S3Config, StorageConfig, normalize_uri, parse_uri
-from posixlake.types import type_string
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # posixlake (pyarrow, deltalake) is imported when a command runs
     from click._termui_impl import ProgressBar
+
+    from posixlake import DatabaseOps, Schema
+    from posixlake.storage import StorageConfig
 
 __all__ = [
     "NEW_PASSWORD_ENV",
@@ -40,6 +39,7 @@ __all__ = [
     "credentials",
     "echo_json",
     "engine_accepted",
+    "engine_kwargs",
     "engine_options",
     "get_options",
     "human_bytes",
@@ -64,8 +64,11 @@ NEW_PASSWORD_ENV: Final = "POSIXLAKE_NEW_PASSWORD"
 USER_ENV: Final = "POSIXLAKE_USER"
 ENGINE_ENV: Final = "POSIXLAKE_ENGINE"
 MASTER_ENV: Final = "POSIXLAKE_SPARK_MASTER"
+REMOTE_ENV: Final = "POSIXLAKE_SPARK_REMOTE"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Options:
     verbose: int = 0
     engine: str | None = None
     spark_master: str | None = None
+    spark_remote: str | None = None
     s3_endpoint: str | None = None
     s3_region: str | None = None
     s3_allow_http: bool = False
@@ -155,7 +159,7 @@ def table_argument(func: F) -> F:
 
 
 def engine_options(func: F) -> F:
-    """Add ``--engine`` and ``--spark-master`` (for commands that compute)."""
+    """Add ``--engine``, ``--spark-master`` and ``--spark-remote`` (for commands that compute)."""
     return _compose(
         click.option(
             "--engine",
@@ -173,7 +177,18 @@ def engine_options(func: F) -> F:
             show_envvar=True,
             expose_value=False,
             callback=_store,
-            help="Spark master URL for --engine spark (default local[*]).",
+            help="Spark master URL for --engine spark: a Spark in this process (default "
+            "local[*] when no Spark Connect server is given or running).",
+        ),
+        click.option(
+            "--spark-remote",
+            metavar="URL",
+            envvar=REMOTE_ENV,
+            show_envvar=True,
+            expose_value=False,
+            callback=_store,
+            help="Spark Connect server for --engine spark (sc://HOST:PORT). Default: the "
+            "server `posixlake spark start` runs, if one runs.",
         ),
     )(func)
 
@@ -191,6 +206,35 @@ def engine_accepted(func: F) -> F:
         hidden=True,
         help="Accepted for uniformity: this command needs no compute engine.",
     )(func)
+
+
+def engine_kwargs(*, computes: bool = True) -> dict[str, Any]:
+    """Return the ``engine``, ``master`` and ``remote`` arguments of the shared options.
+
+    On the Spark engine without ``--spark-master`` or ``--spark-remote``, a running
+    ``posixlake spark`` server is used (a warm JVM) rather than a new JVM in this process.
+
+    Raises:
+        click.UsageError: both ``--spark-master`` and ``--spark-remote``.
+    """
+    opts = get_options()
+    if not computes:
+        return {"engine": "local", "master": None, "remote": None}
+    if opts.spark_master and opts.spark_remote:
+        raise click.UsageError(
+            "give --spark-master (a Spark in this process) or --spark-remote (a Spark "
+            f"Connect server), not both (${MASTER_ENV} / ${REMOTE_ENV} set them too)"
+        )
+    remote = opts.spark_remote
+    name = (opts.engine or os.environ.get(ENGINE_ENV) or "spark").strip().lower()
+    if name == "spark" and not remote and not opts.spark_master:
+        from posixlake.engines.spark import running_servers
+
+        servers = running_servers()
+        if servers:
+            remote = servers[0].url
+            logger.info("using the Spark Connect server at %s (posixlake spark start)", remote)
+    return {"engine": opts.engine, "master": opts.spark_master, "remote": remote}
 
 
 # -- storage -------------------------------------------------------------------------------
@@ -302,6 +346,9 @@ def storage_for(uri: str) -> StorageConfig | None:
         click.BadParameter: a flag value the storage layer rejects (e.g. an endpoint
             that is not an http(s) URL).
     """
+    from posixlake.errors import InvalidOperation
+    from posixlake.storage import AzureConfig, S3Config, parse_uri
+
     opts = get_options()
     try:
         loc = parse_uri(uri)
@@ -444,8 +491,13 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
         computes: the command runs queries or DML, so ``--engine`` applies; otherwise the
             local engine is used (no JVM start for metadata work).
     """
+    from posixlake import DatabaseOps
+    from posixlake.errors import AuthenticationError
+    from posixlake.storage import normalize_uri
+
     opts = get_options()
     uri = normalize_uri(table)
+    engine = engine_kwargs(computes=computes)
     storage = storage_for(uri)
     login = None
     if opts.user:
@@ -458,13 +510,7 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
         if known or auth_required(uri, storage_options_for(uri, storage)):
             login = credentials()
     try:
-        db = DatabaseOps.open(
-            uri,
-            storage=storage,
-            credentials=login,
-            engine=opts.engine if computes else "local",
-            master=opts.spark_master,
-        )
+        db = DatabaseOps.open(uri, storage=storage, credentials=login, **engine)
     except AuthenticationError as err:
         if opts.user:
             raise
@@ -546,6 +592,8 @@ def echo_json(value: Any) -> None:
 
 def schema_json(schema: Schema) -> dict[str, Any]:
     """Return a schema as ``{"fields": [...], "primary_key": [...]}``; ``create`` reads it back."""
+    from posixlake.types import type_string
+
     return {
         "fields": [
             {"name": f.name, "type": type_string(f.arrow_type()), "nullable": f.nullable}

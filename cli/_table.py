@@ -15,6 +15,7 @@ from cli._common import (
     AsOf,
     echo_json,
     engine_accepted,
+    engine_kwargs,
     engine_options,
     get_options,
     human_bytes,
@@ -322,8 +323,7 @@ def create(
     parts = split_columns(partition_by) or None
     common: dict[str, Any] = {
         "storage": storage_for(uri),
-        "engine": opts.engine,
-        "master": opts.spark_master,
+        **engine_kwargs(),
         "partition_by": parts,
         "primary_key": key,
         "name": name,

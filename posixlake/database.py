@@ -125,6 +125,7 @@ class DatabaseOps(
         primary_key: str | Sequence[str] | None = None,
         auth: bool = False,
         master: str | None = None,
+        remote: str | None = None,
         spark: Any = None,
         buffer_rows: int = DEFAULT_BUFFER_ROWS,
         name: str | None = None,
@@ -145,7 +146,10 @@ class DatabaseOps(
             primary_key: overrides the schema's primary key; enforced on insert.
             auth: enable users and roles (see :mod:`posixlake.security`).
             master: Spark master URL for the Spark engine (``local[*]`` by default).
-            spark: an existing SparkSession to use.
+            remote: a Spark Connect server for the Spark engine (``sc://host:15002``;
+                default ``$POSIXLAKE_SPARK_REMOTE`` when no ``master`` is given): the
+                engine runs there instead of starting a JVM in this process.
+            spark: an existing SparkSession (classic or Connect) to use.
             buffer_rows: ``insert_buffered`` flushes automatically at this many rows.
             name: an optional table name stored in the Delta metadata.
             create_bucket: create a missing S3 bucket or Azure container (None: as the
@@ -204,7 +208,7 @@ class DatabaseOps(
                     f"column_mapping must be 'name' or 'id', not {column_mapping!r}"
                 )
             config = {**(config or {}), "delta.columnMapping.mode": column_mapping}
-        eng = resolve_engine(engine, master=master, spark=spark)
+        eng = resolve_engine(engine, master=master, remote=remote, spark=spark)
         authorizer: Authorizer | None = None
         log = DeltaLog.create(
             uri,
@@ -229,10 +233,14 @@ class DatabaseOps(
         credentials: tuple[str, str] | None = None,
         engine: str | Engine | None = None,
         master: str | None = None,
+        remote: str | None = None,
         spark: Any = None,
         buffer_rows: int = DEFAULT_BUFFER_ROWS,
     ) -> DatabaseOps:
         """Open an existing table (its latest version).
+
+        The options mean what they mean in :meth:`create` (``engine``, ``master``,
+        ``remote``, ``spark``...).
 
         Raises:
             NotFound: no Delta table at ``path``.
@@ -245,7 +253,7 @@ class DatabaseOps(
         from posixlake import security
 
         authorizer = security.login(uri, options, credentials, configuration=log.configuration)
-        eng = resolve_engine(engine, master=master, spark=spark)
+        eng = resolve_engine(engine, master=master, remote=remote, spark=spark)
         db = cls(log, engine=eng, authorizer=authorizer, buffer_rows=buffer_rows)
         if PRIMARY_KEY_PROPERTY not in log.configuration:
             from posixlake import _original

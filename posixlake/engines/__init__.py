@@ -15,12 +15,17 @@ ENGINE_ENV = "POSIXLAKE_ENGINE"
 
 
 def resolve_engine(
-    engine: str | Engine | None, *, master: str | None = None, spark: Any = None
+    engine: str | Engine | None,
+    *,
+    master: str | None = None,
+    remote: str | None = None,
+    spark: Any = None,
 ) -> Engine:
     """Return the engine to use: an Engine, ``"local"``, ``"spark"``, or the default.
 
     The default is ``$POSIXLAKE_ENGINE``, else ``"spark"``. The Spark engine starts its
-    session lazily, at the first Spark job.
+    session lazily, at the first Spark job: in this process (``master``), or as a client
+    of a Spark Connect server (``remote``, ``sc://host:15002``).
 
     Raises:
         InvalidOperation: an unknown engine name.
@@ -33,5 +38,5 @@ def resolve_engine(
     if name == "spark":
         from posixlake.engines.spark import SparkEngine
 
-        return SparkEngine(master=master, spark=spark)
+        return SparkEngine(master=master, remote=remote, spark=spark)
     raise InvalidOperation(f"unknown engine {name!r}: use 'local' or 'spark'")

@@ -26,6 +26,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "POSIXLAKE_USER",
         "POSIXLAKE_PASSWORD",
         "POSIXLAKE_SPARK_MASTER",
+        "POSIXLAKE_SPARK_REMOTE",
         "AWS_ENDPOINT_URL",
         "AWS_REGION",
         "AWS_DEFAULT_REGION",

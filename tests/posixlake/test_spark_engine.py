@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -18,6 +17,7 @@ from posixlake.delta._snapshot import snapshot_of
 from posixlake.engines import LocalEngine, resolve_engine
 from posixlake.engines.spark import (
     JAVA_PACKAGE,
+    ConnectServer,
     SparkEngine,
     SparkUnavailableError,
     _frames,
@@ -53,11 +53,16 @@ def test_sessions_we_build_use_utc_micros_loopback_and_no_ui(spark_session: Any)
     assert conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
     assert conf.get("spark.ui.enabled") == "false"
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
-    assert os.environ["PYSPARK_PYTHON"] == __import__("sys").executable
+    assert conf.get("spark.pyspark.python") == __import__("sys").executable
 
 
-def test_session_starts_lazily_and_is_reused(tmp_path: Path, spark_session: Any) -> None:
-    engine = SparkEngine(master="local[2]")
+def test_session_starts_lazily_and_is_reused(
+    tmp_path: Path, spark_session: Any, spark_connect_server: ConnectServer | None
+) -> None:
+    if spark_connect_server is None:
+        engine = SparkEngine(master="local[2]")
+    else:  # a Connect client: the process's session on the same server
+        engine = SparkEngine(remote=spark_connect_server.url)
     db = DatabaseOps.create(tmp_path / "t", {"id": "Int64"}, engine=engine)
     db.insert([{"id": 1}])  # rows in memory go through Arrow: no Spark job
     assert not engine.started

@@ -32,6 +32,7 @@ from posixlake.engines.spark._io import (
 from posixlake.engines.spark._session import (
     VALUE_CONFIG,
     build_session,
+    parse_remote,
     preload,
     quiet,
     spark_errors,
@@ -39,6 +40,7 @@ from posixlake.engines.spark._session import (
 )
 from posixlake.errors import (
     CommitConflict,
+    InvalidOperation,
     NotFound,
     VersionError,
 )
@@ -87,17 +89,34 @@ class SparkCore:
 
     Args:
         master: Spark master URL for a session this engine builds (``local[*]`` default).
-        spark: a SparkSession to use instead (never stopped by the engine).
+        remote: a Spark Connect server (``sc://host:15002``) to run on instead of a JVM in
+            this process (default ``$POSIXLAKE_SPARK_REMOTE`` when no master is given).
+        spark: a SparkSession (classic or Connect) to use instead (never stopped by the engine).
         ui: start the Spark UI in a session this engine builds.
 
     The session starts lazily, at the first Spark job, and is shared by engines in the
-    process (Spark allows one SparkContext per JVM).
+    process (Spark allows one SparkContext per JVM, and PySpark one mode per process:
+    classic or Connect).
     """
 
     name = "spark"
 
-    def __init__(self, *, master: str | None = None, spark: Any = None, ui: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        master: str | None = None,
+        remote: str | None = None,
+        spark: Any = None,
+        ui: bool = False,
+    ) -> None:
+        if master and remote:
+            raise InvalidOperation(
+                f"give a Spark master ({master}) or a Spark Connect server ({remote}), not both"
+            )
+        if remote:
+            parse_remote(remote)  # a bad URL fails here, not at the first job
         self._master = master
+        self._remote = remote
         self._spark = spark
         self._ui = ui
         self._owned = False
@@ -119,7 +138,9 @@ class SparkCore:
             if self._spark is None:
                 with _OWNED_LOCK:
                     running = _running_session()
-                    self._spark = build_session(master=self._master, ui=self._ui)
+                    self._spark = build_session(
+                        master=self._master, remote=self._remote, ui=self._ui
+                    )
                     key = id(self._spark)
                     # stop it on close only if we started it (or share one an engine started)
                     self._owned = running is None or key in _OWNED
@@ -134,6 +155,11 @@ class SparkCore:
                     self._spark.conf.set(name, value)
             self._registered = True
             return self._spark
+
+    @property
+    def remote(self) -> str | None:
+        """The Spark Connect URL this engine was given (None: a JVM in this process)."""
+        return self._remote
 
     @property
     def started(self) -> bool:

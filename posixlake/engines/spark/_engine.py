@@ -22,7 +22,9 @@ class SparkEngine(SparkDml, SparkBulk):
 
     Args:
         master: Spark master URL for a session this engine builds (``local[*]`` default).
-        spark: a SparkSession to use instead (never stopped by the engine).
+        remote: a Spark Connect server (``sc://host:15002``) to run on instead of a JVM in
+            this process (default ``$POSIXLAKE_SPARK_REMOTE`` when no master is given).
+        spark: a SparkSession (classic or Connect) to use instead (never stopped by the engine).
         ui: start the Spark UI in a session this engine builds.
 
     The session starts lazily, at the first Spark job, and is shared by engines in the

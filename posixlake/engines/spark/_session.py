@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -25,12 +26,21 @@ from posixlake import errors
 from posixlake.errors import InvalidOperation, NotFound, PosixLakeError, QueryError
 
 __all__ = [
+    "DEFAULT_CONNECT_PORT",
     "DEFAULT_MASTER",
     "JAVA_PACKAGE",
+    "JVM_LOGGER",
+    "LOG4J2_PROPERTIES",
+    "REMOTE_ENV",
+    "SESSION_CONF",
     "VALUE_CONFIG",
     "SparkUnavailableError",
     "build_session",
     "check_java",
+    "check_remote",
+    "is_connect",
+    "jvm_conf",
+    "parse_remote",
     "preload",
     "quiet",
     "spark_errors",
@@ -42,6 +52,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MASTER: Final = "local[*]"
 MASTER_ENV: Final = "POSIXLAKE_SPARK_MASTER"
+REMOTE_ENV: Final = "POSIXLAKE_SPARK_REMOTE"
+DEFAULT_CONNECT_PORT: Final = 15002
+#: the logger that receives the output of the JVMs posixlake starts (INFO)
+JVM_LOGGER: Final = "posixlake.spark.jvm"
 JAVA_PACKAGE: Final = "openjdk-17-jre-headless"
 MIN_JAVA: Final = 17
 
@@ -127,9 +141,41 @@ def _pyspark() -> Any:
     return pyspark.sql
 
 
+#: Spark SQL settings of every session posixlake builds (set per session, over Connect too)
+SESSION_CONF: Final[Mapping[str, str]] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # reserved words are not aliases: "FROM data WHERE" is a syntax error, as in SQL
+    "spark.sql.ansi.enforceReservedKeywords": "true",
+}
+#: log4j2 configuration of the JVMs posixlake starts: warnings and errors on stderr
+LOG4J2_PROPERTIES: Final = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+
+
+def jvm_conf(master: str, *, ui: bool = False) -> dict[str, str]:
+    """Return the static Spark settings of a JVM posixlake starts (driver or Connect server).
+
+    Python workers run on this interpreter; local masters bind to 127.0.0.1; the web UI
+    and the console progress bar are off; log4j logs warnings and errors only.
+    """
+    conf = {
+        "spark.pyspark.python": sys.executable,
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES}",
+    }
+    if master.startswith("local"):
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.host"] = "127.0.0.1"
+    return conf
+
+
 def build_session(
     *,
     master: str | None = None,
+    remote: str | None = None,
     app_name: str = "posixlake",
     ui: bool = False,
     config: Mapping[str, str] | None = None,
@@ -138,54 +184,232 @@ def build_session(
 
     Args:
         master: any Spark master URL; default ``$POSIXLAKE_SPARK_MASTER`` or ``local[*]``.
-        app_name: the application name.
-        ui: start the Spark web UI.
+        remote: a Spark Connect URL (``sc://host:15002``): the session is a Connect
+            client of that server instead of a JVM in this process; default
+            ``$POSIXLAKE_SPARK_REMOTE`` when no ``master`` is given.
+        app_name: the application name (of a session with its own JVM).
+        ui: start the Spark web UI (of a session with its own JVM).
         config: extra Spark configuration.
 
     Returns:
-        A ``pyspark.sql.SparkSession`` with the ``posixlake`` data source registered.
+        A ``pyspark.sql.SparkSession`` (classic or Connect) with the ``posixlake`` data
+        source registered.
 
     Raises:
-        SparkUnavailableError: PySpark or a suitable Java is missing, or the JVM fails to start.
+        SparkUnavailableError: PySpark, its Connect client or a suitable Java is missing,
+            the JVM fails to start, or the Connect server cannot be reached.
     """
+    if master and remote:
+        raise InvalidOperation(
+            f"give a Spark master ({master}) or a Spark Connect server ({remote}), not both"
+        )
+    if remote is None and master is None:
+        remote = os.environ.get(REMOTE_ENV) or None
+        if remote and os.environ.get(MASTER_ENV):
+            raise InvalidOperation(
+                f"${MASTER_ENV} and ${REMOTE_ENV} are both set: unset one of them"
+            )
+    if remote:
+        return _connect_session(remote, config or {})
     sql = _pyspark()
     check_java()
     url = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    _leave_connect_mode()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        sql.SparkSession.builder.master(url)
-        .appName(app_name)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.ui.enabled", "true" if ui else "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # reserved words are not aliases: "FROM data WHERE" is a syntax error, as in SQL
-        .config("spark.sql.ansi.enforceReservedKeywords", "true")
-    )
-    for key, value in VALUE_CONFIG.items():
-        builder = builder.config(key, value)
-    if url.startswith("local"):
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-            "spark.driver.host", "127.0.0.1"
-        )
-    for key, value in (config or {}).items():
+    if url.startswith("local"):  # else Spark warns that the host name is a loopback address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = {**jvm_conf(url, ui=ui), **SESSION_CONF, **VALUE_CONFIG, **(config or {})}
+    builder = sql.SparkSession.builder.master(url).appName(app_name)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with _build_lock, quiet():
         try:
+            _launch_gateway(url, app_name, settings)
             session = builder.getOrCreate()
         except (RuntimeError, OSError) as err:  # PySparkRuntimeError: JVM did not start
             raise SparkUnavailableError(f"Spark failed to start ({err}): {_FIX}") from err
         preload()
     session.sparkContext.setLogLevel("ERROR")
+    quiet_pyspark_loggers()
     from posixlake.engines.spark._datasource import register_data_source
 
     register_data_source(session)
     logger.debug("Spark session ready on %s", url)
     return session
+
+
+def is_connect(session: Any) -> bool:
+    """Return whether ``session`` is a Spark Connect client session."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def _leave_connect_mode() -> None:
+    """Drop a Connect mode inherited from a parent process (PySpark keys it on an
+    environment variable, which would make this process's classic calls take the Connect
+    path); refuse when this process runs a Connect session itself."""
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ:
+        return
+    running = sys.modules.get("pyspark.sql.connect.session")
+    if running is not None and running.SparkSession._get_default_session() is not None:
+        raise SparkUnavailableError(
+            "this process already uses a Spark Connect session; PySpark cannot also run "
+            "a local Spark (its functions follow one mode per process): give the same "
+            "remote URL, or run the local Spark in another process"
+        )
+    del os.environ["SPARK_CONNECT_MODE_ENABLED"]
+
+
+def _launch_gateway(master: str, app_name: str, settings: Mapping[str, str]) -> None:
+    """Start the JVM of a classic session with its stdout and stderr sent to the log.
+
+    PySpark's own launch lets the JVM write on this process's stderr (the Java launcher's
+    warnings, log4j's first lines): here every line becomes a record of the
+    ``posixlake.spark.jvm`` logger at INFO, shown by ``posixlake -v`` and silent by default.
+    Nothing happens when this process already has a JVM.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+    for key, value in settings.items():
+        conf.set(key, value)
+    gateway = launch_gateway(  # type: ignore[no-untyped-call]
+        conf, popen_kwargs={"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    )
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stdout is not None:
+        threading.Thread(
+            target=_forward_lines,
+            args=(proc.stdout, logging.getLogger(JVM_LOGGER)),
+            name="posixlake-spark-jvm-log",
+            daemon=True,
+        ).start()
+    with SparkContext._lock:
+        if SparkContext._gateway is None:
+            SparkContext._gateway = gateway
+            SparkContext._jvm = gateway.jvm
+
+
+def _forward_lines(stream: Any, log: logging.Logger) -> None:
+    """Log each line of ``stream`` (bytes) at INFO until it ends."""
+    with contextlib.suppress(OSError, ValueError):
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                log.info("%s", line)
+
+
+class _ToDebugLog(logging.Handler):
+    """Send PySpark's error-context records (a JSON stack trace per error) to our debug log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logger.debug("PySpark: %s", record.getMessage(), exc_info=record.exc_info)
+
+
+def quiet_pyspark_loggers() -> None:
+    """Keep PySpark's query-context loggers off stderr.
+
+    PySpark logs every error it raises that carries a query context, with the whole
+    JVM stack trace, on a stderr handler of its own; the error we raise carries the
+    message, so these records go to posixlake's debug log instead (``-vv``).
+    """
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        target = PySparkLogger.getLogger(name)
+        for handler in list(target.handlers):
+            if not isinstance(handler, _ToDebugLog):
+                target.removeHandler(handler)
+        if not target.handlers:
+            target.addHandler(_ToDebugLog())
+
+
+def _connect_session(url: str, config: Mapping[str, str]) -> Any:
+    """Return a Spark Connect session on ``url`` with posixlake's SQL settings."""
+    sql = _pyspark()
+    try:
+        with quiet():
+            import pyspark.sql.connect.session  # noqa: F401 - checks grpcio & co.
+    except ImportError as err:
+        raise SparkUnavailableError(
+            f"Spark Connect needs PySpark's Connect client ({err.name or err} is missing): "
+            "`pip install 'posixlake[spark]'`"
+        ) from err
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        raise SparkUnavailableError(
+            f"this process already runs a local Spark; PySpark cannot also use the Spark "
+            f"Connect server {url} (its functions follow one mode per process)"
+        )
+    check_remote(url)
+    builder = sql.SparkSession.builder.remote(url)
+    for key, value in {**SESSION_CONF, **config}.items():
+        builder = builder.config(key, value)
+    with _build_lock, quiet():
+        try:
+            session = builder.getOrCreate()
+        except spark_errors() as err:
+            raise SparkUnavailableError(
+                f"cannot start a session on the Spark Connect server {url}: {_first_line(str(err))}"
+            ) from err
+        preload()
+    quiet_pyspark_loggers()
+    from posixlake.engines.spark._datasource import register_data_source
+
+    try:
+        register_data_source(session)
+    except spark_errors() as err:
+        raise SparkUnavailableError(
+            f"the Spark Connect server {url} cannot run Python data sources: "
+            f"{_first_line(str(err))}"
+        ) from err
+    logger.debug("Spark Connect session ready on %s", url)
+    return session
+
+
+def parse_remote(url: str) -> tuple[str, int]:
+    """Return the host and port of a Spark Connect URL (``sc://host[:port][/;params]``).
+
+    Raises:
+        InvalidOperation: not an ``sc://`` URL.
+    """
+    match = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?(?:/)?(?:;.*)?", url.strip())
+    if match is None:
+        raise InvalidOperation(
+            f"{url!r} is not a Spark Connect URL: use sc://HOST:PORT (e.g. sc://127.0.0.1:15002)"
+        )
+    host = match.group(1).strip("[]")
+    return host, int(match.group(2) or DEFAULT_CONNECT_PORT)
+
+
+def check_remote(url: str, *, timeout: float = 5.0) -> None:
+    """Check that a Spark Connect server accepts connections at ``url``.
+
+    PySpark's client retries an unreachable server for minutes; this fails at once.
+
+    Raises:
+        SparkUnavailableError: nothing listens there; the message says how to start one.
+    """
+    host, port = parse_remote(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as err:
+        raise SparkUnavailableError(
+            f"no Spark Connect server at {url} ({err.strerror or err}): start one with "
+            "`posixlake spark start`, or use a local Spark (--spark-master local[*])"
+        ) from err
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else "failed"
 
 
 def preload() -> None:
@@ -290,4 +514,8 @@ def translate_spark_error(
         return QueryError(f"{what}: {first}")
     if kind == "Py4JNetworkError" or ("Connection refused" in text and "py4j" in text.lower()):
         return SparkUnavailableError(f"{what}: the Spark JVM is gone: {first}")
+    if kind == "SparkConnectGrpcException" and (
+        "UNAVAILABLE" in text or "Connection refused" in text or "failed to connect" in text
+    ):
+        return SparkUnavailableError(f"{what}: the Spark Connect server is gone: {first}")
     return default(f"{what}: {first}")
