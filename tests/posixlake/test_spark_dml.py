@@ -17,7 +17,7 @@ import pytest
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
-from posixlake.engines.spark import SparkEngine, _dml
+from posixlake.engines.spark import SparkEngine, _dml, _frames
 from posixlake.engines.spark._dml import SparkDml
 from tests.posixlake._spark_files import stray_spark_files
 from tests.posixlake.test_spark_engine import ALL_TYPES, ODD, all_types_rows
@@ -246,3 +246,30 @@ def test_a_large_dml_stays_on_spark_even_in_the_subset(
     db.delete_rows_where("id = 2")  # now in a file of 2 rows: small enough
     assert spark_jobs == ["delete", "delete"]
     assert sorted(db.to_arrow().column("id").to_pylist()) == [0]
+
+
+@pytest.mark.parametrize(
+    ("predicate", "files"),
+    [("id = 8", 1), ("id = 8 OR id = 2", 2), ("id = 8 AND s IS NULL", 1), ("id = 500", 0)],
+)
+def test_the_spark_job_reads_only_the_files_the_statistics_leave(
+    tmp_path: Path,
+    spark_session: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    predicate: str,
+    files: int,
+) -> None:
+    scanned: list[int] = []
+    real = _frames.snapshot_frame
+
+    def recording(spark: Any, snap: Any, **kwargs: Any) -> Any:
+        if kwargs.get("with_file"):
+            scanned.append(len(kwargs.get("files") or snap.files))
+        return real(spark, snap, **kwargs)
+
+    monkeypatch.setattr(_dml, "snapshot_frame", recording)
+    want, got = differential(
+        tmp_path, spark_session, lambda db: db.delete_rows_where(predicate), partitioned=False
+    )
+    assert got == want
+    assert scanned == ([files] if files else [])  # of 2 files (ids 0-6, then 7-11 and 99)

@@ -9,12 +9,13 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any, Final
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake.delta import DeltaLog
-from posixlake.delta._snapshot import DataFile
+from posixlake.delta._snapshot import DataFile, Snapshot
 from posixlake.engines.base import MergeOutcome, WriteOutcome
 from posixlake.engines.local import LocalEngine
 from posixlake.engines.spark._core import SparkCore, _unquote
@@ -38,7 +39,7 @@ from posixlake.errors import (
     SchemaError,
 )
 
-__all__ = ["DELTA_RS_MAX_ROWS", "SparkDml", "in_place"]
+__all__ = ["DELTA_RS_MAX_ROWS", "SparkDml", "in_place", "prune"]
 
 logger = logging.getLogger("posixlake.engines.spark._engine")
 
@@ -136,6 +137,39 @@ class SparkDml(SparkCore):
             return WriteOutcome(sum(c for _, c in touched.values()), version)
 
         return self._attempts(log, "update", attempt)
+
+    def _touched(
+        self, log: DeltaLog, predicate: str, what: str
+    ) -> tuple[Snapshot, dict[str, tuple[DataFile, int]]]:
+        """Return the snapshot and, per file with matching rows, the file and the count.
+
+        The Spark job reads only the files whose min/max statistics admit a match of the
+        predicate's integer equalities (see :func:`prune`); all files otherwise.
+        """
+        from pyspark.sql import functions as F
+
+        snap = self.snapshot(log)
+        files = prune(log, snap, predicate)
+        if files is None:
+            return super()._touched(log, predicate, what)
+        if not files:
+            return snap, {}
+        try:
+            frame, resolve = snapshot_frame(self.spark, snap, files=files, with_file=True)
+            with quiet():
+                rows = (
+                    frame.where(F.coalesce(F.expr(predicate), F.lit(False)))
+                    .groupBy(FILE_COL)
+                    .count()
+                    .collect()
+                )
+        except spark_errors() as err:
+            raise translate_spark_error(err, what=what) from err
+        touched: dict[str, tuple[DataFile, int]] = {}
+        for r in rows:
+            f = resolve(r[0])
+            touched[f.path] = (f, int(r[1]))
+        return snap, touched
 
     def _check_expressions(
         self, log: DeltaLog, predicate: str, sets: Mapping[str, str], schema: pa.Schema
@@ -442,6 +476,11 @@ class _InPlace:
         rendered = self.literal(node, field)
         return None if rendered is None else (_quote(field.name), rendered)
 
+    def candidates(self, node: Any, actions: pa.Table) -> pa.Array | None:
+        """Return which files' statistics admit a match of ``node`` (None: all may)."""
+        mask = self._admits(node, actions)
+        return None if mask is _NOT_EXACT else mask
+
     def candidate_rows(self, node: Any, actions: pa.Table) -> int:
         """Rows of the files whose statistics admit rows matching ``node`` (all if unsure)."""
         rows = actions.column("num_records") if "num_records" in actions.column_names else None
@@ -499,6 +538,24 @@ def _parse(text: str) -> Any:
         return sqlglot.parse_one(text, read="spark")
     except ParseError:
         return None
+
+
+def prune(log: DeltaLog, snap: Snapshot, predicate: str) -> list[DataFile] | None:
+    """Return the files of ``snap`` whose statistics admit rows matching ``predicate``.
+
+    Only integer equalities (``id = 5``, under AND / OR) are decided, from the exact
+    min/max statistics of the add actions; None when nothing can be ruled out this way
+    (the Spark job reads every file) or the log is not at the snapshot's version.
+    """
+    node = _parse(predicate)
+    if node is None or log.version != snap.version:
+        return None
+    actions = log.add_actions()
+    mask = _InPlace(log.arrow_schema, log.partition_columns).candidates(node, actions)
+    if mask is None:
+        return None
+    kept = {unquote(p) for p in actions.column("path").filter(mask).to_pylist()}
+    return [f for f in snap.files if f.path in kept]
 
 
 def in_place(
