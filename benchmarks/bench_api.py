@@ -8,8 +8,11 @@ alternating, on tables of the same shape (id Int64, name String, value Float64):
 1. 100 single-row inserts into a fresh table. delta-rs: ``write_deltalake(dt, row,
    mode="append")`` on a loaded DeltaTable. Also the per-insert latency at the start
    (median of inserts 1-10) and at the end (inserts 91-100): it must stay flat.
-2. 100 buffered single-row inserts and one flush. delta-rs: the same 100 rows
-   concatenated into one table and written once.
+2. 100 buffered single-row inserts and one flush, on a table without and with a primary
+   key (``id``). delta-rs: the same 100 rows concatenated into one table and written once.
+   When the original project is set up (../shared/tools/original-posixlake, or
+   ``--original PY`` naming its ``py`` launcher), its ``insert_buffered_json`` x 100 +
+   ``flush_write_buffer`` is timed in a subprocess in the same run (it enforces no key).
 3. A merge of 1,000 rows (500 updates, 500 inserts) into 100,000 rows, keyed on id.
    delta-rs: ``DeltaTable.merge`` with the same source and clauses.
 4. ``SELECT COUNT(*) FROM data`` over 100,000 rows, warm. delta-rs: ``QueryBuilder``.
@@ -24,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -161,6 +167,64 @@ def buffered_plain(dt: DeltaTable, base: int) -> float:
     return timed(work)
 
 
+ORIGINAL_SCRIPT = """
+import json, statistics, sys, tempfile, time
+import posixlake as pl
+runs = int(sys.argv[1])
+schema = pl.Schema(fields=[pl.Field(name="id", data_type="Int64", nullable=False),
+    pl.Field(name="name", data_type="String", nullable=True),
+    pl.Field(name="value", data_type="Float64", nullable=True)], primary_key=None)
+db = pl.DatabaseOps.create(tempfile.mkdtemp(prefix="bench-api-orig-") + "/t", schema)
+out = []
+for r in range(runs + 2):
+    rows = [json.dumps([{"id": r * 100 + i, "name": f"n{r * 100 + i}", "value": (r * 100 + i) * 0.5}])
+            for i in range(100)]
+    t0 = time.perf_counter()
+    for one in rows:
+        db.insert_buffered_json(one)
+    db.flush_write_buffer()
+    if r >= 2:
+        out.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(out))
+"""
+
+
+def default_original() -> str | None:
+    """Return the original project's ``py`` launcher when it is set up here, else None."""
+    here = Path(__file__).resolve().parent
+    for tools in (here.parent.parent / "shared" / "tools", Path("/work/shared/tools")):
+        launcher = tools / "original-posixlake" / "py"
+        if launcher.exists():
+            return str(launcher)
+    return None
+
+
+def buffered_original(launcher: str | None, runs: int) -> list[float]:
+    """Time the original's 100 buffered inserts + flush in its own interpreter ([] if absent).
+
+    Its rows are timed from already-serialized JSON text (its API takes JSON), so the
+    figure leaves out the json.dumps that ours does not need.
+    """
+    if launcher is None:
+        return []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        done = subprocess.run(
+            [launcher, "-c", ORIGINAL_SCRIPT, str(runs)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            cwd=tempfile.gettempdir(),  # not beside our own posixlake package
+            check=True,
+        )
+        times = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
+        print(f"(the original could not run: {err})")
+        return []
+    return [float(t) for t in times]
+
+
 # -- 3. merge ----------------------------------------------------------------------------
 
 
@@ -212,122 +276,148 @@ def count_plain(dt: DeltaTable) -> float:
 # -- driver ------------------------------------------------------------------------------
 
 
-def run(runs: int, base: str | None) -> tuple[list[Row], dict[str, float]]:
+def run(
+    runs: int, base: str | None, original_py: str | None = None, only: str | None = None
+) -> tuple[list[Row], dict[str, float]]:
     work = Workdir(base)
     try:
         rows: list[Row] = []
         flat: dict[str, float] = {}
 
-        # 1. 100 single-row inserts, a fresh table per run
-        ours_total: list[float] = []
-        plain_total: list[float] = []
-        starts: list[float] = []
-        ends: list[float] = []
-        plain_starts: list[float] = []
-        plain_ends: list[float] = []
-        ours_cpu: list[float] = []
-        plain_cpu: list[float] = []
-        for _ in range(runs):
-            mark = len(CPU)
-            lat = inserts_ours(work.fresh())
-            ours_cpu.append(cpu_since(mark))
-            ours_total.append(sum(lat))
-            starts.append(median(lat[:10]))
-            ends.append(median(lat[-10:]))
-            mark = len(CPU)
-            plat = inserts_plain(work.fresh())
-            plain_cpu.append(cpu_since(mark))
-            plain_total.append(sum(plat))
-            plain_starts.append(median(plat[:10]))
-            plain_ends.append(median(plat[-10:]))
-        flat = {
-            "ours_start": median(starts),
-            "ours_end": median(ends),
-            "plain_start": median(plain_starts),
-            "plain_end": median(plain_ends),
-        }
-        rows.append(
-            Row(
-                "100 single-row inserts",
-                ours_total,
-                plain_total,
-                ours_cpu,
-                plain_cpu,
-                2000.0,
-                3900.0,
-                note=f"per insert {flat['ours_start']:.1f} -> {flat['ours_end']:.1f} ms",
+        if only in (None, "inserts"):
+            # 1. 100 single-row inserts, a fresh table per run
+            ours_total: list[float] = []
+            plain_total: list[float] = []
+            starts: list[float] = []
+            ends: list[float] = []
+            plain_starts: list[float] = []
+            plain_ends: list[float] = []
+            ours_cpu: list[float] = []
+            plain_cpu: list[float] = []
+            for _ in range(runs):
+                mark = len(CPU)
+                lat = inserts_ours(work.fresh())
+                ours_cpu.append(cpu_since(mark))
+                ours_total.append(sum(lat))
+                starts.append(median(lat[:10]))
+                ends.append(median(lat[-10:]))
+                mark = len(CPU)
+                plat = inserts_plain(work.fresh())
+                plain_cpu.append(cpu_since(mark))
+                plain_total.append(sum(plat))
+                plain_starts.append(median(plat[:10]))
+                plain_ends.append(median(plat[-10:]))
+            flat = {
+                "ours_start": median(starts),
+                "ours_end": median(ends),
+                "plain_start": median(plain_starts),
+                "plain_end": median(plain_ends),
+            }
+            rows.append(
+                Row(
+                    "100 single-row inserts",
+                    ours_total,
+                    plain_total,
+                    ours_cpu,
+                    plain_cpu,
+                    2000.0,
+                    3900.0,
+                    note=f"per insert {flat['ours_start']:.1f} -> {flat['ours_end']:.1f} ms",
+                )
             )
-        )
 
-        # 2. 100 buffered inserts + flush, on one table each
-        db = DatabaseOps.create(work.fresh(), SCHEMA, engine="local")
-        plain_path = work.fresh()
-        write_deltalake(plain_path, ARROW_SCHEMA.empty_table())
-        dt = DeltaTable(plain_path)
-        buffered_runs = max(runs * 4, 10)
-        ours, plain, ours_cpu, plain_cpu = [], [], [], []
-        for r in range(buffered_runs + 2):
-            o = buffered_ours(db, r * 100)
-            oc = CPU[-1]
-            p = buffered_plain(dt, r * 100)
-            if r >= 2:  # two warm-up rounds
-                ours.append(o)
-                plain.append(p)
-                ours_cpu.append(oc)
-                plain_cpu.append(CPU[-1])
-        db.close()
-        rows.append(
-            Row("100 buffered inserts + flush", ours, plain, ours_cpu, plain_cpu, 10.0, 7.0)
-        )
+        if only in (None, "buffered"):
+            # 2. 100 buffered inserts + flush, on one table each, without and with a key
+            buffered_runs = max(runs * 4, 10)
+            original = buffered_original(original_py, buffered_runs)
+            for keyed in (False, True):
+                db = DatabaseOps.create(
+                    work.fresh(), SCHEMA, engine="local", primary_key="id" if keyed else None
+                )
+                plain_path = work.fresh()
+                write_deltalake(plain_path, ARROW_SCHEMA.empty_table())
+                dt = DeltaTable(plain_path)
+                ours, plain, ours_cpu, plain_cpu = [], [], [], []
+                for r in range(buffered_runs + 2):
+                    o = buffered_ours(db, r * 100)
+                    oc = CPU[-1]
+                    p = buffered_plain(dt, r * 100)
+                    if r >= 2:  # two warm-up rounds
+                        ours.append(o)
+                        plain.append(p)
+                        ours_cpu.append(oc)
+                        plain_cpu.append(CPU[-1])
+                db.close()
+                rows.append(
+                    Row(
+                        "100 buffered inserts + flush" + (", keyed" if keyed else ""),
+                        ours,
+                        plain,
+                        ours_cpu,
+                        plain_cpu,
+                        10.0,
+                        round(median(original), 1) if original else 7.0,
+                        note=(
+                            f"the original in this run: {median(original):.1f} ms "
+                            f"(min {min(original):.1f}; no key enforcement)"
+                            if original
+                            else "the original: 7 ms (measured earlier, no key enforcement)"
+                        ),
+                    )
+                )
 
-        # 3. merge 1,000 rows into 100,000
-        data = big_table()
-        db = DatabaseOps.create(work.fresh(), SCHEMA, engine="local", primary_key="id")
-        db.insert(data)
-        plain_path = work.fresh()
-        write_deltalake(plain_path, data)
-        dt = DeltaTable(plain_path)
-        ours, plain, ours_cpu, plain_cpu = [], [], [], []
-        for r in range(runs + 1):
-            o = merge_ours(db, r)
-            oc = CPU[-1]
-            p = merge_plain(dt, r)
-            if r >= 1:  # one warm-up merge
-                ours.append(o)
-                plain.append(p)
-                ours_cpu.append(oc)
-                plain_cpu.append(CPU[-1])
-        rows.append(Row("merge 1,000 into 100,000", ours, plain, ours_cpu, plain_cpu, 170.0, 173.0))
-        db.close()
-
-        # 4. COUNT(*) over 100,000 rows, warm
-        db = DatabaseOps.create(work.fresh(), SCHEMA, engine="local")
-        db.insert(data)
-        plain_path = work.fresh()
-        write_deltalake(plain_path, data)
-        dt = DeltaTable(plain_path)
-        for _ in range(5):
-            count_ours(db)
-            count_plain(dt)
-        ours, plain, ours_cpu, plain_cpu = [], [], [], []
-        for _ in range(max(runs * 10, 30)):
-            ours.append(count_ours(db))
-            ours_cpu.append(CPU[-1])
-            plain.append(count_plain(dt))
-            plain_cpu.append(CPU[-1])
-        rows.append(
-            Row(
-                "COUNT(*) over 100,000 rows",
-                ours,
-                plain,
-                ours_cpu,
-                plain_cpu,
-                6.0,
-                5.5,
-                note="warm",
+        if only in (None, "merge"):
+            # 3. merge 1,000 rows into 100,000
+            data = big_table()
+            db = DatabaseOps.create(work.fresh(), SCHEMA, engine="local", primary_key="id")
+            db.insert(data)
+            plain_path = work.fresh()
+            write_deltalake(plain_path, data)
+            dt = DeltaTable(plain_path)
+            ours, plain, ours_cpu, plain_cpu = [], [], [], []
+            for r in range(runs + 1):
+                o = merge_ours(db, r)
+                oc = CPU[-1]
+                p = merge_plain(dt, r)
+                if r >= 1:  # one warm-up merge
+                    ours.append(o)
+                    plain.append(p)
+                    ours_cpu.append(oc)
+                    plain_cpu.append(CPU[-1])
+            rows.append(
+                Row("merge 1,000 into 100,000", ours, plain, ours_cpu, plain_cpu, 170.0, 173.0)
             )
-        )
-        db.close()
+            db.close()
+
+        if only in (None, "count"):
+            # 4. COUNT(*) over 100,000 rows, warm
+            db = DatabaseOps.create(work.fresh(), SCHEMA, engine="local")
+            db.insert(data)
+            plain_path = work.fresh()
+            write_deltalake(plain_path, data)
+            dt = DeltaTable(plain_path)
+            for _ in range(5):
+                count_ours(db)
+                count_plain(dt)
+            ours, plain, ours_cpu, plain_cpu = [], [], [], []
+            for _ in range(max(runs * 10, 30)):
+                ours.append(count_ours(db))
+                ours_cpu.append(CPU[-1])
+                plain.append(count_plain(dt))
+                plain_cpu.append(CPU[-1])
+            rows.append(
+                Row(
+                    "COUNT(*) over 100,000 rows",
+                    ours,
+                    plain,
+                    ours_cpu,
+                    plain_cpu,
+                    6.0,
+                    5.5,
+                    note="warm",
+                )
+            )
+            db.close()
         return rows, flat
     finally:
         work.cleanup()
@@ -370,12 +460,13 @@ def render(rows: list[Row], flat: dict[str, float]) -> str:
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     out.append("")
-    out.append(
-        "per-insert latency (median of inserts 1-10 -> 91-100): "
-        f"posixlake {flat['ours_start']:.2f} -> {flat['ours_end']:.2f} ms, "
-        f"delta-rs {flat['plain_start']:.2f} -> {flat['plain_end']:.2f} ms "
-        "(the original: 10 -> 95 ms)"
-    )
+    if flat:
+        out.append(
+            "per-insert latency (median of inserts 1-10 -> 91-100): "
+            f"posixlake {flat['ours_start']:.2f} -> {flat['ours_end']:.2f} ms, "
+            f"delta-rs {flat['plain_start']:.2f} -> {flat['plain_end']:.2f} ms "
+            "(the original: 10 -> 95 ms)"
+        )
     notes = [f"{r.name}: {r.note}" for r in rows if r.note]
     out.extend(notes)
     out.append(
@@ -393,8 +484,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per workload (default 5)")
     parser.add_argument("--dir", default=None, help="where to put the tables (default: tmp)")
+    parser.add_argument(
+        "--original",
+        default=default_original(),
+        help="the original project's py launcher (default: found under shared/tools)",
+    )
+    parser.add_argument("--no-original", action="store_true", help="do not run the original")
+    parser.add_argument("--only", choices=["inserts", "buffered", "merge", "count"], default=None)
     args = parser.parse_args()
-    rows, flat = run(args.runs, args.dir)
+    rows, flat = run(
+        args.runs, args.dir, None if args.no_original else args.original, only=args.only
+    )
     print("bench_api: DatabaseOps (local engine) vs plain delta-rs, same run")
     print(render(rows, flat))
 

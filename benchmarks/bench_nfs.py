@@ -24,7 +24,11 @@ Workloads (medians over ``--runs``; libnfs' ``nfs-cat`` / ``nfs-cp`` unless note
    the exact RPC that command sends (WRITE FILE_SYNC at EOF) timed from the host;
 5. one-row change in a 100,000-row overwrite: ``nfs-cp`` of the changed file onto
    data.csv (Ganesha: onto a new file), with the number of Delta commits it made; and
-   ``cat new.csv > data.csv`` through the kernel client in the VM.
+   ``cat new.csv > data.csv`` through the kernel client in the VM;
+6. first read after the server starts, 100,000 rows: ``posixlake serve`` started as a
+   process (its segments cached by an earlier start, as after a restart), the first
+   ``nfs-cat`` once it prints that it listens; Ganesha: started afresh, its first
+   ``nfs-cat`` once it logs that it is initialized. ``--only first-read`` runs just this.
 
 These are measurements, not tests: nothing here asserts a time. Processes this script
 starts (Ganesha, rpcbind if nothing listens on port 111) are stopped by their own pid.
@@ -33,6 +37,7 @@ starts (Ganesha, rpcbind if nothing listens on port 111) are stopped by their ow
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -327,6 +332,7 @@ def main() -> None:
     parser.add_argument("--install", action="store_true", help="apt-get install Ganesha")
     parser.add_argument("--no-ganesha", action="store_true", help="skip Ganesha")
     parser.add_argument("--no-vm", action="store_true", help="skip the kernel-client (VM) runs")
+    parser.add_argument("--only", choices=["first-read"], default=None, help="one workload")
     args = parser.parse_args()
     if args.big_rows:
         args.rows = str(args.big_rows)
@@ -338,6 +344,17 @@ def main() -> None:
     results: list[Result] = []
     print(f"bench_nfs: building tables in {work} ...", flush=True)
     small = make_table(work / "small", SMALL)
+    if args.only == "first-read":
+        report(
+            [
+                first_read_after_start(
+                    work, small, runs, install=args.install, ganesha_too=not args.no_ganesha
+                )
+            ]
+        )
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return
 
     maybe_ganesha = _none() if args.no_ganesha else ganesha(work, install=args.install)
     with maybe_ganesha as g, NfsServer(TableFs(small)) as s_srv:
@@ -586,6 +603,49 @@ def _status_mb(key: str) -> float:
             if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def first_read_after_start(
+    work: Path, db: DatabaseOps, runs: int, *, install: bool, ganesha_too: bool
+) -> Result:
+    """Workload 6: the first ``nfs-cat`` of data.csv after each server start."""
+    r = Result("first read after start, 100k rows (nfs-cat)", [], target="<= 2x G")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"},
+        "POSIXLAKE_SEGMENT_CACHE": str(work / "first-read-segments"),
+        "POSIXLAKE_STATE_DIR": str(work / "first-read-state"),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *sys.path]),
+    }
+    serve = [sys.executable, "-c", "from cli.main import main; main()", "serve", str(db.uri)]
+    serve += ["--port", "0", "--engine", "local", "--json"]
+    for i in range(runs + 1):  # the first start renders the segments: not counted
+        proc = subprocess.Popen(serve, stdout=subprocess.PIPE, env=env)
+        try:
+            assert proc.stdout is not None
+            port = int(json.loads(proc.stdout.readline())["port"])
+            url = f"nfs://127.0.0.1/data/data.csv?version=3&nfsport={port}&mountport={port}"
+            took = timed(partial(nfs_cat_null, url + "&auto-traverse-mounts=0"))
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        if i:
+            r.ours.append(took)
+    if ganesha_too:
+        data = nfs_cat_bytes_of(db)
+        for i in range(runs):
+            with ganesha(work / f"first-read-ganesha-{i}", install=install and i == 0) as g:
+                if g is None:
+                    break
+                (g.export / "data.csv").write_bytes(data)
+                r.ganesha.append(timed(partial(nfs_cat_null, g.url("data.csv"))))
+    r.note = "posixlake: after `serve` prints that it listens; Ganesha: after it is initialized"
+    return r
+
+
+def nfs_cat_bytes_of(db: DatabaseOps) -> bytes:
+    """Return data.csv of ``db`` as the share shows it."""
+    with NfsServer(TableFs(db)) as srv:
+        return nfs_cat(srv.nfs_url("/data/data.csv"))
 
 
 @contextmanager

@@ -265,6 +265,11 @@ def serve(
         except InvalidOperation:
             fs.close()
             raise
+        try:  # before listening, so that no client call pays for opening the table
+            open_table_view(fs, db)
+        except BaseException:
+            fs.close()
+            raise
         try:
             server = NfsServer(
                 vfs,
@@ -323,6 +328,46 @@ def serve(
         kept = fs.unfinished_at_close
         note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
         click.echo(f"Stopped. {db.uri} is at version {version}.{note}")
+
+
+OPEN_AT_START_ROWS: Final = 1_000_000
+"""Tables up to this many rows have data.csv opened (rendered if need be) before serving."""
+
+
+def open_table_view(fs: Vfs, db: DatabaseOps, *, max_rows: int = OPEN_AT_START_ROWS) -> bool:
+    """Open what a client's first call on ``fs`` (a TableFs of ``db``) needs; call before listening.
+
+    Otherwise the first GETATTR or READ of ``/data/data.csv`` pays for it, and competes
+    with the CSV codec's lazy imports (pyarrow loads pandas on first use, 0.3-0.8 s of
+    CPU, which TableFs starts in the background): the current version's snapshot and
+    history, its segment index (the cached per-file segments, mapped) and commit time.
+    A table of more than ``max_rows`` rows whose segments are not cached yet would be
+    rendered whole here, delaying the start: for those only the codec and the file list
+    are opened, and the first read renders.
+
+    Returns:
+        Whether data.csv's rendering was opened (False: the table is larger than
+        ``max_rows``, unhealthy, or the server's user may not read it).
+    """
+    import pyarrow as pa
+
+    from nfs.tableview import DATA_CSV_ID
+    from nfs.vfs import NfsError
+    from posixlake.csvcodec import render_csv
+
+    # waits for the background warm-up's imports if it is running (the import lock)
+    render_csv(pa.table({"x": pa.array([1.5], pa.float64()), "y": pa.array(["a"])}))
+    if not db.authorizer.allows("read"):
+        return False
+    health = db.health_check()  # the current version and its files, listed once
+    if health.status != "healthy" or health.rows > max_rows:
+        return False
+    try:
+        fs.getattr(DATA_CSV_ID)
+    except NfsError as err:  # the first client call gets the error itself
+        logger.warning("cannot open %s before serving: %s", db.uri, err)
+        return False
+    return True
 
 
 def table_entries() -> TableEntries:

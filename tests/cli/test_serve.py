@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from cli._serve import mount_commands
+from cli._serve import mount_commands, open_table_view
+from nfs.tableview import DATA_CSV_ID, TableFs
+from posixlake import DatabaseOps
 from tests.cli.conftest import ROWS, Cli, rows, version
 
 EXE = shutil.which("posixlake")
@@ -148,6 +150,56 @@ def test_serve_json_events(run: Cli, table: str, notify_socket: socket.socket) -
     assert started["event"] == "listening" and started["mode"] == "read-only"
     assert started["mount"] == mount_commands("127.0.0.1", started["port"])
     assert stopped == {"event": "stopped", "table": table, "version": 1, "unfinished_writes": 0}
+
+
+def _segments(cache: Path) -> list[str]:
+    """The cached CSV segments (files) under a segment cache directory."""
+    return sorted(str(p) for p in cache.rglob("*") if p.is_file()) if cache.exists() else []
+
+
+def test_serve_opens_the_table_before_it_is_ready(
+    run: Cli, table: str, tmp_path: Path, notify_socket: socket.socket
+) -> None:
+    cache = tmp_path / "segments"
+    seen: dict[str, object] = {}
+
+    def client() -> None:
+        ready = notify_socket.recv(4096).decode()
+        if not ready.startswith("READY=1"):
+            return
+        seen["segments"] = _segments(cache)  # before any client call
+        os.kill(os.getpid(), signal.SIGTERM)
+        notify_socket.recv(4096)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        result = run(
+            "serve", table, "--port", "0", "--engine", "local", "--segment-cache", str(cache)
+        )
+    finally:
+        if "segments" not in seen:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.sendto(b"ENDED", notify_socket.getsockname())
+        thread.join()
+    assert result.exit_code == 0, result.stderr
+    assert seen["segments"], "data.csv was not rendered before READY"
+
+
+def test_open_table_view_leaves_a_large_table_to_the_first_read(table: str, tmp_path: Path) -> None:
+    cache = tmp_path / "segments"
+    db = DatabaseOps.open(table, engine="local")
+    fs = TableFs(db, segment_cache=cache, state_dir=tmp_path / "state", idle_timer=False)
+    try:
+        assert open_table_view(fs, db, max_rows=2) is False  # three rows: "large"
+        assert _segments(cache) == []
+        assert open_table_view(fs, db) is True
+        opened = _segments(cache)
+        assert opened
+        assert fs.getattr(DATA_CSV_ID).size == len(CSV)
+        assert _segments(cache) == opened  # nothing rendered twice
+    finally:
+        fs.close()
 
 
 def test_serve_errors(run: Cli, table: str, tmp_path: Path) -> None:

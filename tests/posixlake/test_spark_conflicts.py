@@ -16,7 +16,7 @@ import pytest
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
-from posixlake.engines.spark import MAX_ATTEMPTS, SparkEngine
+from posixlake.engines.spark import MAX_ATTEMPTS, SparkEngine, _dml
 from posixlake.errors import CommitConflict, DuplicateKeyError
 from tests.posixlake._spark_files import stray_spark_files
 
@@ -26,7 +26,10 @@ SCHEMA = Schema([Field("id", "Int64", False), Field("v", "String")], primary_key
 
 
 @pytest.fixture
-def engine(spark_session: Any) -> SparkEngine:
+def engine(spark_session: Any, monkeypatch: pytest.MonkeyPatch) -> SparkEngine:
+    # every DML a Spark job (a small one would otherwise run on delta-rs in place, whose
+    # commits this seam does not reach)
+    monkeypatch.setattr(_dml, "DELTA_RS_MAX_ROWS", -1)
     return SparkEngine(spark=spark_session)
 
 

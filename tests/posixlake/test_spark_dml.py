@@ -17,11 +17,34 @@ import pytest
 
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import LocalEngine
-from posixlake.engines.spark import SparkEngine
+from posixlake.engines.spark import SparkEngine, _dml, _frames
+from posixlake.engines.spark._dml import SparkDml
 from tests.posixlake._spark_files import stray_spark_files
 from tests.posixlake.test_spark_engine import ALL_TYPES, ODD, all_types_rows
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(autouse=True)
+def spark_jobs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the Spark DML jobs; outside the ``in_place`` tests, every DML is one.
+
+    A small DML in the subset delta-rs evaluates the same is run by delta-rs in place
+    (see ``_dml.in_place``); the differential tests compare Spark's copy-on-write with
+    delta-rs, so they turn that off.
+    """
+    if "in_place" not in request.node.name:
+        monkeypatch.setattr(_dml, "DELTA_RS_MAX_ROWS", -1)
+    jobs: list[str] = []
+    real = SparkDml._touched
+
+    def touched(self: SparkDml, log: Any, predicate: str, what: str) -> Any:
+        jobs.append(what)
+        return real(self, log, predicate, what)
+
+    monkeypatch.setattr(SparkDml, "_touched", touched)
+    return jobs
+
 
 SCHEMA = Schema([*ALL_TYPES.fields, Field("p", "String")], primary_key="id")
 
@@ -152,3 +175,101 @@ def test_upsert_of_rows_in_memory(tmp_path: Path, spark_session: Any) -> None:
     differential(
         tmp_path, spark_session, lambda db: db.insert(batch, upsert=True), partitioned=True
     )
+
+
+# -- small DML run by delta-rs in place ----------------------------------------------------
+
+IN_PLACE: list[tuple[str, dict[str, Any] | None]] = [
+    ("id = 3", None),
+    ("id IN (1, 2, 7) AND NOT b", None),
+    ("id BETWEEN 2 AND 5 OR s IS NULL", None),
+    ("5 < id AND i8 <> -1", None),
+    ("p = 'a/b' OR p IS NULL", None),
+    ("id = 1000", None),  # nothing matches: no commit
+    ("true", None),
+    ("id = 4", {"s": "four", "i16": 7, "b": None}),
+    ("s IS NOT NULL AND id >= 6", {"i32": -5}),
+    ("true", {"s": "all"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(IN_PLACE)))
+def test_small_dml_in_place_equals_delta_rs_without_a_spark_job(
+    tmp_path: Path, spark_session: Any, spark_jobs: list[str], case: int
+) -> None:
+    predicate, values = IN_PLACE[case]
+
+    def op(db: DatabaseOps) -> Any:
+        if values is None:
+            return db.delete_rows_where(predicate)
+        return db.update(predicate, values)
+
+    want, got = differential(tmp_path, spark_session, op, partitioned=True)
+    assert got == want
+    assert spark_jobs == []
+
+
+@pytest.mark.parametrize(
+    ("predicate", "values"),
+    [
+        ("id % 3 = 0", None),  # arithmetic
+        ("f64 > 1.5", None),  # floats
+        ("s = 'it''s'", None),  # Spark reads adjacent literals as one
+        ("id = 4", {"f64": 2.5}),
+        ("id = 4", {"p": "moved"}),  # a partition column
+    ],
+)
+def test_dml_outside_the_in_place_subset_stays_on_spark(
+    tmp_path: Path,
+    spark_session: Any,
+    spark_jobs: list[str],
+    predicate: str,
+    values: dict[str, Any] | None,
+) -> None:
+    db = build(tmp_path / "t", SparkEngine(spark=spark_session), partitioned=True)
+    if values is None:
+        db.delete_rows_where(predicate)
+    else:
+        db.update(predicate, values)
+    assert len(spark_jobs) == 1
+
+
+def test_a_large_dml_stays_on_spark_even_in_the_subset(
+    tmp_path: Path, spark_session: Any, spark_jobs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = build(tmp_path / "t", SparkEngine(spark=spark_session), partitioned=False)
+    monkeypatch.setattr(_dml, "DELTA_RS_MAX_ROWS", 4)  # 13 rows in 2 files (7 and 6)
+    db.delete_rows_where("id = 1")  # the statistics leave the file of 7 rows: > 4
+    assert spark_jobs == ["delete"]
+    db.delete_rows_where("id > 2")  # the statistics cannot narrow it: 12 rows
+    assert spark_jobs == ["delete", "delete"]
+    db.delete_rows_where("id = 2")  # now in a file of 2 rows: small enough
+    assert spark_jobs == ["delete", "delete"]
+    assert sorted(db.to_arrow().column("id").to_pylist()) == [0]
+
+
+@pytest.mark.parametrize(
+    ("predicate", "files"),
+    [("id = 8", 1), ("id = 8 OR id = 2", 2), ("id = 8 AND s IS NULL", 1), ("id = 500", 0)],
+)
+def test_the_spark_job_reads_only_the_files_the_statistics_leave(
+    tmp_path: Path,
+    spark_session: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    predicate: str,
+    files: int,
+) -> None:
+    scanned: list[int] = []
+    real = _frames.snapshot_frame
+
+    def recording(spark: Any, snap: Any, **kwargs: Any) -> Any:
+        if kwargs.get("with_file"):
+            scanned.append(len(kwargs.get("files") or snap.files))
+        return real(spark, snap, **kwargs)
+
+    monkeypatch.setattr(_dml, "snapshot_frame", recording)
+    want, got = differential(
+        tmp_path, spark_session, lambda db: db.delete_rows_where(predicate), partitioned=False
+    )
+    assert got == want
+    assert scanned == ([files] if files else [])  # of 2 files (ids 0-6, then 7-11 and 99)
