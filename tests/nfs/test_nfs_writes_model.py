@@ -88,6 +88,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.pending: OrderedDict[int, Pending] = OrderedDict()
         self.seen: dict[int, bytes] = {}
         self.torn: set[int] = set()  # writers whose last read came from two versions
+        self.read_this_boot: set[int] = set()  # writers that read since the server started
         self.touched: dict[int, float] = {}
         self.applied: dict[int, Pending] = {}  # each writer's last edit applied at idle
         self.next_id = 100
@@ -143,13 +144,14 @@ class NfsWriters(RuleBasedStateMachine):
         if w in self.pending:
             return
         ctx = WRITERS[w]
-        if reread or w not in self.seen:
+        # what a client read is known to the server until it restarts (not kept on disk):
+        # after a restart the client reads again (docs/nfs-writes.md)
+        if reread or w not in self.seen or w not in self.read_this_boot:
             self.seen[w] = PathOps(self.fs, ctx).read_file("/data/data.csv")
             self.torn.discard(w)
+            self.read_this_boot.add(w)
             self.version_seen[w] = self.db.version
         shown = self.seen[w]
-        edit = self._edit(shown, data)
-        edit.version = self.version_seen[w]
         self.fs.getattr(DATA_CSV_ID, ctx)  # close-to-open
         self.fs.access(DATA_CSV_ID, 0x1F, ctx)
         if w in self.torn:  # its bytes come from two versions: refused, nothing staged
@@ -157,6 +159,8 @@ class NfsWriters(RuleBasedStateMachine):
                 self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
             assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_IO
             return
+        edit = self._edit(shown, data)
+        edit.version = self.version_seen[w]
         self.fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
         flush_at = data.draw(st.integers(0, len(edit.chunks)))
         for i, (off, chunk) in enumerate(edit.chunks):
@@ -180,6 +184,7 @@ class NfsWriters(RuleBasedStateMachine):
         self.seen[w] = bytes(first) + bytes(rest)
         self.version_seen[w] = self.db.version
         self.torn.add(w)
+        self.read_this_boot.add(w)
 
     @rule(w=st.integers(0, 2), data=st.data())
     def sed_i(self, w: int, data: st.DataObject) -> None:
@@ -189,10 +194,12 @@ class NfsWriters(RuleBasedStateMachine):
         ctx = WRITERS[w]
         name = f"sed{w}tmp"
         tmp = self.fs.create_exclusive(DATA_DIR_ID, name, b"12345678", ctx)
-        if w in self.seen and w not in self.torn and data.draw(st.booleans()):
+        cached = w in self.seen and w in self.read_this_boot and w not in self.torn
+        if cached and data.draw(st.booleans()):
             shown = self.seen[w]  # sed reads from the client's page cache: no READ is sent
         else:
             shown = PathOps(self.fs, ctx).read_file("/data/data.csv")
+            self.read_this_boot.add(w)
         self.seen[w] = shown  # the client's page cache holds what it read last
         self.torn.discard(w)
         edit = self._edit(shown, data)
@@ -267,6 +274,7 @@ class NfsWriters(RuleBasedStateMachine):
             self.seen[w] = PathOps(self.fs, WRITERS[w]).read_file("/data/data.csv")
             self.version_seen[w] = self.db.version
             self.torn.discard(w)
+            self.read_this_boot.add(w)
 
     # -- API writers ------------------------------------------------------------------
 
@@ -317,6 +325,8 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs._journals.release()
         self.fs = self._start()
         assert self.fs.write_verifier() != verf
+        self.torn.clear()  # the new server knows nothing of what clients read
+        self.read_this_boot.clear()
 
     def _resend(self) -> None:
         for w, edit in self.pending.items():  # clients resend their UNSTABLE writes
