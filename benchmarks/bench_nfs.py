@@ -674,7 +674,7 @@ def _close_and_apply(srv: NfsServer, copy: Callable[[], object]) -> None:
     copy()
     fs = srv.vfs
     assert isinstance(fs, TableFs) and isinstance(fs._clock, _ShiftedClock)
-    fs._clock.offset += 3600
+    fs._clock.offset += 60  # past --idle-commit (5 s), not past --abandon-after
     fs.poll()
 
 

@@ -641,7 +641,7 @@ class WriteRules(TableState):
         now = self._clock()
         for w in list(self._writers.values()):
             idle = now - w.staging.touched
-            if idle >= self._abandon:
+            if idle >= self._abandon and not self._complete(w):
                 self._abandon_writer(w)
             elif idle >= self._idle and self._complete(w):
                 try:

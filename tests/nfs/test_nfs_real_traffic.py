@@ -479,3 +479,15 @@ def test_a_sed_from_the_page_cache_after_an_append_duplicates_nothing(
     fs.write(tmp, 0, cached.replace(b"2,n2", b"2,sed"), StableHow.FILE_SYNC, A)
     fs.rename(DATA_DIR_ID, "sedC", DATA_DIR_ID, "data.csv", A)
     assert rows(db) == [(1, "n1"), (2, "sed"), (3, "n3"), (4, "n4"), (5, "n5"), (6, "six")]
+
+
+def test_a_complete_edit_not_polled_for_longer_than_abandon_after_applies(
+    fs: TableFs, db: DatabaseOps, clock: Clock
+) -> None:
+    """No call and no idle timer for an hour (a suspended server, a test clock): a
+    complete edit is applied when it is next looked at, not given up as abandoned."""
+    seen = PathOps(fs, A).read_file("/data/data.csv")
+    rewrite(fs, A, seen.replace(b"1,n1", b"1,late"))
+    clock.now += 7200
+    fs.poll()
+    assert (1, "late") in rows(db)
