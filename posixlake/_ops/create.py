@@ -76,6 +76,21 @@ def create_from_files(
     uri = normalize_uri(db_path)
     if DeltaLog.exists(uri, storage_options_for(uri, options.get("storage"))):
         raise TableExists(f"a Delta table already exists at {uri}")
+    if fmt == "csv" and len(paths) > 1 and not types and schema is None:
+        # one inference over every file: per-file types that an engine unifies could
+        # round a value (an Int64 file and a Float64 one); read in-process, as typed
+        # imports are
+        from posixlake.csvcodec import CsvFormatError, read_csv_infer
+
+        try:
+            data = read_csv_infer(list(paths))
+        except CsvFormatError as err:
+            raise SerializationError(str(err)) from err
+        except OSError as err:
+            raise IoError(f"cannot read CSV: {err}") from err
+        return _create_with_rows(
+            cls, uri, data.schema, data, eng, primary_key, partition_by, options, fmt
+        )
     if fmt == "csv" and (types or schema is not None):
         declared, data, schema_key = read_typed_csv(paths, types=types, schema=schema)
         if primary_key is None:

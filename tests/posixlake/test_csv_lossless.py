@@ -391,3 +391,16 @@ def test_merge_of_csv_text_changes_only_what_it_gives(tmp_path: Path, engine: En
     ]
     with pytest.raises(SerializationError, match="line 2, column 'price': 'cheap'"):
         db.merge(b"_op,id,price\nUPDATE,1,cheap\n")
+
+
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_several_csv_files_are_inferred_as_one_input(tmp_path: Path, engine: str) -> None:
+    """An Int64 file and a Float64 one: typed one by one and unified, the big integer was
+    rounded to a double; inferred over every file, the column keeps every value's text."""
+    (tmp_path / "a.csv").write_text("id,v\n1,9007199254740993\n")
+    (tmp_path / "b.csv").write_text("id,v\n2,1.5\n")
+    db = DatabaseOps.create_from_csv(
+        tmp_path / "t", [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], engine=engine
+    )
+    got = sorted(db.to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [str(r["v"]) for r in got] == ["9007199254740993", "1.5"]
