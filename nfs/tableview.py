@@ -18,14 +18,19 @@ map by :mod:`nfs._tablestate`; path-based helpers in :mod:`nfs._pathops`):
 
 - each writer (client address + AUTH_SYS uid/gid, :class:`~nfs._writers.WriterKey`) stages
   its own content (:mod:`nfs._staging`); nobody else's call discards it;
-- a staging is based on the version that client was shown (GETATTR, LOOKUP, READ), or on
-  the recent version its first write extends (a stale page-widened append);
+- a staging is based on what that client READ (:class:`~nfs._writers.ReadViews`: never what
+  a GETATTR, LOOKUP or ACCESS showed; reads from two versions refuse the edit with EIO), or
+  its own last edit, or the recent version its first write extends (a stale page-widened
+  append);
 - it is applied as ONE commit (:mod:`nfs._apply`): base + whole lines is an INSERT, other
   content a 3-way change from its base onto the current version (last commit wins per
   key; without a key a removed row must still be there);
-- it is applied when the writer is done: COMMIT on a line boundary, a FILE_SYNC append,
-  a FILE_SYNC rewrite once the writer moves on, or after ``idle_seconds``; never while it
-  ends mid-line or is a truncation alone; never at shutdown;
+- it is applied when the writer is done: NFSv3 has no close and a COMMIT also comes
+  during writeback, so a COMMIT only makes it durable; it applies after ``idle_seconds``
+  without a write from its writer, at a RENAME onto data.csv, or (``echo >>``) at a
+  FILE_SYNC WRITE that makes it its base plus whole lines; never with a hole, never
+  mid-line unless flushed, never as a truncation alone, never at shutdown; a resend of an
+  edit an earlier boot committed changes nothing;
 - every operation is journaled (:mod:`nfs._journal`) and fsynced before a reply promises
   it; the next TableFs for the table recovers the journals; failures found later go to
   the writer's next WRITE or COMMIT.
@@ -129,8 +134,8 @@ class TableFs(TableAttrs):
         clock: monotonic seconds, for idle detection and the version check (injected in
             tests: advance it instead of sleeping).
         wallclock: seconds since the epoch, for the times of staged and scratch files.
-        idle_seconds: a writer that sends no COMMIT is done after this long without a
-            write: its complete content (on a line boundary) is applied then.
+        idle_seconds: a writer is done after this long without a write: its complete
+            content is applied then (a COMMIT only makes it durable).
         abandon_seconds: a staging that cannot apply (mid-line, a truncation alone) is
             given up after this long: logged, and reported to its writer.
         state_dir: where the write journal lives (see :func:`default_state_dir`); its
