@@ -325,7 +325,8 @@ class NfsWriters(RuleBasedStateMachine):
         self.fs._journals.release()
         self.fs = self._start()
         assert self.fs.write_verifier() != verf
-        self.torn.clear()  # the new server knows nothing of what clients read
+        # the new server knows nothing of what clients read: a rewrite reads again (see
+        # begin_rewrite); a client's torn page stays torn in its cache all the same
         self.read_this_boot.clear()
 
     def _resend(self) -> None:
