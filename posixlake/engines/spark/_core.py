@@ -45,7 +45,7 @@ from posixlake.errors import (
     VersionError,
 )
 
-__all__ = ["MAX_ATTEMPTS", "SparkCore", "is_spark_dataframe"]
+__all__ = ["MAX_ATTEMPTS", "SparkCore", "is_spark_dataframe", "rows_per_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -301,25 +301,10 @@ class SparkCore:
         self, log: DeltaLog, predicate: str, what: str
     ) -> tuple[Snapshot, dict[str, tuple[DataFile, int]]]:
         """Return the snapshot and, per file with matching rows, the file and the count."""
-        from pyspark.sql import functions as F
 
         snap = self.snapshot(log)
         frame, resolve = self.frame(log, with_file=True)
-        try:
-            with quiet():
-                rows = (
-                    frame.where(F.coalesce(F.expr(predicate), F.lit(False)))
-                    .groupBy(FILE_COL)
-                    .count()
-                    .collect()
-                )
-        except spark_errors() as err:
-            raise translate_spark_error(err, what=what) from err
-        touched: dict[str, tuple[DataFile, int]] = {}
-        for r in rows:
-            f = resolve(r[0])
-            touched[f.path] = (f, int(r[1]))
-        return snap, touched
+        return snap, rows_per_file(frame, resolve, predicate, what)
 
     def _rewrite(
         self,
@@ -386,3 +371,27 @@ def _normalize(table: pa.Table, schema: pa.Schema) -> pa.Table:
     if not changed:
         return table
     return pa.Table.from_arrays(table.columns, schema=pa.schema(fields))
+
+
+def rows_per_file(
+    frame: Any, resolve: Callable[[str], DataFile], predicate: str, what: str
+) -> dict[str, tuple[DataFile, int]]:
+    """Return, per data file of ``frame`` (read ``with_file``) with rows matching
+    ``predicate``, the file and the count of those rows (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    try:
+        with quiet():
+            rows = (
+                frame.where(F.coalesce(F.expr(predicate), F.lit(False)))
+                .groupBy(FILE_COL)
+                .count()
+                .collect()
+            )
+    except spark_errors() as err:
+        raise translate_spark_error(err, what=what) from err
+    touched: dict[str, tuple[DataFile, int]] = {}
+    for r in rows:
+        f = resolve(r[0])
+        touched[f.path] = (f, int(r[1]))
+    return touched

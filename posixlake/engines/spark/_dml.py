@@ -18,7 +18,7 @@ from posixlake.delta import DeltaLog
 from posixlake.delta._snapshot import DataFile, Snapshot
 from posixlake.engines.base import MergeOutcome, WriteOutcome
 from posixlake.engines.local import LocalEngine
-from posixlake.engines.spark._core import SparkCore, _unquote
+from posixlake.engines.spark._core import SparkCore, _unquote, rows_per_file
 from posixlake.engines.spark._frames import (
     FILE_COL,
     column,
@@ -180,7 +180,6 @@ class SparkDml(SparkCore):
         The Spark job reads only the files whose min/max statistics admit a match of the
         predicate's integer equalities (see :func:`prune`); all files otherwise.
         """
-        from pyspark.sql import functions as F
 
         snap = self.snapshot(log)
         files = prune(log, snap, predicate)
@@ -190,20 +189,9 @@ class SparkDml(SparkCore):
             return snap, {}
         try:
             frame, resolve = snapshot_frame(self.spark, snap, files=files, with_file=True)
-            with quiet():
-                rows = (
-                    frame.where(F.coalesce(F.expr(predicate), F.lit(False)))
-                    .groupBy(FILE_COL)
-                    .count()
-                    .collect()
-                )
         except spark_errors() as err:
             raise translate_spark_error(err, what=what) from err
-        touched: dict[str, tuple[DataFile, int]] = {}
-        for r in rows:
-            f = resolve(r[0])
-            touched[f.path] = (f, int(r[1]))
-        return snap, touched
+        return snap, rows_per_file(frame, resolve, predicate, what)
 
     def _check_expressions(
         self, log: DeltaLog, predicate: str, sets: Mapping[str, str], schema: pa.Schema
