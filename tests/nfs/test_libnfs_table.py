@@ -18,6 +18,7 @@ from nfs.server import NfsServer
 from nfs.tableview import TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
+from tests.nfs.idle import FakeClock, quiet
 
 TOOLS = ("nfs-ls", "nfs-cat", "nfs-cp")
 _missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -61,28 +62,8 @@ def keyed(tmp_path: Path) -> DatabaseOps:
     return d
 
 
-class Clock:
-    """Monotonic seconds that move only when a test says (the idle period)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _serve(db: DatabaseOps) -> NfsServer:
-    return NfsServer(TableFs(db, idle_timer=False, clock=Clock()))
-
-
-def _quiet(server: NfsServer) -> None:
-    """Let the idle period pass: the writers that are done apply (NFSv3 has no close)."""
-    fs = server.vfs
-    assert isinstance(fs, TableFs)
-    clock = fs._clock
-    assert isinstance(clock, Clock)
-    clock.now += 60
-    fs.poll()
+    return NfsServer(TableFs(db, idle_timer=False, clock=FakeClock()))
 
 
 @pytest.fixture
@@ -137,7 +118,7 @@ def test_nfs_cp_overwrite_with_one_row_changed(
     run("nfs-cp", str(tmp_path / "new.csv"), server.nfs_url("/data/data.csv"))
     assert db.version == v  # durable; applied once the writer is done (NFSv3 has no close)
     assert run("nfs-cat", server.nfs_url("/data/data.csv")).stdout == old  # another client
-    _quiet(server)
+    quiet(server)
     assert db.version == v + 1
     assert db.to_arrow().num_rows == n
     assert db.query("SELECT name, price FROM data WHERE id = 1234").fetchall() == [
@@ -155,7 +136,7 @@ def test_nfs_cp_by_key(keyed: DatabaseOps, tmp_path: Path) -> None:
         (tmp_path / "k.csv").write_bytes(content)
         v = keyed.version
         run("nfs-cp", str(tmp_path / "k.csv"), srv.nfs_url("/data/data.csv"))
-        _quiet(srv)
+        quiet(srv)
         assert keyed.version == v + 1
         got = dict(rows(keyed))
         assert got[5] == "N5" and 7 not in got and got[100] == "n100" and len(got) == 100
@@ -168,7 +149,7 @@ def test_nfs_cp_bad_content_changes_nothing(
     v, before = db.version, db.to_arrow().num_rows
     res = run("nfs-cp", str(tmp_path / "bad.csv"), server.nfs_url("/data/data.csv"), check=False)
     assert res.returncode != 0  # the WRITE or COMMIT that completed the bad line said so
-    _quiet(server)
+    quiet(server)
     assert db.version == v and db.to_arrow().num_rows == before
     assert run("nfs-cat", server.nfs_url("/data/data.csv")).stdout == render_csv(db.to_arrow())
 

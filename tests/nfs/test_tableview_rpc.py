@@ -24,6 +24,7 @@ from posixlake.csvcodec import render_csv
 from posixlake.delta import DeltaLog
 from posixlake.engines import LocalEngine
 from posixlake.errors import PermissionDenied
+from tests.nfs.idle import FakeClock, quiet
 from tests.nfs.rpcclient import RpcClient
 
 
@@ -39,28 +40,8 @@ def db(tmp_path: Path) -> DatabaseOps:
     return d
 
 
-class Clock:
-    """Monotonic seconds that move only when a test says (the idle period)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _server(db: DatabaseOps, clock: Clock | None = None) -> NfsServer:
-    return NfsServer(TableFs(db, idle_timer=False, clock=clock or Clock())).start()
-
-
-def _quiet(server: NfsServer) -> None:
-    """Let the idle period pass: the writers that are done apply (NFSv3 has no close)."""
-    fs = server.vfs
-    assert isinstance(fs, TableFs)
-    clock = fs._clock
-    assert isinstance(clock, Clock)
-    clock.now += 60
-    fs.poll()
+def _server(db: DatabaseOps, clock: FakeClock | None = None) -> NfsServer:
+    return NfsServer(TableFs(db, idle_timer=False, clock=clock or FakeClock())).start()
 
 
 @pytest.fixture
@@ -141,7 +122,7 @@ def test_unstable_chunks_then_commit_is_one_commit(
     content = b"id,name,qty\n" + b"".join(f"{i},row{i},{i % 7}\n".encode() for i in range(20_000))
     client.write_file("/data/data.csv", content, chunk=64 * 1024, stable=StableHow.UNSTABLE)
     assert db.version == v  # durable at the COMMIT; applied once the writer is done
-    _quiet(server)
+    quiet(server)
     assert db.version == v + 1
     assert len(rows(db)) == 20_000 and rows(db)[3] == (3, "row3", 3)
     res = client.write(client.walk("/data/data.csv"), 0, b"", StableHow.UNSTABLE)
