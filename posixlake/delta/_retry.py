@@ -16,6 +16,11 @@ Spark data source's commits. One policy, three bounds:
 - **backoff**: between two attempts, an exponentially growing pause with full jitter, so
   that writers that collided once do not collide again in lockstep.
 
+The attempt bound is wide (30 plannings, about 11 s of pauses at most; 90 for a strict
+commit, about 41 s) so that a writer that merely keeps losing the race to others who make
+progress (4 processes appending to Azurite in CI lost 10 plannings in a row) waits its
+turn; the deadline is what ends a write that cannot get through.
+
 ``clock``, ``sleep`` and the random source are injectable (tests pass their own).
 """
 
@@ -48,7 +53,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: commit attempts of one write at most, delta-rs' own retries included
-MAX_COMMIT_ATTEMPTS: Final = 30
+MAX_COMMIT_ATTEMPTS: Final = 90
 #: retries delta-rs makes itself inside one of our attempts (``max_commit_retries``)
 DELTA_RS_RETRIES: Final = 2
 #: times a write that lets delta-rs retry is planned and committed at most

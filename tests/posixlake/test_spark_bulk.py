@@ -100,17 +100,39 @@ def test_a_csv_without_rows_still_gives_its_columns(
     assert spark_dirs(tmp_path / "spark") == []
 
 
-def test_incompatible_csv_files_fail_and_leave_nothing(
+def test_csv_files_of_one_directory_are_inferred_as_one_input(
+    tmp_path: Path, spark_engine: SparkEngine
+) -> None:
+    """A column that is 1 in one file and true in another is text on both engines (no
+    value is coerced or lost); a header only some files have becomes a nullable column."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.csv").write_text("id,x\n1,1\n")
+    (src / "b.csv").write_text("id,x,y\n2,true,b\n")
+    local = DatabaseOps.create_from_csv(tmp_path / "local", src, engine=LocalEngine())
+    spark = DatabaseOps.create_from_csv(tmp_path / "spark", src, engine=spark_engine)
+    for db in (local, spark):
+        table = db.to_arrow().sort_by("id")
+        assert table.schema.field("x").type == pa.string()
+        assert table.to_pylist() == [
+            {"id": 1, "x": "1", "y": None},
+            {"id": 2, "x": "true", "y": "b"},
+        ]
+    assert spark_dirs(tmp_path / "spark") == []
+
+
+def test_a_malformed_file_among_several_fails_and_leaves_nothing(
     tmp_path: Path, spark_engine: SparkEngine
 ) -> None:
     src = tmp_path / "in"
     src.mkdir()
     (src / "a.csv").write_text("id,x\n1,1\n")
-    (src / "b.csv").write_text("id,x\n2,true\n")
+    (src / "b.csv").write_text('id,x\n2,"unterminated\n')
     with pytest.raises(SerializationError):
         DatabaseOps.create_from_csv(tmp_path / "local", src, engine=LocalEngine())
     with pytest.raises(SerializationError):
         DatabaseOps.create_from_csv(tmp_path / "spark", src, engine=spark_engine)
+    assert not DeltaLog.exists(str(tmp_path / "local"))
     assert not DeltaLog.exists(str(tmp_path / "spark"))
     assert spark_dirs(tmp_path / "spark") == []
 
