@@ -9,7 +9,10 @@ change values silently:
   operation on a wider type (BIGINT for TINYINT to INT, DECIMAL(38, 0) for BIGINT), cast
   back to that integer type: the value is the same when it fits, and the cast fails
   when it does not (the product of two INTs fits in a BIGINT, of two BIGINTs in 38
-  digits). Decimal arithmetic is checked by DataFusion already.
+  digits). Decimal arithmetic is checked by DataFusion already. ``SUM`` of integers
+  wraps the same way (three rows of 2**62 sum to -2**62): an integer ``SUM(x)`` becomes
+  ``CAST(SUM(CAST(x AS DECIMAL(38, 0))) AS BIGINT)``, exact in 38 digits and an error
+  when the total does not fit in a BIGINT (Spark's ANSI ``sum`` raises there too).
 - **timestamp literals are nanoseconds**: ``TIMESTAMP '9000-01-01'``, ``CAST('...' AS
   TIMESTAMP)`` and a string compared with a timestamp column become Timestamp(ns),
   which ends in 2262. :func:`microsecond_timestamps` makes them microseconds (the Delta
@@ -32,6 +35,7 @@ from sqlglot import exp
 __all__ = [
     "arithmetic_nodes",
     "checked_arithmetic",
+    "is_aggregate",
     "microsecond_timestamps",
 ]
 
@@ -60,7 +64,7 @@ def _is_literal(node: exp.Expr) -> bool:
 
 def arithmetic_nodes(sql: str) -> tuple[exp.Expr, list[exp.Expr]] | None:
     """Return the parsed expression and its arithmetic nodes that may overflow (None
-    when there are none, or ``sql`` does not parse).
+    when there are none, or ``sql`` does not parse): ``+ - *``, unary ``-`` and ``SUM``.
 
     A negated literal (``-5``) is a constant, not an operation.
     """
@@ -69,11 +73,28 @@ def arithmetic_nodes(sql: str) -> tuple[exp.Expr, list[exp.Expr]] | None:
         return None
     nodes: list[exp.Expr] = [
         n
-        for n in tree.find_all(*_ARITHMETIC)
+        for n in tree.find_all(*_ARITHMETIC, exp.Sum)
         if not (isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal))
         and not all(_is_literal(c) for c in n.iter_expressions())
     ]
     return (tree, nodes) if nodes else None
+
+
+def is_aggregate(sql: str) -> bool:
+    """Return whether the SQL expression ``sql`` contains an aggregate function (it is
+    then typed in an aggregate query, apart from row-level expressions)."""
+    tree = _parse(sql)
+    return tree is not None and any(True for _ in tree.find_all(exp.AggFunc))
+
+
+def _widen_sum(node: exp.Sum) -> None:
+    """Make ``node`` sum its argument as DECIMAL(38, 0) (in place)."""
+    wide = exp.DataType.build(_WIDE)
+    arg = node.this
+    if isinstance(arg, exp.Distinct):
+        arg.set("expressions", [exp.cast(e, wide, copy=False) for e in arg.expressions])
+    else:
+        node.set("this", exp.cast(arg, wide, copy=False))
 
 
 def checked_arithmetic(
@@ -115,6 +136,18 @@ def checked_arithmetic(
             # the sum, difference or product of two narrower integers fits in a BIGINT
             # (cheaper than a decimal); of two BIGINTs, in 38 decimal digits
             wide = exp.DataType.build("BIGINT" if integer[id(node)] != "BIGINT" else _WIDE)
+            if isinstance(node, exp.Sum):
+                _widen_sum(node)
+                # SUM(x) OVER (...) is cast as a whole, not inside its window
+                window = node.parent
+                outer = window if isinstance(window, exp.Window) and window.this is node else node
+                cast = exp.Cast(to=target)
+                if outer is tree:
+                    tree = cast
+                else:
+                    outer.replace(cast)
+                cast.set("this", outer)  # the same node: later rewrites inside it stay
+                continue
             if isinstance(node, exp.Neg):
                 op: exp.Expr = exp.Neg(this=exp.cast(node.this, wide))
             else:

@@ -467,12 +467,12 @@ class LoadedTable:
         operand from a subquery or an alias), or the rewritten SQL does not plan, the SQL
         runs as written.
         """
-        from posixlake.delta._sqlvalues import checked_arithmetic
+        from posixlake.delta._sqlvalues import checked_arithmetic, is_aggregate
 
-        if not any(op in sql for op in "+-*"):
+        if not any(op in sql for op in "+-*") and "sum" not in sql.lower():
             return self._run_query(sql)
 
-        def typeof(exprs: Sequence[str]) -> list[str] | None:
+        def typed(exprs: Sequence[str]) -> list[str] | None:
             select = ", ".join(f"arrow_typeof({e}) AS t{i}" for i, e in enumerate(exprs))
             try:
                 table = self._run_query(f"SELECT {select} FROM data LIMIT 1")
@@ -481,6 +481,18 @@ class LoadedTable:
             if table.num_rows == 0:
                 return None
             return [str(table.column(i)[0].as_py()) for i in range(table.num_columns)]
+
+        def typeof(exprs: Sequence[str]) -> list[str] | None:
+            # aggregates (SUM(x), SUM(x) + 1) and row-level expressions cannot share one
+            # SELECT; a group that does not type (an alias, a subquery's column) is
+            # left as written ("?")
+            out = ["?"] * len(exprs)
+            for aggregate in (False, True):
+                at = [i for i, e in enumerate(exprs) if is_aggregate(e) == aggregate]
+                types = typed([exprs[i] for i in at]) if at else None
+                for i, t in zip(at, types or [], strict=False):
+                    out[i] = t
+            return out
 
         checked = checked_arithmetic({"sql": sql}, typeof).get("sql")
         if checked is None:

@@ -283,6 +283,20 @@ def test_query_arithmetic_overflow_is_an_error(engine: Engine, tmp_path: Path) -
     assert got.column("y").to_pylist() == [I32 - 1]
 
 
+def test_a_sum_that_overflows_is_an_error(engine: Engine, tmp_path: Path) -> None:
+    """SUM of integers is exact or an error (DataFusion's wraps: 2**63 - 1 twice is -2)."""
+    db = make(tmp_path, engine)
+    twice = "SELECT i64 FROM data WHERE id = 1 UNION ALL SELECT i64 FROM data WHERE id = 1"
+    with pytest.raises(ValueOutOfRange):
+        db.query(f"SELECT sum(i64) AS s FROM ({twice})").arrow()
+    with pytest.raises(ValueOutOfRange):
+        db.query(f"SELECT sum(i64) + 0 AS s FROM ({twice})").arrow()
+    # a total that fits is exact, whatever the partial sums (I64 + (-I64 - 1) = -1)
+    assert db.query("SELECT sum(i64) AS s FROM data").arrow().to_pylist() == [{"s": -1}]
+    got = db.query("SELECT id, sum(i32) OVER (ORDER BY id) AS s FROM data ORDER BY id").arrow()
+    assert got.column("s").to_pylist()[0] == base_rows()[0]["i32"]
+
+
 # -- 1. a value that cannot be represented is an error naming the column ------------
 
 

@@ -79,6 +79,20 @@ def test_the_rewrite_keeps_every_operation_s_type() -> None:
     assert checked_arithmetic({"e": "y * 2.5"}, lambda e: ["Float64"]) == {}
 
 
+def test_integer_sums_are_summed_in_38_digits() -> None:
+    """SUM(x) of an integer column sums in DECIMAL(38, 0) and is cast back (an error when
+    the total does not fit); a window SUM is cast as a whole; SUM of a float is left."""
+    ints = lambda exprs: ["Int64"] * len(exprs)  # noqa: E731
+    assert checked_arithmetic({"q": "SELECT k, sum(DISTINCT v) FROM data GROUP BY k"}, ints) == {
+        "q": "SELECT k, CAST(SUM(DISTINCT CAST(v AS DECIMAL(38, 0))) AS BIGINT) FROM data GROUP BY k"
+    }
+    assert checked_arithmetic({"q": "SELECT sum(v) OVER (ORDER BY id) FROM data"}, ints) == {
+        "q": "SELECT CAST(SUM(CAST(v AS DECIMAL(38, 0))) OVER (ORDER BY id) AS BIGINT) FROM data"
+    }
+    assert checked_arithmetic({"q": "SELECT sum(f) FROM data"}, lambda e: ["Float64"]) == {}
+    assert checked_arithmetic({"q": "SELECT sum(v) FROM data"}, lambda e: ["?"]) == {}
+
+
 def test_timestamp_texts_become_microseconds() -> None:
     schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("n", pa.timestamp("us"))])
     assert microsecond_timestamps("ts > '9000-01-01' AND n = TIMESTAMP '0001-01-01'", schema) == (
