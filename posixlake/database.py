@@ -4,11 +4,12 @@ A facade: each method checks permission, converts the payload to Arrow, asks the
 or the Delta log to do the work, and returns a typed result. Every write is one Delta
 commit, and a write that changes nothing makes no commit.
 
-The operations live in cohesive parts that DatabaseOps composes (``posixlake/_ops/``):
-``core`` (state, permission checks, the write scope), ``writes``, ``buffered``, ``reads``,
+The operations live in cohesive parts (``posixlake/_ops/``): ``core`` (the ``Table``:
+state, permission checks, the write scope), ``writes``, ``buffered``, ``reads``,
 ``maintenance`` (``db.optimize``, vacuum), ``users`` (``db.users``), ``backups``
 (``db.backups``, restore), ``create`` (tables from files) and ``args`` (argument forms, SQL
-literals). The original project's names are one table in :mod:`posixlake._compat`.
+literals). DatabaseOps adds the constructors to :class:`~posixlake._compat.OriginalNames`,
+the table of the original project's names, which is built on those parts.
 
 Decisions the test suite pins (tests/posixlake/):
 
