@@ -140,7 +140,8 @@ class Table:
         Raises:
             InvalidOperation: the handle is closed. PermissionDenied: the user lacks it.
         """
-        self.check_open(operation)
+        if self.closed:  # check_open, inline: this runs once per operation
+            raise InvalidOperation(f"{operation}: the database is closed")
         self.auth.check(permission, operation)
 
     def metadata(self, operation: str) -> dict[str, str]:
@@ -197,6 +198,12 @@ class TableCore:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._table = Table(log, engine=engine, authorizer=authorizer or AllowAll(), clock=clock)
+        # the mixins' short names for the Table's fixed parts (the same objects; plain
+        # attributes, not properties: they are read on every operation)
+        self._log: Final = self._table.log
+        self._engine: Final = self._table.engine
+        self._clock: Final = self._table.clock
+        self._counters: Final = self._table.counters
         self._buffer = WriteBuffer(buffer_rows)
         self._keys = KeyIndex()
         self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
@@ -207,27 +214,11 @@ class TableCore:
         # every handle is a DatabaseOps, whose BufferedOps part flushes at exit
         buffer_mod.track(cast("buffer_mod.Buffering", self))
 
-    # the mixins' short names for the parts of ``self._table`` they use most
-
-    @property
-    def _log(self) -> DeltaLog:
-        return self._table.log
-
-    @property
-    def _engine(self) -> Engine:
-        return self._table.engine
+    # the mixins' short names for the Table's changing parts and its steps
 
     @property
     def _auth(self) -> Authorizer:
         return self._table.auth
-
-    @property
-    def _clock(self) -> Callable[[], float]:
-        return self._table.clock
-
-    @property
-    def _counters(self) -> Counters:
-        return self._table.counters
 
     @property
     def _closed(self) -> bool:
