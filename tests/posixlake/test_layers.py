@@ -160,3 +160,23 @@ def test_a_group_reaches_its_table_through_public_names(name: str) -> None:
         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
     ]
     assert reaches == []
+
+
+def test_facade_state_is_declared_where_it_is_set() -> None:
+    """No class of the facade declares an attribute it does not set (a bare ``_x: T`` in
+    a class body, set by some ``__init__`` in another file); field lists (Protocols,
+    NamedTuples, dataclasses) excepted."""
+    declared_only = []
+    for path in [ROOT / "posixlake" / "database.py", *(ROOT / "posixlake" / "_ops").glob("*.py")]:
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            names = [ast.unparse(b) for b in cls.bases + cls.decorator_list]
+            if any(n.endswith(("Protocol", "NamedTuple", "dataclass")) for n in names):
+                continue
+            declared_only += [
+                f"{path.name}: {cls.name}.{ast.unparse(node.target)}"
+                for node in cls.body
+                if isinstance(node, ast.AnnAssign) and node.value is None
+            ]
+    assert declared_only == []
