@@ -2,11 +2,13 @@
 
 The original posixlake (Rust, 0.4.0 on PyPI) named its operations ``insert_json``,
 ``query_version_json``, ``create_with_s3``, ``open_with_credentials``, ... Its users' code
-runs unchanged here: :class:`OriginalNames` (a base of ``DatabaseOps``) is the table of
-its method names, one line each, ``alias = canonical``. Where the original's parameters
+runs unchanged here: :class:`OriginalNames` (the base of ``DatabaseOps``, built on the
+operation parts of ``posixlake/_ops/``) is the table of its method names, one line each,
+``alias = canonical``. Where the original's parameters
 or return value differ (``query_version(sql, version)`` returns rows, ``merge_json``
 returns JSON text), the right-hand side is a small adapter defined above the table,
-marked with the canonical method it calls; :data:`ALIASES` lists every alias with its
+marked with the canonical method it calls (the constructors' adapters, ``create_with_s3``
+..., are classmethods at the end of the table); :data:`ALIASES` lists every alias with its
 canonical name. New code calls the canonical, keyword-based form.
 
 The original's module-level backup functions (``from posixlake import restore, ...``)
@@ -20,24 +22,22 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, Protocol, Self, TypeVar
 
 import pyarrow as pa
 
 from posixlake._ops.args import as_of, partition_filters
 from posixlake._ops.backups import BackupOps
 from posixlake._ops.buffered import BufferedOps
-from posixlake._ops.core import TableCore
+from posixlake._ops.maintenance import MaintenanceOps
 from posixlake._ops.reads import ReadOps
+from posixlake._ops.users import UserOps
 from posixlake._ops.writes import WriteOps
 from posixlake.backup import BackupMetadata, RestoreResult, VerifyReport, check_backup_credentials
 from posixlake.errors import InvalidOperation, VersionError
 from posixlake.result import QueryResult, WriteResult
 from posixlake.storage import StorageConfig, normalize_uri, storage_options_for
 from posixlake.types import OptimizeResult
-
-if TYPE_CHECKING:
-    from posixlake.database import DatabaseOps
 
 __all__ = [
     "ALIASES",
@@ -57,6 +57,20 @@ PathArg = str | os.PathLike[str]
 TimePoint = datetime | int | float | str
 
 
+class _Constructors(Protocol):
+    """The constructors the original's ``create_with_*`` / ``open_with_*`` call
+    (``DatabaseOps.create`` and ``DatabaseOps.open``)."""
+
+    @classmethod
+    def create(cls, *args: Any, **kwargs: Any) -> Self: ...
+
+    @classmethod
+    def open(cls, *args: Any, **kwargs: Any) -> Self: ...
+
+
+_Db = TypeVar("_Db", bound=_Constructors)
+
+
 def _adapts(canonical: str) -> Callable[[_F], _F]:
     """Mark an adapter with the canonical method it calls (its docstring says so too)."""
 
@@ -72,40 +86,40 @@ def _adapts(canonical: str) -> Callable[[_F], _F]:
 
 
 @_adapts("insert")
-def _insert_json(self: DatabaseOps, json_data: Any) -> WriteResult:
+def _insert_json(self: OriginalNames, json_data: Any) -> WriteResult:
     return self.insert(json_data)
 
 
 @_adapts("insert_buffered")
-def _insert_buffered_json(self: DatabaseOps, json_data: Any) -> WriteResult:
+def _insert_buffered_json(self: OriginalNames, json_data: Any) -> WriteResult:
     return self.insert_buffered(json_data)
 
 
 @_adapts("merge")
-def _merge_json(self: DatabaseOps, json_data: Any, join_column: str | None = None) -> str:
+def _merge_json(self: OriginalNames, json_data: Any, join_column: str | None = None) -> str:
     """Returns the merge metrics as JSON."""
     return json.dumps(self.merge(json_data, join_column).to_dict())
 
 
 @_adapts("query")
-def _query_json(self: DatabaseOps, sql: str) -> str:
+def _query_json(self: OriginalNames, sql: str) -> str:
     """Returns the rows as JSON."""
     return self.query(sql).to_json()
 
 
 @_adapts("query")
-def _query_version(self: DatabaseOps, sql: str, version: int) -> QueryResult:
+def _query_version(self: OriginalNames, sql: str, version: int) -> QueryResult:
     """``query(sql, version=version)``."""
     return self.query(sql, version=version)
 
 
 @_adapts("query")
-def _query_version_json(self: DatabaseOps, sql: str, version: int) -> str:
+def _query_version_json(self: OriginalNames, sql: str, version: int) -> str:
     """``query(sql, version=version)``, the rows as JSON."""
     return self.query(sql, version=version).to_json()
 
 
-def _before_creation(self: DatabaseOps, timestamp: TimePoint) -> bool:
+def _before_creation(self: OriginalNames, timestamp: TimePoint) -> bool:
     """Return whether ``timestamp`` is before the table's first commit (version 0)."""
     when = as_of(timestamp)
     commits = self.history()
@@ -114,7 +128,7 @@ def _before_creation(self: DatabaseOps, timestamp: TimePoint) -> bool:
     return first is not None and first.version == 0 and when < first.timestamp
 
 
-def _query_at_time(self: DatabaseOps, sql: str, timestamp: TimePoint) -> QueryResult:
+def _query_at_time(self: OriginalNames, sql: str, timestamp: TimePoint) -> QueryResult:
     """``query(sql, as_of=timestamp)``, with no rows at a time before the table existed.
 
     The original answered a time before the table was created with no rows (``[]``);
@@ -129,38 +143,38 @@ def _query_at_time(self: DatabaseOps, sql: str, timestamp: TimePoint) -> QueryRe
 
 
 @_adapts("query")
-def _query_timestamp(self: DatabaseOps, sql: str, timestamp_ms: TimePoint) -> QueryResult:
+def _query_timestamp(self: OriginalNames, sql: str, timestamp_ms: TimePoint) -> QueryResult:
     """``query(sql, as_of=timestamp_ms)``: epoch milliseconds (or seconds), ISO text; no
     rows before the table existed, as in the original."""
     return _query_at_time(self, sql, timestamp_ms)
 
 
 @_adapts("query")
-def _query_timestamp_json(self: DatabaseOps, sql: str, timestamp_ms: TimePoint) -> str:
+def _query_timestamp_json(self: OriginalNames, sql: str, timestamp_ms: TimePoint) -> str:
     """``query(sql, as_of=timestamp_ms)``, the rows as JSON; ``[]`` before the table
     existed, as in the original."""
     return _query_at_time(self, sql, timestamp_ms).to_json()
 
 
 @_adapts("query")
-def _query_json_at_timestamp(self: DatabaseOps, sql: str, timestamp: TimePoint) -> str:
+def _query_json_at_timestamp(self: OriginalNames, sql: str, timestamp: TimePoint) -> str:
     """``query(sql, as_of=timestamp)``, the rows as JSON (epoch seconds or ms); ``[]``
     before the table existed, as in the original."""
     return _query_at_time(self, sql, timestamp).to_json()
 
 
 @_adapts("uri")
-def _get_base_path(self: DatabaseOps) -> str:
+def _get_base_path(self: OriginalNames) -> str:
     return self.uri
 
 
 @_adapts("version")
-def _get_current_version(self: DatabaseOps) -> int:
+def _get_current_version(self: OriginalNames) -> int:
     return self.version
 
 
 @_adapts("history")
-def _get_version_history(self: DatabaseOps, limit: int | None = None) -> list[dict[str, Any]]:
+def _get_version_history(self: OriginalNames, limit: int | None = None) -> list[dict[str, Any]]:
     """Returns dicts with version, timestamp (epoch ms), operation and user."""
     return [
         {
@@ -174,20 +188,20 @@ def _get_version_history(self: DatabaseOps, limit: int | None = None) -> list[di
 
 
 @_adapts("vacuum")
-def _vacuum_dry_run(self: DatabaseOps, retention_hours: int | None = None) -> list[str]:
+def _vacuum_dry_run(self: OriginalNames, retention_hours: int | None = None) -> list[str]:
     """``vacuum(retention_hours, dry_run=True).files``."""
     return list(self.vacuum(retention_hours, dry_run=True).files)
 
 
 @_adapts("optimize.compact")
-def _optimize_with_target_size(self: DatabaseOps, target_size_bytes: int) -> OptimizeResult:
+def _optimize_with_target_size(self: OriginalNames, target_size_bytes: int) -> OptimizeResult:
     """``optimize.compact(target_size=target_size_bytes)``."""
     return self.optimize.compact(target_size=target_size_bytes)
 
 
 @_adapts("optimize.compact")
 def _optimize_with_filter(
-    self: DatabaseOps, filter: str | list[tuple[str, str, Any]]
+    self: OriginalNames, filter: str | list[tuple[str, str, Any]]
 ) -> OptimizeResult:
     """``optimize.compact(partition_filters=...)``: ``[("day", "=", "2024-01-01")]`` or
     the text form ``"day = '2024-01-01'"`` (conditions joined with AND)."""
@@ -196,83 +210,9 @@ def _optimize_with_filter(
 
 @_adapts("optimize.z_order")
 def _zorder(
-    self: DatabaseOps, columns: Sequence[str], *, target_size: int | None = None
+    self: OriginalNames, columns: Sequence[str], *, target_size: int | None = None
 ) -> OptimizeResult:
     return self.optimize.z_order(columns, target_size=target_size)
-
-
-@_adapts("create")
-def _create_with_s3(
-    cls: type[DatabaseOps], /, s3_path: str, schema: Any, s3_config: StorageConfig, **options: Any
-) -> DatabaseOps:
-    """``create(s3_path, schema, storage=s3_config)``."""
-    return cls.create(s3_path, schema, storage=s3_config, **options)
-
-
-@_adapts("open")
-def _open_with_s3(
-    cls: type[DatabaseOps], /, s3_path: str, s3_config: StorageConfig, **options: Any
-) -> DatabaseOps:
-    """``open(s3_path, storage=s3_config)``."""
-    return cls.open(s3_path, storage=s3_config, **options)
-
-
-@_adapts("create")
-def _create_with_azure(
-    cls: type[DatabaseOps],
-    /,
-    azure_path: str,
-    schema: Any,
-    azure_config: StorageConfig,
-    **options: Any,
-) -> DatabaseOps:
-    """``create(azure_path, schema, storage=azure_config, create_bucket=True)``: like the
-    original, it creates a missing container."""
-    options.setdefault("create_bucket", True)
-    return cls.create(azure_path, schema, storage=azure_config, **options)
-
-
-@_adapts("open")
-def _open_with_azure(
-    cls: type[DatabaseOps], /, azure_path: str, azure_config: StorageConfig, **options: Any
-) -> DatabaseOps:
-    """``open(azure_path, storage=azure_config)``."""
-    return cls.open(azure_path, storage=azure_config, **options)
-
-
-@_adapts("create")
-def _create_with_auth(
-    cls: type[DatabaseOps],
-    /,
-    path: PathArg,
-    schema: Any,
-    auth_enabled: bool = True,
-    **options: Any,
-) -> DatabaseOps:
-    """``create(path, schema, auth=auth_enabled, bootstrap=True)``. Without
-    ``credentials=``, the new handle is the bootstrap admin ``system`` until it is closed:
-    ``db.create_user("admin", "secret", ["admin"])`` is the original's flow."""
-    return cls.create(path, schema, auth=auth_enabled, bootstrap=True, **options)
-
-
-@_adapts("open")
-def _open_with_credentials(
-    cls: type[DatabaseOps],
-    /,
-    path: PathArg,
-    username: str | tuple[str, str],
-    password: str | None = None,
-    **options: Any,
-) -> DatabaseOps:
-    """``open(path, credentials=...)``: takes ``(path, username, password)`` or
-    ``(path, Credentials(username, password))``."""
-    if isinstance(username, tuple):
-        if password is not None:
-            raise InvalidOperation("give Credentials or a username and password, not both")
-        return cls.open(path, credentials=username, **options)
-    if password is None:
-        raise InvalidOperation("open_with_credentials needs a password")
-    return cls.open(path, credentials=(username, password), **options)
 
 
 @_adapts("restore")
@@ -301,7 +241,7 @@ def _restore_to_transaction_with_credentials(
 # -- the table -------------------------------------------------------------------------
 
 
-class OriginalNames(TableCore):
+class OriginalNames(WriteOps, BufferedOps, ReadOps, MaintenanceOps, UserOps, BackupOps):
     """The original project's method names on ``DatabaseOps``: ``alias = canonical``."""
 
     # same parameters: the canonical method itself
@@ -326,16 +266,87 @@ class OriginalNames(TableCore):
     optimize_with_target_size = _optimize_with_target_size  # optimize.compact(target_size=)
     optimize_with_filter = _optimize_with_filter  # optimize.compact(partition_filters=)
     zorder = _zorder  # optimize.z_order
-    create_with_s3 = classmethod(_create_with_s3)  # create(storage=)
-    open_with_s3 = classmethod(_open_with_s3)  # open(storage=)
-    create_with_azure = classmethod(_create_with_azure)  # create(storage=, create_bucket=)
-    open_with_azure = classmethod(_open_with_azure)  # open(storage=)
-    create_with_auth = classmethod(_create_with_auth)  # create(auth=, bootstrap=True)
-    open_with_credentials = classmethod(_open_with_credentials)  # open(credentials=)
     restore_with_credentials = staticmethod(_restore_with_credentials)  # restore
     restore_to_transaction_with_credentials = staticmethod(
         _restore_to_transaction_with_credentials
     )  # restore_to_transaction
+
+    # the constructors: generic in the class, so that ``DatabaseOps.open_with_s3(...)``
+    # is typed as returning a DatabaseOps
+
+    @classmethod
+    @_adapts("create")
+    def create_with_s3(
+        cls: type[_Db], /, s3_path: str, schema: Any, s3_config: StorageConfig, **options: Any
+    ) -> _Db:
+        """``create(s3_path, schema, storage=s3_config)``."""
+        return cls.create(s3_path, schema, storage=s3_config, **options)
+
+    @classmethod
+    @_adapts("open")
+    def open_with_s3(
+        cls: type[_Db], /, s3_path: str, s3_config: StorageConfig, **options: Any
+    ) -> _Db:
+        """``open(s3_path, storage=s3_config)``."""
+        return cls.open(s3_path, storage=s3_config, **options)
+
+    @classmethod
+    @_adapts("create")
+    def create_with_azure(
+        cls: type[_Db],
+        /,
+        azure_path: str,
+        schema: Any,
+        azure_config: StorageConfig,
+        **options: Any,
+    ) -> _Db:
+        """``create(azure_path, schema, storage=azure_config, create_bucket=True)``: like the
+        original, it creates a missing container."""
+        options.setdefault("create_bucket", True)
+        return cls.create(azure_path, schema, storage=azure_config, **options)
+
+    @classmethod
+    @_adapts("open")
+    def open_with_azure(
+        cls: type[_Db], /, azure_path: str, azure_config: StorageConfig, **options: Any
+    ) -> _Db:
+        """``open(azure_path, storage=azure_config)``."""
+        return cls.open(azure_path, storage=azure_config, **options)
+
+    @classmethod
+    @_adapts("create")
+    def create_with_auth(
+        cls: type[_Db],
+        /,
+        path: PathArg,
+        schema: Any,
+        auth_enabled: bool = True,
+        **options: Any,
+    ) -> _Db:
+        """``create(path, schema, auth=auth_enabled, bootstrap=True)``. Without
+        ``credentials=``, the new handle is the bootstrap admin ``system`` until it is closed:
+        ``db.create_user("admin", "secret", ["admin"])`` is the original's flow."""
+        return cls.create(path, schema, auth=auth_enabled, bootstrap=True, **options)
+
+    @classmethod
+    @_adapts("open")
+    def open_with_credentials(
+        cls: type[_Db],
+        /,
+        path: PathArg,
+        username: str | tuple[str, str],
+        password: str | None = None,
+        **options: Any,
+    ) -> _Db:
+        """``open(path, credentials=...)``: takes ``(path, username, password)`` or
+        ``(path, Credentials(username, password))``."""
+        if isinstance(username, tuple):
+            if password is not None:
+                raise InvalidOperation("give Credentials or a username and password, not both")
+            return cls.open(path, credentials=username, **options)
+        if password is None:
+            raise InvalidOperation("open_with_credentials needs a password")
+        return cls.open(path, credentials=(username, password), **options)
 
 
 def _canonical(name: str, value: Any) -> str:

@@ -32,7 +32,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import pyarrow as pa
 
@@ -41,11 +41,11 @@ from posixlake.errors import DuplicateKeyError, InvalidOperation
 
 if TYPE_CHECKING:
     from posixlake._wal import WriteAheadFile
-    from posixlake.database import DatabaseOps
 
 __all__ = [
     "DEFAULT_BUFFER_ROWS",
     "BufferedKeysTaken",
+    "Buffering",
     "WriteBuffer",
     "arm_sigterm",
     "disarm_sigterm_if_idle",
@@ -190,12 +190,25 @@ def parse_row(data: object, schema: pa.Schema) -> dict[str, Any] | None:
 
 # -- rows buffered at exit ---------------------------------------------------------------
 
-_live: weakref.WeakSet[DatabaseOps] = weakref.WeakSet()
+
+class Buffering(Protocol):
+    """What the exit hooks need of a table handle (``DatabaseOps``' buffered part)."""
+
+    @property
+    def buffered_rows(self) -> int: ...
+
+    @property
+    def _closed(self) -> bool: ...
+
+    def _flush_at_exit(self, why: str) -> None: ...
+
+
+_live: weakref.WeakSet[Buffering] = weakref.WeakSet()
 _hooks_lock = threading.Lock()
 _hooks_installed = False
 
 
-def track(db: DatabaseOps) -> None:
+def track(db: Buffering) -> None:
     """Flush ``db``'s buffer at interpreter exit (see :func:`arm_sigterm` for SIGTERM)."""
     global _hooks_installed
     _live.add(db)

@@ -4,11 +4,12 @@ A facade: each method checks permission, converts the payload to Arrow, asks the
 or the Delta log to do the work, and returns a typed result. Every write is one Delta
 commit, and a write that changes nothing makes no commit.
 
-The operations live in cohesive parts that DatabaseOps composes (``posixlake/_ops/``):
-``core`` (state, permission checks, the write scope), ``writes``, ``buffered``, ``reads``,
+The operations live in cohesive parts (``posixlake/_ops/``): ``core`` (the ``Table``:
+state, permission checks, the write scope), ``writes``, ``buffered``, ``reads``,
 ``maintenance`` (``db.optimize``, vacuum), ``users`` (``db.users``), ``backups``
 (``db.backups``, restore), ``create`` (tables from files) and ``args`` (argument forms, SQL
-literals). The original project's names are one table in :mod:`posixlake._compat`.
+literals). DatabaseOps adds the constructors to :class:`~posixlake._compat.OriginalNames`,
+the table of the original project's names, which is built on those parts.
 
 Decisions the test suite pins (tests/posixlake/):
 
@@ -35,29 +36,18 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
-from posixlake import buffer as buffer_mod
-from posixlake._authz import AllowAll, Authorizer
+from posixlake._authz import Authorizer
 from posixlake._compat import OriginalNames
-from posixlake._keys import KeyIndex
-from posixlake._metrics import Counters
-from posixlake._ops.backups import BackupOps
-from posixlake._ops.buffered import BufferedOps
 from posixlake._ops.core import PRIMARY_KEY_PROPERTY, StorageArg
 from posixlake._ops.create import create_from_files, prepare_storage
-from posixlake._ops.maintenance import MaintenanceOps, Optimizer
-from posixlake._ops.reads import ReadOps
-from posixlake._ops.users import UserOps
-from posixlake._ops.writes import WriteOps
-from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
+from posixlake._ops.maintenance import Optimizer
+from posixlake.buffer import DEFAULT_BUFFER_ROWS
 from posixlake.delta import DeltaLog
 from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths
@@ -75,9 +65,7 @@ class Credentials(NamedTuple):
     password: str
 
 
-class DatabaseOps(
-    WriteOps, BufferedOps, ReadOps, MaintenanceOps, UserOps, BackupOps, OriginalNames
-):
+class DatabaseOps(OriginalNames):
     """A posixlake table: Delta transactions through one object.
 
     Build one with :meth:`create`, :meth:`open`, :meth:`create_from_csv` or
@@ -87,30 +75,6 @@ class DatabaseOps(
     Groups: ``db.optimize`` (compaction, Z-order), ``db.users`` (users and roles),
     ``db.backups`` (full and incremental backups).
     """
-
-    def __init__(
-        self,
-        log: DeltaLog,
-        *,
-        engine: Engine,
-        authorizer: Authorizer | None = None,
-        buffer_rows: int = DEFAULT_BUFFER_ROWS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._log = log
-        self._engine = engine
-        self._auth: Authorizer = authorizer or AllowAll()
-        self._buffer = WriteBuffer(buffer_rows)
-        self._clock = clock
-        self._counters = Counters(clock)
-        self._keys = KeyIndex()
-        self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
-        self._snapshots_generation = log.generation
-        self._closed = False
-        self._tags = threading.local()
-        self._original_key: list[str] = []
-        self._unflushed_reported = False
-        buffer_mod.track(self)
 
     @classmethod
     def create(

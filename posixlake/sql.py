@@ -23,11 +23,12 @@ expression.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from decimal import InvalidOperation as DecimalError
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import pyarrow as pa
 
@@ -37,11 +38,13 @@ if TYPE_CHECKING:
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
 
-    from posixlake.database import DatabaseOps
-    from posixlake.result import QueryResult
+    from posixlake.engines import Engine
+    from posixlake.result import QueryResult, WriteResult
+    from posixlake.types import MergeMetrics, Schema
 
 __all__ = [
     "TABLE_NAME",
+    "SqlTable",
     "StatementKind",
     "TimeTravel",
     "run_statement",
@@ -256,7 +259,38 @@ def _unknown_table(name: str) -> QueryError:
 # -- statements ----------------------------------------------------------------------------
 
 
-def run_statement(db: DatabaseOps, sql: str) -> QueryResult:
+class SqlTable(Protocol):
+    """The table a statement runs on: the ``DatabaseOps`` calls statements become."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def schema(self) -> Schema: ...
+
+    @property
+    def version(self) -> int: ...
+
+    def query(
+        self,
+        sql: str,
+        *,
+        version: int | None = None,
+        as_of: datetime | int | float | str | None = None,
+    ) -> QueryResult: ...
+
+    def insert(self, data: Any) -> WriteResult: ...
+
+    def update(
+        self, predicate: str | None, *, expressions: Mapping[str, str] | None = None
+    ) -> WriteResult: ...
+
+    def delete_rows_where(self, predicate: str) -> WriteResult: ...
+
+    def merge(self, rows: Any, key: str | Sequence[str] | None = None) -> MergeMetrics: ...
+
+
+def run_statement(db: SqlTable, sql: str) -> QueryResult:
     """Run one SQL statement on ``db``: a query, or UPDATE / DELETE / INSERT / MERGE.
 
     A write returns one row, as Databricks does: ``num_affected_rows`` and per kind
@@ -378,7 +412,7 @@ def _column_name(node: exp.Expr, qualifiers: set[str], clause: str, names: Seque
     return _resolved(str(node.name), quoted, names)
 
 
-def _update(db: DatabaseOps, tree: exp.Update, engine: str) -> QueryResult:
+def _update(db: SqlTable, tree: exp.Update, engine: str) -> QueryResult:
     from sqlglot import exp
 
     alias = _target(tree.this, "UPDATE")
@@ -405,7 +439,7 @@ def _update(db: DatabaseOps, tree: exp.Update, engine: str) -> QueryResult:
     return _written("updated", done.rows, done.version)
 
 
-def _delete(db: DatabaseOps, tree: exp.Delete, engine: str) -> QueryResult:
+def _delete(db: SqlTable, tree: exp.Delete, engine: str) -> QueryResult:
     alias = _target(tree.this, "DELETE")
     quals = {TABLE_NAME} | ({alias.lower()} if alias else set())
     if tree.args.get("using"):
@@ -423,7 +457,7 @@ def _delete(db: DatabaseOps, tree: exp.Delete, engine: str) -> QueryResult:
     return _written("deleted", done.rows, done.version)
 
 
-def _insert(db: DatabaseOps, tree: exp.Insert, engine: str) -> QueryResult:
+def _insert(db: SqlTable, tree: exp.Insert, engine: str) -> QueryResult:
     from sqlglot import exp
 
     if tree.args.get("overwrite"):
@@ -561,7 +595,7 @@ class _When:
     assignments: dict[str, exp.Expr]
 
 
-def _merge(db: DatabaseOps, tree: exp.Merge, engine: str) -> QueryResult:
+def _merge(db: SqlTable, tree: exp.Merge, engine: str) -> QueryResult:
     from sqlglot import exp
 
     target_alias = _target(tree.this, "MERGE INTO")

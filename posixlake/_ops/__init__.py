@@ -1,6 +1,7 @@
 """The parts of the :class:`~posixlake.database.DatabaseOps` facade, one module each.
 
-``core``         TableCore: the state, permission check, write scope and shared steps
+``core``         Table (log, engine, authorizer, counters; permission check, write
+                 scope, commit metadata) and TableCore (a handle's state, shared steps)
 ``writes``       insert, merge, update, delete, truncate, replace rows, schema changes
 ``buffered``     buffered inserts, flush, write-ahead replay, close
 ``reads``        queries, time travel, history, change feed, metrics, health
@@ -10,8 +11,10 @@
 ``create``       tables created from CSV / Parquet files; the storage check
 ``args``         argument forms and SQL literals
 
-DatabaseOps (``posixlake/database.py``) composes them; the original project's names are
-one table in :mod:`posixlake._compat`.
+The operation parts are mixins on ``TableCore``; :class:`~posixlake._compat.OriginalNames`
+(the original project's names) is built on them and ``DatabaseOps``
+(``posixlake/database.py``) on it. The groups ``db.users``, ``db.backups`` and
+``db.optimize`` are separate objects that hold the handle's ``Table``.
 """
 
 __all__: list[str] = []

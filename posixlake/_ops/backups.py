@@ -7,7 +7,7 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from posixlake._ops.core import StorageArg, TableCore, counted, flat
+from posixlake._ops.core import StorageArg, Table, TableCore, counted, flat
 from posixlake.backup import (
     DEFAULT_WORKERS,
     EPOCH_MS_THRESHOLD,
@@ -27,12 +27,12 @@ __all__ = ["BackupOps", "Backups"]
 class Backups:
     """``db.backups``: copies of this table, full or incremental (backup permission)."""
 
-    def __init__(self, db: TableCore) -> None:
-        self._db = db
+    def __init__(self, table: Table) -> None:
+        self._table = table
 
     @property
     def _counters(self) -> Counters:
-        return self._db._counters
+        return self._table.counters
 
     @counted
     def create(
@@ -56,15 +56,15 @@ class Backups:
         """
         from posixlake import backup as backup_mod
 
-        db = self._db
-        db._authorize("backup", "backup")
+        table = self._table
+        table.authorize("backup", "backup")
         dest_uri = normalize_uri(backup_path)
         return backup_mod.create_backup(
-            db._log,
+            table.log,
             dest_uri,
-            storage_options=_options_near(db, dest_uri, storage),
-            user=db.user,
-            authorizer=db._auth,
+            storage_options=_options_near(table, dest_uri, storage),
+            user=table.auth.user,
+            authorizer=table.auth,
             overwrite=overwrite,
             progress=progress,
             workers=workers,
@@ -91,29 +91,29 @@ class Backups:
         """
         from posixlake import backup as backup_mod
 
-        db = self._db
-        db._authorize("backup", "backup_incremental")
+        table = self._table
+        table.authorize("backup", "backup_incremental")
         dest_uri, base_uri = normalize_uri(incremental_path), normalize_uri(base_backup_path)
         return backup_mod.create_backup(
-            db._log,
+            table.log,
             dest_uri,
             base=base_uri,
-            storage_options=_options_near(db, dest_uri, storage),
-            base_storage_options=_options_near(db, base_uri, base_storage),
-            user=db.user,
-            authorizer=db._auth,
+            storage_options=_options_near(table, dest_uri, storage),
+            base_storage_options=_options_near(table, base_uri, base_storage),
+            user=table.auth.user,
+            authorizer=table.auth,
             overwrite=overwrite,
             progress=progress,
             workers=workers,
         )
 
 
-def _options_near(db: TableCore, uri: str, storage: StorageArg) -> dict[str, str] | None:
+def _options_near(table: Table, uri: str, storage: StorageArg) -> dict[str, str] | None:
     if storage is not None:
         return storage_options_for(uri, storage)
-    mine = db._log.uri
+    mine = table.log.uri
     if "://" in uri and uri.split("://", 1)[0] == mine.split("://", 1)[0] and "://" in mine:
-        return db._log.storage_options
+        return table.log.storage_options
     return None
 
 
@@ -124,7 +124,7 @@ class BackupOps(TableCore):
     @property
     def backups(self) -> Backups:
         """Backups of this table: ``db.backups.create(path)``, ``.incremental(base, path)``."""
-        return Backups(self)  # made per use: a stored one would keep ``self`` in a cycle
+        return Backups(self._table)
 
     # the flat names, each the db.backups method of the same parameters
     backup = flat("backups", Backups.create)

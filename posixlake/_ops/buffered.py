@@ -252,7 +252,7 @@ class BufferedOps(TableCore):
             self._unflushed_reported = True  # the caller got the error: no second report
             raise
         finally:
-            self._closed = True
+            self._table.closed = True
             buffer_mod.disarm_sigterm_if_idle()
 
     def _flush_at_exit(self, why: str) -> None:

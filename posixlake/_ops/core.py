@@ -1,10 +1,16 @@
 """The state every part of the facade shares, and the steps every operation takes.
 
-:class:`TableCore` declares the attributes :class:`~posixlake.database.DatabaseOps` sets
-up, and holds what each operation goes through: the permission check, the write scope
-(the table lock, a refresh, commit counting), commit metadata, the append of a conformed
-table (with the primary-key check), time-travel snapshots, and the table's properties.
-The operation groups (``posixlake/_ops/*.py``) are mixins on top of it.
+:class:`Table` is one handle's table: its Delta log, engine, authorizer, counters and
+clock, with the steps every operation goes through (the permission check, the write scope
+— the table lock, a refresh, commit counting — and commit metadata). It knows nothing of
+the facade, so the groups (``db.users``, ``db.backups``, ``db.optimize``) and the create
+path hold a :class:`Table`, not the handle.
+
+:class:`TableCore` is the handle's own state (it builds the :class:`Table` and the write
+buffer in its ``__init__``, where every attribute is declared) and the shared steps that
+need it: the append of a conformed table (with the primary-key check), time-travel
+snapshots, and the table's properties. The operation mixins (``posixlake/_ops/*.py``) are
+built on it.
 """
 
 from __future__ import annotations
@@ -13,23 +19,25 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Concatenate, Final, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Final, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from posixlake._authz import Authorizer, Permission
+from posixlake import buffer as buffer_mod
+from posixlake._authz import AllowAll, Authorizer, Permission
 from posixlake._keys import KeyIndex
 from posixlake._merge import OP_COLUMN, duplicate_keys, existing_mask
 from posixlake._metrics import Counters
 from posixlake._ops.args import as_of as as_of_point
 from posixlake._ops.args import type_text
-from posixlake.buffer import WriteBuffer
+from posixlake.buffer import DEFAULT_BUFFER_ROWS, WriteBuffer
 from posixlake.delta import DeltaLog
 from posixlake.engines import Engine
 from posixlake.errors import InvalidOperation, PosixLakeError, VersionError
@@ -40,6 +48,7 @@ __all__ = [
     "FLUSH_ID_KEY",
     "PRIMARY_KEY_PROPERTY",
     "StorageArg",
+    "Table",
     "TableCore",
     "counted",
     "flat",
@@ -99,37 +108,130 @@ def flat(
     return call
 
 
-class TableCore:
-    """State and shared steps of a table handle (see the module docstring).
+class Table:
+    """One handle's table and the steps every operation takes (see the module docstring).
 
-    ``DatabaseOps.__init__`` sets every attribute declared here.
+    Holds no reference to the handle: a group made from it (``db.users``) keeps nothing
+    else alive.
     """
 
-    _log: DeltaLog
-    _engine: Engine
-    _auth: Authorizer
-    _buffer: WriteBuffer
-    _clock: Callable[[], float]
-    _counters: Counters
-    _keys: KeyIndex
-    _snapshots: OrderedDict[int, DeltaLog]
-    _snapshots_generation: int
-    _closed: bool
-    _tags: threading.local
-    _original_key: list[str]
-    _unflushed_reported: bool
+    def __init__(
+        self, log: DeltaLog, *, engine: Engine, authorizer: Authorizer, clock: Callable[[], float]
+    ) -> None:
+        self.log: Final = log
+        self.engine: Final = engine
+        #: the permission checker; :meth:`DatabaseOps.enable_auth` replaces it
+        self.auth: Authorizer = authorizer
+        self.clock: Final = clock
+        self.counters: Final = Counters(clock)
+        #: set once by ``close``; every permission check then fails
+        self.closed = False
+        #: this thread's commit tags (``DatabaseOps.commit_tags``)
+        self.tags: Final = threading.local()
+
+    def check_open(self, operation: str) -> None:
+        """Raise InvalidOperation once the handle is closed."""
+        if self.closed:
+            raise InvalidOperation(f"{operation}: the database is closed")
+
+    def authorize(self, permission: Permission, operation: str) -> None:
+        """Check that the handle is open and its user holds ``permission``.
+
+        Raises:
+            InvalidOperation: the handle is closed. PermissionDenied: the user lacks it.
+        """
+        if self.closed:  # check_open, inline: this runs once per operation
+            raise InvalidOperation(f"{operation}: the database is closed")
+        self.auth.check(permission, operation)
+
+    def metadata(self, operation: str) -> dict[str, str]:
+        """Return the commit metadata of ``operation``: its name, the user, the tags."""
+        meta = {"posixlake.operation": operation}
+        if self.auth.user:
+            meta["posixlake.user"] = self.auth.user
+        meta.update(getattr(self.tags, "value", None) or {})
+        return meta
+
+    class _WriteScope:
+        def __init__(self, table: Table, operation: str) -> None:
+            self.table, self.operation = table, operation
+
+        def __enter__(self) -> None:
+            table = self.table
+            table.log.lock.acquire()
+            try:
+                self.started = table.clock()
+                self.before = table.log.refresh()
+            except BaseException as err:
+                table.counters.failed(err)
+                table.log.lock.release()
+                raise
+
+        def __exit__(
+            self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+        ) -> None:
+            table = self.table
+            try:
+                if e is not None:
+                    table.counters.failed(e)
+                elif table.log.version != self.before:
+                    table.counters.commit(self.started)
+            finally:
+                table.log.lock.release()
+
+    def write(self, operation: str) -> Table._WriteScope:
+        """Hold the table lock around a write: refresh first, count the commit (or the
+        failure) at the end."""
+        return Table._WriteScope(self, operation)
+
+
+class TableCore:
+    """A handle's state and shared steps (see the module docstring)."""
+
+    def __init__(
+        self,
+        log: DeltaLog,
+        *,
+        engine: Engine,
+        authorizer: Authorizer | None = None,
+        buffer_rows: int = DEFAULT_BUFFER_ROWS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._table = Table(log, engine=engine, authorizer=authorizer or AllowAll(), clock=clock)
+        # the mixins' short names for the Table's fixed parts (the same objects; plain
+        # attributes, not properties: they are read on every operation)
+        self._log: Final = self._table.log
+        self._engine: Final = self._table.engine
+        self._clock: Final = self._table.clock
+        self._counters: Final = self._table.counters
+        self._buffer = WriteBuffer(buffer_rows)
+        self._keys = KeyIndex()
+        self._snapshots: OrderedDict[int, DeltaLog] = OrderedDict()
+        self._snapshots_generation = log.generation
+        #: the original posixlake's key (``DatabaseOps.open`` sets it for such tables)
+        self._original_key: list[str] = []
+        self._unflushed_reported = False
+        # every handle is a DatabaseOps, whose BufferedOps part flushes at exit
+        buffer_mod.track(cast("buffer_mod.Buffering", self))
+
+    # the mixins' short names for the Table's changing parts and its steps
+
+    @property
+    def _auth(self) -> Authorizer:
+        return self._table.auth
+
+    @property
+    def _closed(self) -> bool:
+        return self._table.closed
 
     def _authorize(self, permission: Permission, operation: str) -> None:
-        if self._closed:
-            raise InvalidOperation(f"{operation}: the database is closed")
-        self._auth.check(permission, operation)
+        self._table.authorize(permission, operation)
 
     def _metadata(self, operation: str) -> dict[str, str]:
-        meta = {"posixlake.operation": operation}
-        if self._auth.user:
-            meta["posixlake.user"] = self._auth.user
-        meta.update(getattr(self._tags, "value", None) or {})
-        return meta
+        return self._table.metadata(operation)
+
+    def _write(self, operation: str) -> Table._WriteScope:
+        return self._table.write(operation)
 
     @contextmanager
     def commit_tags(self, tags: Mapping[str, str]) -> Iterator[None]:
@@ -145,40 +247,13 @@ class TableCore:
         bad = [k for k in tags if not k.startswith("posixlake.")]
         if bad:
             raise InvalidOperation(f"commit tags must start with 'posixlake.': {bad}")
-        previous = getattr(self._tags, "value", None)
-        self._tags.value = {**(previous or {}), **tags}
+        local = self._table.tags
+        previous = getattr(local, "value", None)
+        local.value = {**(previous or {}), **tags}
         try:
             yield
         finally:
-            self._tags.value = previous
-
-    class _WriteScope:
-        def __init__(self, db: TableCore, operation: str) -> None:
-            self.db, self.operation = db, operation
-
-        def __enter__(self) -> None:
-            self.db._log.lock.acquire()
-            try:
-                self.started = self.db._clock()
-                self.before = self.db._log.refresh()
-            except BaseException as err:
-                self.db._counters.failed(err)
-                self.db._log.lock.release()
-                raise
-
-        def __exit__(
-            self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-        ) -> None:
-            try:
-                if e is not None:
-                    self.db._counters.failed(e)
-                elif self.db._log.version != self.before:
-                    self.db._counters.commit(self.started)
-            finally:
-                self.db._log.lock.release()
-
-    def _write(self, operation: str) -> TableCore._WriteScope:
-        return TableCore._WriteScope(self, operation)
+            local.value = previous
 
     @property
     def _schema(self) -> pa.Schema:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import pyarrow as pa
 
 from posixlake._convert import conform
 from posixlake._merge import duplicate_keys
-from posixlake._ops.core import StorageArg
+from posixlake._ops.core import StorageArg, Table
 from posixlake.delta import DeltaLog
 from posixlake.engines import Engine, resolve_engine
 from posixlake.errors import (
@@ -28,14 +28,26 @@ from posixlake.errors import (
 from posixlake.storage import normalize_uri, storage_options_for
 from posixlake.types import Schema, delta_schema, parse_type
 
-if TYPE_CHECKING:
-    from posixlake.database import DatabaseOps
+__all__ = ["NewTable", "create_from_files", "prepare_storage", "read_typed_csv"]
 
-__all__ = ["create_from_files", "prepare_storage", "read_typed_csv"]
+
+class NewTable(Protocol):
+    """The handle class a table is created for (``DatabaseOps``): what this module uses."""
+
+    @classmethod
+    def create(cls, *args: Any, **kwargs: Any) -> Self: ...
+
+    @property
+    def _table(self) -> Table: ...
+
+    def _append(self, table: pa.Table, *, operation: str) -> int | None: ...
+
+
+_New = TypeVar("_New", bound=NewTable)
 
 
 def create_from_files(
-    cls: type[DatabaseOps],
+    cls: type[_New],
     db_path: str | os.PathLike[str],
     paths: list[str],
     fmt: Literal["csv", "parquet"],
@@ -45,7 +57,7 @@ def create_from_files(
     *,
     types: Mapping[str, Any] | None = None,
     schema: Any = None,
-) -> DatabaseOps:
+) -> _New:
     """Create a table at ``db_path`` from CSV or Parquet files (see ``create_from_csv``).
 
     Rows in memory (the local engine reads the files) are appended in one commit after
@@ -129,9 +141,10 @@ def create_from_files(
                 **options,
             )
             operation = "CREATE FROM " + fmt.upper()
-            with db._write(operation):
-                outcome = staged.commit(db._log, metadata=db._metadata(operation))
-            db._counters.bump(inserts=1, rows_written=outcome.rows)
+            table = db._table
+            with table.write(operation):
+                outcome = staged.commit(table.log, metadata=table.metadata(operation))
+            table.counters.bump(inserts=1, rows_written=outcome.rows)
         except BaseException:
             staged.discard()
             raise
@@ -142,7 +155,7 @@ def create_from_files(
 
 
 def _create_with_rows(
-    cls: type[DatabaseOps],
+    cls: type[_New],
     uri: str,
     declared: pa.Schema,
     data: pa.Table,
@@ -151,7 +164,7 @@ def _create_with_rows(
     partition_by: Sequence[str] | None,
     options: dict[str, Any],
     fmt: str,
-) -> DatabaseOps:
+) -> _New:
     """Create the table with ``declared`` (key columns made NOT NULL) and append ``data``."""
     keys = Schema.from_arrow(declared, primary_key=primary_key).key_columns
     if keys:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from posixlake._ops.core import TableCore, counted, logger
+from posixlake._ops.core import Table, TableCore, counted, logger
 from posixlake.errors import InvalidOperation, UnknownColumns
 from posixlake.types import OptimizeResult, VacuumResult
 
@@ -15,8 +15,8 @@ __all__ = ["MaintenanceOps", "Optimizer", "optimize_result"]
 class Optimizer:
     """``db.optimize``: call it to compact, or use ``.compact()`` / ``.z_order(columns)``."""
 
-    def __init__(self, db: MaintenanceOps) -> None:
-        self._db = db
+    def __init__(self, table: Table) -> None:
+        self._table = table
 
     def __call__(
         self,
@@ -39,10 +39,10 @@ class Optimizer:
             target_size: bytes per output file (delta-rs' default, 100 MiB, when None).
             partition_filters: limit to partitions, e.g. ``[("day", "=", "2024-01-01")]``.
         """
-        db = self._db
-        db._authorize("write", "optimize")
-        with db._write("optimize"):
-            metrics, version = db._log.compact(
+        table = self._table
+        table.authorize("write", "optimize")
+        with table.write("optimize"):
+            metrics, version = table.log.compact(
                 target_size=target_size, partition_filters=partition_filters
             )
         return optimize_result(metrics, version)
@@ -59,16 +59,16 @@ class Optimizer:
         Raises:
             SchemaError: a column is not in the table.
         """
-        db = self._db
-        db._authorize("write", "zorder")
+        table = self._table
+        table.authorize("write", "zorder")
         cols = [columns] if isinstance(columns, str) else list(columns)
         if not cols:
             raise InvalidOperation("z-order needs at least one column")
-        unknown = [c for c in cols if c not in db._log.arrow_schema.names]
+        unknown = [c for c in cols if c not in table.log.arrow_schema.names]
         if unknown:
             raise UnknownColumns(f"z-order: unknown column(s) {unknown}")
-        with db._write("zorder"):
-            metrics, version = db._log.z_order(
+        with table.write("zorder"):
+            metrics, version = table.log.z_order(
                 cols, target_size=target_size, partition_filters=partition_filters
             )
         return optimize_result(metrics, version)
@@ -89,7 +89,7 @@ class MaintenanceOps(TableCore):
     @property
     def optimize(self) -> Optimizer:
         """OPTIMIZE: ``db.optimize()``, ``db.optimize.compact()``, ``db.optimize.z_order(cols)``."""
-        return Optimizer(self)  # made per use: a stored one would keep ``self`` in a cycle
+        return Optimizer(self._table)
 
     @counted
     def vacuum(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from posixlake._authz import AllowAll
-from posixlake._ops.core import TableCore, counted, flat
+from posixlake._ops.core import Table, TableCore, counted, flat
 from posixlake.errors import InvalidOperation
 from posixlake.security import AuditEvent, TableAuthorizer, UserInfo
 
@@ -25,18 +25,18 @@ __all__ = ["UserOps", "Users"]
 class Users:
     """``db.users``: manage the users of an auth-enabled table (admin permission)."""
 
-    def __init__(self, db: TableCore) -> None:
-        self._db = db
+    def __init__(self, table: Table) -> None:
+        self._table = table
 
     @property
     def _counters(self) -> Counters:
-        return self._db._counters
+        return self._table.counters
 
     def _manager(self, operation: str) -> TableAuthorizer:
         from posixlake import security
 
-        self._db._authorize("admin", operation)
-        return security.manager(self._db._auth, operation)
+        self._table.authorize("admin", operation)
+        return security.manager(self._table.auth, operation)
 
     @counted
     def create(
@@ -102,13 +102,12 @@ class Users:
         """
         from posixlake import security
 
-        db = self._db
-        if old_password is None or name != db._auth.user:
+        table = self._table
+        if old_password is None or name != table.auth.user:
             manager = self._manager("change_password")
-        elif db._closed:
-            raise InvalidOperation("change_password: the database is closed")
         else:
-            manager = security.manager(db._auth, "change_password")
+            table.check_open("change_password")
+            manager = security.manager(table.auth, "change_password")
         manager.change_password(
             name, new_password, old_password=old_password, min_length=min_length
         )
@@ -124,10 +123,10 @@ class Users:
         restores, and every commit with its user."""
         from posixlake import security
 
-        db = self._db
-        db._authorize("admin", "audit_log")
-        db._log.refresh()
-        return security.audit_events(db._auth, db._log.history(limit), limit=limit)
+        table = self._table
+        table.authorize("admin", "audit_log")
+        table.log.refresh()
+        return security.audit_events(table.auth, table.log.history(limit), limit=limit)
 
 
 class UserOps(TableCore):
@@ -137,7 +136,7 @@ class UserOps(TableCore):
     def users(self) -> Users:
         """Users and roles: ``db.users.create(...)``, ``.delete``, ``.set_roles``,
         ``.change_password``, ``.list()``, ``.audit_log()``."""
-        return Users(self)  # made per use: a stored one would keep ``self`` in a cycle
+        return Users(self._table)
 
     @counted
     def enable_auth(self, credentials: tuple[str, str] | None = None) -> None:
@@ -156,7 +155,7 @@ class UserOps(TableCore):
         with self._write("ENABLE AUTH"):
             authorizer = security.enable_auth(self._log.uri, self._log.storage_options, admin)
             self._log.set_configuration({security.AUTH_PROPERTY: "true"})
-        self._auth = authorizer
+        self._table.auth = authorizer
 
     # -- the flat names, each the db.users method of the same parameters ------------------
 

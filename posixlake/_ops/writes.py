@@ -42,7 +42,7 @@ from posixlake.types import MergeMetrics, check_declared
 
 if TYPE_CHECKING:
     from posixlake.csvcodec import CsvOptions
-    from posixlake.database import DatabaseOps
+    from posixlake.sql import SqlTable
 
 __all__ = ["WriteOps"]
 
@@ -361,7 +361,7 @@ class WriteOps(TableCore):
         """
         from posixlake.sql import run_statement
 
-        return run_statement(cast("DatabaseOps", self), statement)
+        return run_statement(cast("SqlTable", self), statement)  # a DatabaseOps: reads too
 
     @counted
     def restore_version(
