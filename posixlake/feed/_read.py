@@ -89,6 +89,22 @@ class ChangeBatch:
     def __len__(self) -> int:
         return int(self.rows.num_rows)
 
+    def to_table(self) -> pa.Table:
+        """Return the rows led by ``_commit_version``, ``_commit_timestamp`` (UTC) and
+        ``_change_type``, then the table's columns (the layout of a change-feed CSV)."""
+        n = self.rows.num_rows
+        data = self.rows.drop_columns([CHANGE_TYPE])
+        lead = pa.table(
+            {
+                "_commit_version": pa.array([self.version] * n, pa.int64()),
+                "_commit_timestamp": pa.array([self.timestamp] * n, pa.timestamp("us", tz="UTC")),
+                CHANGE_TYPE: self.rows.column(CHANGE_TYPE),
+            }
+        )
+        for name, column in zip(data.column_names, data.columns, strict=True):
+            lead = lead.append_column(data.schema.field(name), column)
+        return lead
+
 
 def cdf_enabled(configuration: Mapping[str, str]) -> bool:
     """Return whether a table configuration records the change data feed."""
