@@ -43,7 +43,15 @@ if TYPE_CHECKING:
     from posixlake import DatabaseOps
     from posixlake.feed import ChangeFeed
 
-__all__ = ["TOKEN_ENV", "ControlPlane", "is_loopback", "parse_listen", "serving_plane"]
+__all__ = [
+    "TOKEN_ENV",
+    "ControlPlane",
+    "check_listen",
+    "is_loopback",
+    "parse_listen",
+    "serving_plane",
+    "table_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -360,30 +368,47 @@ def table_name(uri: str) -> str:
     return uri.rstrip("/").rsplit("/", 1)[-1] or uri
 
 
-def serving_plane(db: DatabaseOps, server: Any, listen: str, token: str | None) -> ControlPlane:
-    """Start the control plane of ``posixlake serve`` for one table and its NFS server.
+def check_listen(listen: str, token: str | None) -> tuple[str, int]:
+    """Validate ``--http HOST:PORT`` with ``--http-token`` (before anything starts).
 
     Raises:
-        click.BadParameter: a bad ``--http`` value, or a non-loopback one without a token.
-        IoError: the address cannot be bound.
+        click.BadParameter: not HOST:PORT, or a non-loopback HOST without a token.
     """
     import click
 
-    from posixlake.errors import IoError
-
     try:
         host, port = parse_listen(listen)
-        plane = ControlPlane(
-            lambda: {table_name(db.uri): db},
-            host=host,
-            port=port,
-            token=token,
-            ready=lambda: None if server.is_ready() else "the NFS server is not accepting",
-            nfs_stats=server.stats,
-        )
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--http") from err
+    if not is_loopback(host) and not token:
+        raise click.BadParameter(
+            f"listening on {host} (not loopback) needs a bearer token: --http-token or "
+            f"${TOKEN_ENV}",
+            param_hint="--http",
+        )
+    return host, port
+
+
+def serving_plane(
+    db: DatabaseOps, server: Any, listen: tuple[str, int], token: str | None
+) -> ControlPlane:
+    """Start the control plane of ``posixlake serve`` for one table and its NFS server.
+
+    Raises:
+        IoError: the address cannot be bound.
+    """
+    from posixlake.errors import IoError
+
+    host, port = listen
+    plane = ControlPlane(
+        lambda: {table_name(db.uri): db},
+        host=host,
+        port=port,
+        token=token,
+        ready=lambda: None if server.is_ready() else "the NFS server is not accepting calls",
+        nfs_stats=server.stats,
+    )
     try:
         return plane.start()
     except OSError as err:
-        raise IoError(f"cannot serve HTTP on {listen}: {err.strerror or err}") from err
+        raise IoError(f"cannot serve HTTP on {host}:{port}: {err.strerror or err}") from err

@@ -260,6 +260,11 @@ def serve(
 
     opts = get_options()
     stop = threading.Event()
+    listen = None
+    if http_listen is not None:
+        from cli._control import check_listen
+
+        listen = check_listen(http_listen, http_token)
     try:
         user_map = UserMap.parse(map_uid) if map_uid else None
     except ValueError as err:
@@ -303,10 +308,10 @@ def serve(
             raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
         plane = None
         try:
-            if http_listen is not None:
+            if listen is not None:
                 from cli._control import serving_plane
 
-                plane = serving_plane(db, server, http_listen, http_token)
+                plane = serving_plane(db, server, listen, http_token)
             with _stop_on_signals(stop) as received:
                 mounts = mount_commands(host, server.port)
                 if opts.json:
