@@ -306,9 +306,11 @@ class ControlPlane:
         self.feeds.add(name, feed)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         try:
-            first = await self._next_batch(feed, follow)
+            # one step that never waits: an expired version is a 410 before any header
+            batch = await asyncio.to_thread(feed.step)
             await response.prepare(request)
-            batch = first
+            if batch is None:
+                batch = await self._next_batch(feed, follow)
             while batch is not None:
                 await response.write(await asyncio.to_thread(_json_lines, batch.to_table()))
                 batch = await self._next_batch(feed, follow)
