@@ -68,8 +68,10 @@ def _serve(table: Path, *extra: str, env: dict[str, str] | None = None) -> Itera
     base = {k: v for k, v in os.environ.items() if not k.startswith("POSIXLAKE_HTTP")}
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     with subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", str(table), "--port", "0", "--json"]
-        + ["--engine", "local", "--http", "127.0.0.1:0", *extra],
+        [
+            *(sys.executable, "-m", "cli.main", "serve", str(table), "--port", "0", "--json"),
+            *("--engine", "local", "--http", "127.0.0.1:0", *extra),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -182,7 +184,7 @@ def test_changes_of_a_vacuumed_version_are_gone(served: tuple[Served, DatabaseOp
 def test_a_token_is_required_when_set(tmp_path: Path) -> None:
     _table(tmp_path / "t")
     for s in _serve(tmp_path / "t", env={"POSIXLAKE_HTTP_TOKEN": "s3cret"}):
-        status, body, headers = get(s.url + "/metrics")
+        status, _, headers = get(s.url + "/metrics")
         assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
         assert get(s.url + "/api/v1/tables", token="wrong")[0] == 401
         assert get(s.url + "/api/v1/tables", token="s3cret")[0] == 200
