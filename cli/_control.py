@@ -171,7 +171,11 @@ class ControlPlane:
         app.router.add_get("/api/v1/tables", self._list_tables)
         app.router.add_get("/api/v1/tables/{name}/history", self._history)
         app.router.add_get("/api/v1/tables/{name}/changes", self._changes)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # a client that goes away cancels its handler: a followed change stream that
+        # waits for the next commit closes its feed (and its inotify watch) at once
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self._requested_port)
         await site.start()

@@ -65,16 +65,23 @@ class FeedBoard:
     """The change feeds open in this process (HTTP ``/changes`` streams), for their lag."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._feeds: dict[int, tuple[str, ChangeFeed]] = {}
 
     def add(self, table: str, feed: ChangeFeed) -> None:
         with self._lock:
             self._feeds[id(feed)] = (table, feed)
+            self._lock.notify_all()
 
     def remove(self, feed: ChangeFeed) -> None:
         with self._lock:
             self._feeds.pop(id(feed), None)
+            self._lock.notify_all()
+
+    def wait_count(self, count: int, timeout: float) -> bool:
+        """Wait until exactly ``count`` feeds are open; return whether that happened."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._feeds) == count, timeout)
 
     def close_all(self) -> None:
         with self._lock:

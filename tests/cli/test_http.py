@@ -226,3 +226,14 @@ def test_not_ready_is_503(tmp_path: Path) -> None:
     with ControlPlane(lambda: {"t": db}, ready=lambda: "the NFS server is down") as plane:
         status, body, _ = get(plane.url + "/readyz")
     assert status == 503 and json.loads(body)["reason"] == "the NFS server is down"
+
+
+def test_a_client_going_away_closes_its_change_stream(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    with ControlPlane(lambda: {"t": db}) as plane:
+        conn = http.client.HTTPConnection("127.0.0.1", plane.port, timeout=WAIT)
+        conn.request("GET", "/api/v1/tables/t/changes?from_version=2&follow=true")
+        assert conn.getresponse().status == 200
+        assert plane.feeds.wait_count(1, WAIT)
+        conn.close()  # nothing was committed: the stream was waiting
+        assert plane.feeds.wait_count(0, WAIT)
