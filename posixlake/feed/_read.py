@@ -274,32 +274,41 @@ class ChangeReader:
     def oldest_available(self, after: int) -> int:
         """Return the oldest version from which on every commit's changes can be read.
 
-        Walks back from the latest version, checking that each commit's files exist
-        (reading a change data feed for CDF versions); only called on the error path.
+        Walks back from the latest version to the first commit whose changes cannot be
+        read: each version's snapshot is loaded once (it is the next step's "after"),
+        and the files the commit added or removed must exist (CDF versions are read).
+        Costs one snapshot load per version walked; only called on the error path.
         """
         latest = self._log.refresh()
-        probe = ChangeReader(self._log)
+        loaded: tuple[DeltaLog, Snapshot | None] | None = None  # version v, from step v + 1
         for v in range(latest, after - 1, -1):
-            if not probe._readable(v):
+            try:
+                snap, files = loaded if loaded is not None else (self._log.at(v), None)
+                loaded = None
+                if cdf_enabled(snap.configuration):
+                    snap.changes(v, v)
+                    continue
+                current = files if files is not None else snapshot_of(snap)
+                previous = None
+                if v > 0:
+                    older = self._log.at(v - 1)
+                    previous = snapshot_of(older)
+                    loaded = (older, previous)
+            except PosixLakeError:
+                return v + 1
+            if not _all_exist(current, _touched(previous, current)):
                 return v + 1
         return after
 
-    def _readable(self, version: int) -> bool:
-        try:
-            snap = self._log.at(version)
-            if cdf_enabled(snap.configuration):
-                snap.changes(version, version)
-                return True
-            current = snapshot_of(snap)
-            previous = snapshot_of(self._log.at(version - 1)) if version > 0 else None
-        except PosixLakeError:
-            return False
-        before = {_file_key(f) for f in previous.files} if previous else set()
-        needed = [f.path for f in current.files if _file_key(f) not in before]
-        if previous is not None:
-            keys = {_file_key(f) for f in current.files}
-            needed += [f.path for f in previous.files if _file_key(f) not in keys]
-        return _all_exist(current, needed)
+
+def _touched(previous: Snapshot | None, current: Snapshot) -> list[str]:
+    """Return the paths of the files a commit added or removed."""
+    before = {_file_key(f) for f in previous.files} if previous else set()
+    after = {_file_key(f) for f in current.files}
+    needed = [f.path for f in current.files if _file_key(f) not in before]
+    if previous is not None:
+        needed += [f.path for f in previous.files if _file_key(f) not in after]
+    return needed
 
 
 def current_key(configuration: Mapping[str, str]) -> list[str]:
