@@ -268,6 +268,47 @@ def test_polling_delays_are_bounded(tmp_path: Path) -> None:
     assert delays == [0.1, 0.2, 0.4, 0.5, 0.5]
 
 
+@pytest.mark.s3
+def test_an_object_store_table_is_polled(moto_server: Any) -> None:
+    """On S3 (moto_server) the feed polls with backoff and reads the rewritten files there."""
+    import uuid
+
+    import boto3
+
+    from posixlake.storage import S3Config
+
+    bucket = f"pl-{uuid.uuid4().hex[:16]}"
+    boto3.client(
+        "s3",
+        endpoint_url=moto_server.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    config = S3Config(moto_server.endpoint, "testing", "testing", "us-east-1")
+    db = DatabaseOps.create(
+        f"s3://{bucket}/t",
+        {"id": "Int64", "name": "String"},
+        primary_key="id",
+        storage=config,
+        engine="local",
+    )
+    db.insert([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+    delays: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        if len(delays) == 3:
+            db.update("id = 2", {"name": "B"})
+
+    with db.subscribe(sleep=sleep, min_interval=0.05, max_interval=1.0) as feed:
+        assert isinstance(feed._waiter, PollingWaiter)
+        batch = next(feed)
+    assert delays == [0.05, 0.1, 0.2]
+    assert (batch.version, batch.source) == (2, "files")
+    assert _rows(batch) == [("update_postimage", 2, "B"), ("update_preimage", 2, "b")]
+
+
 @pytest.mark.spark
 def test_spark_engine_update_is_seen(tmp_path: Path, spark_session: Any) -> None:
     """A copy-on-write UPDATE that Spark executors wrote, seen by a subscriber."""
