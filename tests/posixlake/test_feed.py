@@ -108,6 +108,29 @@ def test_without_a_key_an_update_is_a_delete_and_an_insert(tmp_path: Path) -> No
     ]
 
 
+def test_cdf_turned_on_and_off_by_another_writer(tmp_path: Path) -> None:
+    """Each version's rows come from where that version recorded them."""
+    from deltalake import DeltaTable
+
+    db = _table(tmp_path / "t", cdf=False)
+    db.insert([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])  # v1
+    outside = DeltaTable(db.uri)
+    outside.alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # v2
+    db.update("id = 2", {"name": "B"})  # v3: _change_data files
+    outside.update_incremental()
+    outside.alter.set_table_properties({"delta.enableChangeDataFeed": "false"})  # v4
+    db.delete_rows_where("id = 1")  # v5
+    with db.subscribe(from_version=1) as feed:
+        batches = list(feed.available())
+    assert [(b.version, b.source, _rows(b)) for b in batches] == [
+        (1, "files", [("insert", 1, "a"), ("insert", 2, "b")]),
+        (2, "cdf", []),
+        (3, "cdf", [("update_postimage", 2, "B"), ("update_preimage", 2, "b")]),
+        (4, "files", []),
+        (5, "files", [("delete", 1, "a")]),
+    ]
+
+
 def test_partitioned_table_without_cdf(tmp_path: Path) -> None:
     db = DatabaseOps.create(
         str(tmp_path / "t"),
