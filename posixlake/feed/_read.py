@@ -162,14 +162,15 @@ def diff_rows(removed: pa.Table, added: pa.Table, key: Sequence[str]) -> pa.Tabl
             inserted.append(i)
     parts: list[pa.Table] = []
     if key:
+        old_key = _row_keys(removed.take(pa.array(deleted, pa.int64())), key)
+        new_key = _row_keys(added.take(pa.array(inserted, pa.int64())), key)
         old_by_key: dict[tuple[Any, ...], list[int]] = {}
-        for i in deleted:
-            old_by_key.setdefault(tuple(removed.column(c)[i].as_py() for c in key), []).append(i)
+        for i, k in zip(deleted, old_key, strict=True):
+            old_by_key.setdefault(k, []).append(i)
         pre: list[int] = []
         post: list[int] = []
         plain_ins: list[int] = []
-        for i in inserted:
-            k = tuple(added.column(c)[i].as_py() for c in key)
+        for i, k in zip(inserted, new_key, strict=True):
             olds = old_by_key.get(k)
             if olds:
                 pre.append(olds.pop(0))

@@ -373,6 +373,31 @@ def test_diff_rows_turns_old_into_new(old: list[Any], new: list[Any]) -> None:
     assert gone <= Counter(old) and came <= Counter(new)
 
 
+@given(
+    st.dictionaries(st.integers(0, 6), st.sampled_from(["a", "b", None]), max_size=6),
+    st.dictionaries(st.integers(0, 6), st.sampled_from(["a", "b", None]), max_size=6),
+)
+def test_diff_rows_with_a_key_pairs_updates(old: dict[int, Any], new: dict[int, Any]) -> None:
+    def table(rows: dict[int, Any]) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(list(rows), pa.int64()),
+                "v": pa.array(list(rows.values()), pa.string()),
+            }
+        )
+
+    changes = diff_rows(table(old), table(new), key=["id"]).to_pylist()
+    by_type: dict[str, dict[int, Any]] = {}
+    for r in changes:
+        assert r["id"] not in by_type.setdefault(r["_change_type"], {})  # one row per key
+        by_type[r["_change_type"]][r["id"]] = r["v"]
+    changed = {k for k in old.keys() & new.keys() if old[k] != new[k]}
+    assert by_type.get("delete", {}) == {k: old[k] for k in old.keys() - new.keys()}
+    assert by_type.get("insert", {}) == {k: new[k] for k in new.keys() - old.keys()}
+    assert by_type.get("update_preimage", {}) == {k: old[k] for k in changed}
+    assert by_type.get("update_postimage", {}) == {k: new[k] for k in changed}
+
+
 def test_diff_rows_nan_and_nested_values_compare_equal() -> None:
     t = pa.table({"f": [float("nan")], "l": pa.array([[1, 2]]), "s": [{"x": 1}]})
     assert diff_rows(t, t, key=[]).num_rows == 0
