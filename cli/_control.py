@@ -156,7 +156,9 @@ class ControlPlane:
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
-        except BaseException as err:  # noqa: BLE001 - handed to start(), which raises it
+        except BaseException as err:  # handed to start(), which raises it (or logged)
+            if self._started.is_set():
+                logger.exception("the HTTP control plane on %s stopped", self.url)
             self._error = err
             self._started.set()
         finally:
