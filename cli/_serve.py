@@ -198,6 +198,21 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     show_default=True,
     help="Close a connection after this many seconds without a complete call.",
 )
+@click.option(
+    "--http",
+    "http_listen",
+    metavar="HOST:PORT",
+    default=None,
+    help="Also serve /healthz, /readyz, /metrics (Prometheus) and a read-only JSON API "
+    "(/api/v1/tables...) over HTTP; loopback unless HOST says otherwise (see docs/cli.md).",
+)
+@click.option(
+    "--http-token",
+    envvar="POSIXLAKE_HTTP_TOKEN",
+    default=None,
+    help="Bearer token the HTTP API and /metrics require (needed to listen beyond "
+    "loopback); prefer $POSIXLAKE_HTTP_TOKEN to the command line.",
+)
 @engine_options
 @storage_options
 @user_option
@@ -216,6 +231,8 @@ def serve(
     map_uid: tuple[str, ...],
     max_connections: int | None,
     idle_timeout: float,
+    http_listen: str | None,
+    http_token: str | None,
 ) -> None:
     """Serve the table over NFSv3 as CSV files, until Ctrl-C or SIGTERM.
 
@@ -243,6 +260,11 @@ def serve(
 
     opts = get_options()
     stop = threading.Event()
+    listen = None
+    if http_listen is not None:
+        from cli._control import check_listen
+
+        listen = check_listen(http_listen, http_token)
     try:
         user_map = UserMap.parse(map_uid) if map_uid else None
     except ValueError as err:
@@ -284,7 +306,12 @@ def serve(
             )
         except OSError as err:
             raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
+        plane = None
         try:
+            if listen is not None:
+                from cli._control import serving_plane
+
+                plane = serving_plane(db, server, listen, http_token)
             with _stop_on_signals(stop) as received:
                 mounts = mount_commands(host, server.port)
                 if opts.json:
@@ -296,10 +323,13 @@ def serve(
                             "port": server.port,
                             "mode": mode,
                             "mount": mounts,
+                            "http": plane.url if plane else None,
                         }
                     )
                 else:
                     _print_banner(db.uri, host, server.port, mode, mounts)
+                    if plane is not None:
+                        click.echo(f"HTTP: {plane.url}/metrics, /healthz, /readyz, /api/v1/tables")
                 if host not in _LOOPBACK:
                     click.echo(
                         f"Warning: listening on {host}: NFS clients are not authenticated, "
@@ -313,6 +343,8 @@ def serve(
                 _notify("STOPPING=1\n")
                 logger.info("stopping on %s", ", ".join(received))
         finally:
+            if plane is not None:
+                plane.stop()
             server.shutdown()
         version = db.version
     if opts.json:

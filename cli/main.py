@@ -59,6 +59,12 @@ LAZY_COMMANDS: Final[tuple[tuple[str, str, str, str], ...]] = (
     ("Data", "cli._data", "update", "Set columns on the rows matching a predicate, in one commit."),
     ("Data", "cli._data", "delete", "Delete the rows matching a predicate, in one commit."),
     (
+        "Data",
+        "cli._tail",
+        "tail",
+        "Print the rows the table's commits changed; -f follows new commits.",
+    ),
+    (
         "Maintenance",
         "cli._maintenance",
         "optimize",

@@ -38,7 +38,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pyarrow as pa
 
@@ -54,6 +54,9 @@ from posixlake.engines.local import expand_paths
 from posixlake.errors import InvalidOperation, SchemaError, TableExists
 from posixlake.storage import normalize_uri, storage_options_for
 from posixlake.types import DECLARED_TYPES_PROPERTY, Schema, declared_types, delta_schema
+
+if TYPE_CHECKING:
+    from posixlake.feed import ChangeFeed
 
 __all__ = ["PRIMARY_KEY_PROPERTY", "Credentials", "DatabaseOps", "Optimizer"]
 
@@ -299,6 +302,22 @@ class DatabaseOps(OriginalNames):
             primary_key,
             partition_by,
             options,
+        )
+
+    def subscribe(self, from_version: int | None = None, **options: Any) -> ChangeFeed:
+        """Follow the table's commits: a :class:`~posixlake.feed.ChangeFeed` (``for`` or
+        ``async for``) of one change batch per version from ``from_version`` on (None:
+        from the next commit). See :func:`posixlake.feed.open_feed` for ``options``.
+
+        Raises:
+            VersionError: a negative ``from_version``. ChangesExpired (while iterating):
+                VACUUM removed a version's files; it names the oldest version available.
+        """
+        self._authorize("read", "subscribe")
+        from posixlake.feed import open_feed
+
+        return open_feed(
+            self._log.uri, self._log.storage_options, from_version=from_version, **options
         )
 
     def __enter__(self) -> DatabaseOps:

@@ -1,0 +1,422 @@
+"""The HTTP control plane of ``posixlake serve --http HOST:PORT`` (aiohttp).
+
+Endpoints (GET only):
+
+- ``/healthz``: 200 while the process serves HTTP (liveness);
+- ``/readyz``: 200 when the NFS server accepts connections and every table answers,
+  else 503 with the reason (readiness);
+- ``/metrics``: Prometheus text exposition (see :mod:`cli._prom`);
+- ``/api/v1/tables``: each table's name, location, version, rows, files, bytes, schema
+  and last commit;
+- ``/api/v1/tables/{name}/history[?limit=N]``: its commits, newest first;
+- ``/api/v1/tables/{name}/changes[?from_version=N][&follow=true]``: its changes as JSON
+  lines, streamed a commit at a time (one object a row, as ``posixlake tail --format
+  jsonl`` prints them); ``follow=true`` keeps the response open and streams each new
+  commit as it lands, until the client goes away.
+
+The server runs on an asyncio loop of its own in one thread, apart from the NFS server's:
+a slow scrape or a long change stream never delays an NFS call. Blocking table work
+(history, health, reading changes) runs in worker threads.
+
+Security: it binds to loopback unless told otherwise, and a bind to any other address
+needs a bearer token (``--http-token`` or ``POSIXLAKE_HTTP_TOKEN``); with a token, every
+endpoint but ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from aiohttp import web
+
+from cli._common import schema_json, to_jsonable
+from cli._prom import CONTENT_TYPE, FeedBoard, ServeCollector, build_registry, scrape
+
+if TYPE_CHECKING:
+    from posixlake import DatabaseOps
+    from posixlake.feed import ChangeFeed
+
+__all__ = [
+    "TOKEN_ENV",
+    "ControlPlane",
+    "check_listen",
+    "is_loopback",
+    "parse_listen",
+    "serving_plane",
+    "table_name",
+]
+
+logger = logging.getLogger(__name__)
+
+TOKEN_ENV: Final = "POSIXLAKE_HTTP_TOKEN"
+_OPEN_PATHS: Final = frozenset({"/healthz", "/readyz"})
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """Parse ``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``PORT`` alone means loopback).
+
+    Raises:
+        ValueError: not HOST:PORT, or a port outside 0..65535.
+    """
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host, port_text = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not HOST:PORT") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is not in 0..65535")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """Return whether ``host`` names only this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ControlPlane:
+    """Health, readiness, Prometheus metrics and a read-only JSON API over HTTP.
+
+    Args:
+        tables: the served tables by name (called at each request: a lake's set may change).
+        host / port: where to listen (port 0 picks a free one, see :attr:`port`).
+        token: the bearer token every request but /healthz and /readyz must carry (None:
+            no token; refused for a non-loopback ``host``).
+        ready: returns None when ready, else the reason (e.g. the NFS server is down).
+        nfs_stats: returns the NFS server's counters (``NfsServer.stats``), if one runs.
+
+    Raises:
+        ValueError: a non-loopback ``host`` without a token.
+    """
+
+    def __init__(
+        self,
+        tables: Callable[[], Mapping[str, DatabaseOps]],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        ready: Callable[[], str | None] = lambda: None,
+        nfs_stats: Callable[[], Any] | None = None,
+    ) -> None:
+        if not is_loopback(host) and not token:
+            raise ValueError(
+                f"listening on {host} (not loopback) needs a bearer token: "
+                f"--http-token or ${TOKEN_ENV}"
+            )
+        self.host = host
+        self._requested_port = port
+        self._token = token
+        self._tables = tables
+        self._ready = ready
+        self.feeds = FeedBoard()
+        self.registry = build_registry(
+            ServeCollector(tables, nfs_stats=nfs_stats, feeds=self.feeds)
+        )
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> ControlPlane:
+        """Listen (in a thread of its own); return once bound.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        self._thread = threading.Thread(target=self._run, name="posixlake-http", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise OSError(f"the HTTP server did not start within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as err:  # handed to start(), which raises it (or logged)
+            if self._started.is_set():
+                logger.exception("the HTTP control plane on %s stopped", self.url)
+            self._error = err
+            self._started.set()
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/api/v1/tables", self._list_tables)
+        app.router.add_get("/api/v1/tables/{name}/history", self._history)
+        app.router.add_get("/api/v1/tables/{name}/changes", self._changes)
+        # a client that goes away cancels its handler: a followed change stream that
+        # waits for the next commit closes its feed (and its inotify watch) at once
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self._requested_port)
+        await site.start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            self.feeds.close_all()
+            await runner.cleanup()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop listening, end open change streams and join the thread."""
+        loop, stop = self._loop, self._stop
+        self.feeds.close_all()
+        if loop is not None and stop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    # -- middleware ------------------------------------------------------------------
+
+    @web.middleware
+    async def _auth(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if self._token and request.path not in _OPEN_PATHS:
+            sent = request.headers.get("Authorization", "")
+            scheme, _, given = sent.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), self._token.encode()
+            ):
+                return web.json_response(
+                    {"error": "a valid bearer token is required"},
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="posixlake"'},
+                )
+        return await handler(request)
+
+    # -- handlers --------------------------------------------------------------------
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        reason = self._ready()
+        if reason is None:
+            unhealthy = await asyncio.to_thread(self._unhealthy_tables)
+            if unhealthy:
+                reason = "; ".join(unhealthy)
+        if reason is not None:
+            return web.json_response({"status": "not ready", "reason": reason}, status=503)
+        return web.json_response({"status": "ready"})
+
+    def _unhealthy_tables(self) -> list[str]:
+        out = []
+        for name, db in self._tables().items():
+            health = db.health_check()
+            if health.status != "healthy":
+                out.append(f"{name}: {health.message}")
+        return out
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body, _ = await asyncio.to_thread(scrape, self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    def _table(self, request: web.Request) -> tuple[str, DatabaseOps]:
+        name = request.match_info["name"]
+        db = self._tables().get(name)
+        if db is None:
+            raise web.HTTPNotFound(
+                text=json.dumps({"error": f"no table named {name!r}"}),
+                content_type="application/json",
+            )
+        return name, db
+
+    async def _list_tables(self, request: web.Request) -> web.Response:
+        def describe() -> list[dict[str, Any]]:
+            out = []
+            for name, db in sorted(self._tables().items()):
+                health = db.health_check()
+                last = db.history(1)
+                out.append(
+                    {
+                        "name": name,
+                        "location": health.location,
+                        "status": health.status,
+                        "version": health.version,
+                        "rows": health.rows,
+                        "files": health.active_files,
+                        "bytes": health.active_bytes,
+                        "schema": schema_json(db.schema),
+                        "last_commit": to_jsonable(last[0]) if last else None,
+                    }
+                )
+            return out
+
+        return web.json_response(to_jsonable(await asyncio.to_thread(describe)))
+
+    async def _history(self, request: web.Request) -> web.Response:
+        _, db = self._table(request)
+        limit = _int_param(request, "limit", minimum=1)
+        commits = await asyncio.to_thread(db.history, limit)
+        return web.json_response(to_jsonable(commits))
+
+    async def _changes(self, request: web.Request) -> web.StreamResponse:
+        from posixlake.errors import PosixLakeError
+
+        name, db = self._table(request)
+        start = _int_param(request, "from_version", minimum=0)
+        follow = request.query.get("follow", "false").lower() in ("1", "true", "yes")
+        try:
+            if start is None:
+                start = await asyncio.to_thread(lambda: db.version)
+            feed = await asyncio.to_thread(db.subscribe, start)
+        except PosixLakeError as err:
+            raise web.HTTPBadRequest(
+                text=json.dumps({"error": str(err)}), content_type="application/json"
+            ) from err
+        self.feeds.add(name, feed)
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        try:
+            # one step that never waits: an expired version is a 410 before any header
+            batch = await asyncio.to_thread(feed.step)
+            await response.prepare(request)
+            if batch is None:
+                batch = await self._next_batch(feed, follow)
+            while batch is not None:
+                await response.write(await asyncio.to_thread(_json_lines, batch.to_table()))
+                batch = await self._next_batch(feed, follow)
+        except PosixLakeError as err:  # after the headers: the last line says why
+            if not response.prepared:
+                raise web.HTTPGone(
+                    text=json.dumps({"error": str(err)}), content_type="application/json"
+                ) from err
+            await response.write(json.dumps({"error": str(err)}).encode() + b"\n")
+        except ConnectionResetError:
+            logger.info("a change stream of %s ended: the client went away", name)
+        finally:
+            self.feeds.remove(feed)
+            feed.close()
+        if response.prepared:
+            await response.write_eof()
+        return response
+
+    @staticmethod
+    async def _next_batch(feed: ChangeFeed, follow: bool) -> Any:
+        if not follow:
+            return await asyncio.to_thread(feed.step)
+        try:
+            return await feed.__anext__()
+        except StopAsyncIteration:
+            return None
+
+
+def _int_param(request: web.Request, key: str, *, minimum: int) -> int | None:
+    text = request.query.get(key)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": f"{key} must be an integer >= {minimum}, not {text!r}"}),
+            content_type="application/json",
+        )
+    return value
+
+
+def _json_lines(table: Any) -> bytes:
+    import io
+
+    from cli._tail import write_batch
+
+    buf = io.BytesIO()
+    write_batch(table, buf)
+    return buf.getvalue()
+
+
+def table_name(uri: str) -> str:
+    """Return the name a served table has in the API: the last part of its location."""
+    return uri.rstrip("/").rsplit("/", 1)[-1] or uri
+
+
+def check_listen(listen: str, token: str | None) -> tuple[str, int]:
+    """Validate ``--http HOST:PORT`` with ``--http-token`` (before anything starts).
+
+    Raises:
+        click.BadParameter: not HOST:PORT, or a non-loopback HOST without a token.
+    """
+    import click
+
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--http") from err
+    if not is_loopback(host) and not token:
+        raise click.BadParameter(
+            f"listening on {host} (not loopback) needs a bearer token: --http-token or "
+            f"${TOKEN_ENV}",
+            param_hint="--http",
+        )
+    return host, port
+
+
+def serving_plane(
+    db: DatabaseOps, server: Any, listen: tuple[str, int], token: str | None
+) -> ControlPlane:
+    """Start the control plane of ``posixlake serve`` for one table and its NFS server.
+
+    Raises:
+        IoError: the address cannot be bound.
+    """
+    from posixlake.errors import IoError
+
+    host, port = listen
+    plane = ControlPlane(
+        lambda: {table_name(db.uri): db},
+        host=host,
+        port=port,
+        token=token,
+        ready=lambda: None if server.is_ready() else "the NFS server is not accepting calls",
+        nfs_stats=server.stats,
+    )
+    try:
+        return plane.start()
+    except OSError as err:
+        raise IoError(f"cannot serve HTTP on {host}:{port}: {err.strerror or err}") from err

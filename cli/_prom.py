@@ -1,0 +1,205 @@
+"""Prometheus metrics of a running ``posixlake serve`` (the ``/metrics`` endpoint).
+
+One collector reads, at each scrape, what the served tables and the NFS server already
+count: ``DatabaseOps.get_metrics()`` (commits, conflicts, retries, errors, rows, latency
+percentiles per operation), the NFS server's connection counters (``NfsServer.stats()``),
+and the change feeds the HTTP API has open (their lag). Nothing is counted twice and
+nothing is counted on the NFS hot path: a scrape costs one ``get_metrics`` per table.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from posixlake import DatabaseOps
+    from posixlake.feed import ChangeFeed
+
+__all__ = ["CONTENT_TYPE", "FeedBoard", "ServeCollector", "build_registry"]
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+
+#: DatabaseOps counters exposed as ``posixlake_<name>_total``
+_COUNTERS: Final = (
+    ("commits", "Delta commits made through this server"),
+    ("commit_conflicts", "commit attempts that lost a race to another writer"),
+    ("commit_retries", "commits retried after a conflict"),
+    ("commits_given_up", "commits abandoned after the retry budget"),
+    ("errors", "operations that failed"),
+    ("rows_written", "rows inserted or updated"),
+    ("rows_deleted", "rows deleted"),
+    ("queries", "SQL queries run"),
+    ("inserts", "insert operations"),
+    ("merges", "merge operations"),
+    ("deletes", "delete operations"),
+    ("updates", "update operations"),
+)
+
+#: NfsServer.stats() fields: (name, kind, help)
+_NFS_STATS: Final = (
+    ("connections", "gauge", "open NFS client connections"),
+    ("buffered_bytes", "gauge", "bytes of unfinished and queued NFS records held"),
+    ("paused_connections", "gauge", "connections not read because of the memory budget"),
+    ("received_bytes", "counter", "bytes received from NFS clients"),
+    ("refused_connections", "counter", "connections refused because every slot was busy"),
+    ("evicted_connections", "counter", "idle connections closed to make room"),
+    ("idle_closed", "counter", "connections closed by the idle timeout"),
+    ("accept_errors", "counter", "accept() failures"),
+)
+
+
+class FeedBoard:
+    """The change feeds open in this process (HTTP ``/changes`` streams), for their lag."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._feeds: dict[int, tuple[str, ChangeFeed]] = {}
+
+    def add(self, table: str, feed: ChangeFeed) -> None:
+        with self._lock:
+            self._feeds[id(feed)] = (table, feed)
+            self._lock.notify_all()
+
+    def remove(self, feed: ChangeFeed) -> None:
+        with self._lock:
+            self._feeds.pop(id(feed), None)
+            self._lock.notify_all()
+
+    def wait_count(self, count: int, timeout: float) -> bool:
+        """Wait until exactly ``count`` feeds are open; return whether that happened."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._feeds) == count, timeout)
+
+    def close_all(self) -> None:
+        with self._lock:
+            feeds = [f for _, f in self._feeds.values()]
+        for feed in feeds:
+            feed.close()
+
+    def items(self) -> list[tuple[str, ChangeFeed]]:
+        with self._lock:
+            return list(self._feeds.values())
+
+
+class ServeCollector(Collector):
+    """Collect the served tables', the NFS server's and the change feeds' figures."""
+
+    def __init__(
+        self,
+        tables: Callable[[], Mapping[str, DatabaseOps]],
+        *,
+        nfs_stats: Callable[[], Any] | None = None,
+        feeds: FeedBoard | None = None,
+    ) -> None:
+        self._tables = tables
+        self._nfs_stats = nfs_stats
+        self._feeds = feeds
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._table_metrics()
+        if self._nfs_stats is not None:
+            yield from self._nfs_metrics(self._nfs_stats())
+        if self._feeds is not None:
+            yield from self._feed_metrics()
+
+    def _table_metrics(self) -> Iterator[Metric]:
+        counters = {
+            name: CounterMetricFamily(f"posixlake_{name}", text, labels=["table"])
+            for name, text in _COUNTERS
+        }
+        version = GaugeMetricFamily(
+            "posixlake_table_version", "the table version this server has loaded", labels=["table"]
+        )
+        buffered = GaugeMetricFamily(
+            "posixlake_buffered_rows",
+            "rows buffered by insert_buffered, not committed yet",
+            labels=["table"],
+        )
+        calls = CounterMetricFamily(
+            "posixlake_operation_calls",
+            "calls of each DatabaseOps operation (NFS writes and reads included)",
+            labels=["table", "operation"],
+        )
+        latency = GaugeMetricFamily(
+            "posixlake_operation_latency_seconds",
+            "latency percentiles of each operation over its most recent calls",
+            labels=["table", "operation", "quantile"],
+        )
+        for name, db in sorted(self._tables().items()):
+            m = db.get_metrics()
+            for key, family in counters.items():
+                family.add_metric([name], float(getattr(m, key)))
+            version.add_metric([name], float(db.version))
+            buffered.add_metric([name], float(m.buffered_rows))
+            for op, p in m.latency_ms.items():
+                calls.add_metric([name, op], float(p.count))
+                for q, value in (("0.5", p.p50), ("0.9", p.p90), ("0.99", p.p99), ("1", p.max)):
+                    latency.add_metric([name, op, q], value / 1000.0)
+        yield from counters.values()
+        yield from (version, buffered, calls, latency)
+
+    def _nfs_metrics(self, stats: Any) -> Iterator[Metric]:
+        for field, kind, text in _NFS_STATS:
+            value = float(getattr(stats, field))
+            if kind == "counter":
+                c = CounterMetricFamily(f"posixlake_nfs_{field}", text)
+                c.add_metric([], value)
+                yield c
+            else:
+                g = GaugeMetricFamily(f"posixlake_nfs_{field}", text)
+                g.add_metric([], value)
+                yield g
+
+    def _feed_metrics(self) -> Iterator[Metric]:
+        assert self._feeds is not None
+        open_feeds = GaugeMetricFamily(
+            "posixlake_change_feed_subscribers", "change feeds open over HTTP", labels=["table"]
+        )
+        lag = GaugeMetricFamily(
+            "posixlake_change_feed_lag_versions",
+            "versions committed but not yet delivered, the most of any open feed",
+            labels=["table"],
+        )
+        delay = GaugeMetricFamily(
+            "posixlake_change_feed_delivery_lag_seconds",
+            "commit time to delivery of the last batch, the most of any open feed",
+            labels=["table"],
+        )
+        per: dict[str, list[ChangeFeed]] = {}
+        for table, feed in self._feeds.items():
+            per.setdefault(table, []).append(feed)
+        for table, feeds in sorted(per.items()):
+            open_feeds.add_metric([table], float(len(feeds)))
+            lag.add_metric([table], float(max(f.lag_versions for f in feeds)))
+            seconds = [f.last_commit_lag_seconds for f in feeds if f.last_commit_lag_seconds]
+            delay.add_metric([table], max(seconds) if seconds else 0.0)
+        yield from (open_feeds, lag, delay)
+
+
+def build_registry(collector: ServeCollector) -> CollectorRegistry:
+    """Return a registry with ``collector`` and the process, platform and GC collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(c)
+    return registry
+
+
+def scrape(registry: CollectorRegistry) -> tuple[bytes, float]:
+    """Return the text exposition and the seconds it took."""
+    started = time.perf_counter()
+    body = generate_latest(registry)
+    return body, time.perf_counter() - started
