@@ -377,10 +377,10 @@ def open_table_view(fs: Vfs, db: DatabaseOps, *, max_rows: int = OPEN_AT_START_R
 def table_entries() -> TableEntries:
     """Where ``nfs.table.tablefs.TableFs`` keeps the table's own files (for per-user checks)."""
     from nfs.table.access import TableEntries
-    from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, TableFs
+    from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, version_of
 
     def is_version_file(fid: FileId) -> bool:
-        version = TableFs._version_of(fid)  # /versions/<N>/data.csv: (N, True)
+        version = version_of(fid)  # /versions/<N>/data.csv: (N, True)
         return version is not None and version[1]
 
     return TableEntries(DATA_DIR_ID, "data.csv", DATA_CSV_ID, is_version_file)

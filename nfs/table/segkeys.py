@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from nfs.table.segments import _KEY_MEMO, Segmenter, _assemble, _digest, _open_file, _Plan
+from nfs.table.segments import KEY_MEMO, Plan, Segmenter, assemble, digest, open_file
 from posixlake.delta import DataFile
 from posixlake.errors import PosixLakeError
 from posixlake.storage import table_filesystem
@@ -134,7 +134,7 @@ class SegmentKeys:
         self._clean: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[DataFile, ...]]] = {}
         self._saved: dict[str, int] = {}
 
-    def _plan_of(self, version: int) -> tuple[object, _Plan | None]:
+    def _plan_of(self, version: int) -> tuple[object, Plan | None]:
         return self._segmenter._plan_of(version)
 
     def rows_with_keys(self, version: int, keys: pa.Table) -> pa.Table | None:
@@ -222,7 +222,7 @@ class SegmentKeys:
         """The note (beside the segments) naming the last version known to hold each key
         once: keyed by the table's identity and URI and the key columns."""
         material = ["clean-keys", self._segmenter._identity(), uri, list(names)]
-        return f"keys-{_digest(material)}.json"
+        return f"keys-{digest(material)}.json"
 
     def _load_clean(self, record: str) -> tuple[tuple[str, ...], tuple[DataFile, ...]] | None:
         """The files of the version a note (an earlier run's) names, if that version's
@@ -257,7 +257,7 @@ class SegmentKeys:
     def _repeated_since(
         self,
         fs: pafs.FileSystem,
-        plan: _Plan,
+        plan: Plan,
         schema: pa.Schema,
         before_keys: tuple[str, ...],
         before_files: tuple[DataFile, ...],
@@ -311,7 +311,7 @@ class SegmentKeys:
         union = pa.concat_tables([t.cast(schema) for t in found])
         return union.group_by(list(names)).aggregate([]).select(list(names)).cast(schema)
 
-    def _repeated_by_ranges(self, fs: pafs.FileSystem, plan: _Plan, schema: pa.Schema) -> pa.Table:
+    def _repeated_by_ranges(self, fs: pafs.FileSystem, plan: Plan, schema: pa.Schema) -> pa.Table:
         names = tuple(schema.names)
         infos: list[_FileKeys] = []
         for i, data_file in enumerate(plan.files):
@@ -321,7 +321,7 @@ class SegmentKeys:
             if info is None:
                 info = _FileKeys.of(_key_columns(fs, plan, data_file, schema))
                 with self._lock:
-                    if len(self._file_keys) >= _KEY_MEMO:
+                    if len(self._file_keys) >= KEY_MEMO:
                         self._file_keys.clear()
                     self._file_keys[memo] = info
             infos.append(info)
@@ -374,7 +374,7 @@ def _same_values(ones: Sequence[pa.Table], others: Sequence[pa.Table], schema: p
 
 
 def _rows_with_keys(
-    fs: pafs.FileSystem, plan: _Plan, data_file: DataFile, keys: pa.Table
+    fs: pafs.FileSystem, plan: Plan, data_file: DataFile, keys: pa.Table
 ) -> pa.Table | None:
     """Return the rows of one file whose key equals a row of ``keys`` (None: none can)."""
     import pyarrow.compute as pc
@@ -391,7 +391,7 @@ def _rows_with_keys(
             candidates = candidates.filter(pc.fill_null(mask, False))
     if candidates.num_rows == 0:
         return None
-    with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
+    with open_file(fs, snapshot, data_file, plan.read_only) as handle:
         pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         meta = pf.metadata
         index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
@@ -416,7 +416,7 @@ def _rows_with_keys(
         read = _no_views(pf.read_row_groups(groups, columns=wanted, use_threads=False))
         if stored:
             read = read.take(hits.take(pc.sort_indices(hits)))  # in file order
-    batches = [_assemble(b, schema, parts, data_file) for b in read.to_batches()]
+    batches = [assemble(b, schema, parts, data_file) for b in read.to_batches()]
     if not batches:
         return None
     rows = pa.Table.from_batches(batches, schema=batches[0].schema).cast(schema)
@@ -455,12 +455,12 @@ def _no_views(table: pa.Table) -> pa.Table:
 
 
 def _key_columns(
-    fs: pafs.FileSystem, plan: _Plan, data_file: DataFile, schema: pa.Schema
+    fs: pafs.FileSystem, plan: Plan, data_file: DataFile, schema: pa.Schema
 ) -> pa.Table:
     """Return the columns of ``schema`` (key columns) of one data file's rows."""
     snapshot = plan.snapshot
     parts = snapshot.partition_columns
-    with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
+    with open_file(fs, snapshot, data_file, plan.read_only) as handle:
         pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]

@@ -83,7 +83,7 @@ logger = logging.getLogger(__name__)
 
 _BATCH_ROWS: Final = 65_536
 _SMALL_DICTIONARY: Final = 256 << 10
-_KEY_MEMO: Final = 1 << 20
+KEY_MEMO: Final = 1 << 20
 
 # -- building renderings -----------------------------------------------------------------
 
@@ -104,7 +104,7 @@ class SegmenterStats:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """The files of one version, in segment order, with their keys."""
 
     snapshot: Snapshot
@@ -223,9 +223,9 @@ class Segmenter:
                 list(snapshot.partition_columns),
                 schema_digest,
             ]
-            key = _digest(material)
+            key = digest(material)
             with self._lock:
-                if len(self._keys) >= _KEY_MEMO:
+                if len(self._keys) >= KEY_MEMO:
                     self._keys.clear()
                 self._keys[memo] = key
         return key
@@ -239,7 +239,7 @@ class Segmenter:
                 self._table_id = str(log.table.metadata().id).encode()
         return self._table_id.decode()
 
-    def _plan_of(self, version: int) -> tuple[DeltaLog, _Plan | None]:
+    def _plan_of(self, version: int) -> tuple[DeltaLog, Plan | None]:
         """Return a log at ``version`` and its plan (None: not readable file by file).
 
         The table's own log when it has ``version`` loaded (the usual case: the current
@@ -258,7 +258,7 @@ class Segmenter:
         except InvalidOperation:
             return log, None
 
-    def _plan(self, log: DeltaLog) -> _Plan:
+    def _plan(self, log: DeltaLog) -> Plan:
         """Resolve the version's files in segment order (InvalidOperation: not per file)."""
         snapshot = snapshot_of(log)
         if snapshot.physical_schema is not None or any(f.deleted_rows for f in snapshot.files):
@@ -279,7 +279,7 @@ class Segmenter:
             self.key_of(snapshot, f, int(mtimes.get(f.path) or 0), schema_digest=digest)
             for f in order
         )
-        return _Plan(
+        return Plan(
             snapshot=snapshot,
             files=tuple(order),
             keys=keys,
@@ -289,7 +289,7 @@ class Segmenter:
 
     def _header(self, schema: pa.Schema) -> bytes:
         """Return the header line, itself cached (rendering it costs pyarrow's lazy imports)."""
-        key = _digest(["header", CODEC_VERSION, _schema_digest(schema)])
+        key = digest(["header", CODEC_VERSION, _schema_digest(schema)])
         seg = self._cached(key)
         if seg is None:
             seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
@@ -314,7 +314,7 @@ class Segmenter:
                 )
             return self._pool
 
-    def _render(self, plan: _Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
+    def _render(self, plan: Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
         """Render the files at ``missing`` into the store, yielding them as they complete.
 
         Work is split into row groups when there are fewer files than workers, and at
@@ -369,7 +369,7 @@ class Segmenter:
         """Fallback for tables not readable file by file: one segment, the whole version."""
         with log.lock:
             schema = log.arrow_schema
-        key = _digest(
+        key = digest(
             ["whole", CODEC_VERSION, self._identity(), log.uri, version, _schema_digest(schema)]
         )
         seg = self._cached(key)
@@ -395,7 +395,7 @@ def _warm_up() -> None:
     render_csv(pa.table({"x": pa.array([1.5], pa.float64()), "y": pa.array(["a"])}))
 
 
-def _digest(material: Any) -> str:
+def digest(material: Any) -> str:
     text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -410,9 +410,7 @@ def _unquote(path: str) -> str:
     return urllib.parse.unquote(path)
 
 
-def _open_file(
-    fs: pafs.FileSystem, snapshot: Snapshot, data_file: DataFile, read_only: bool
-) -> Any:
+def open_file(fs: pafs.FileSystem, snapshot: Snapshot, data_file: DataFile, read_only: bool) -> Any:
     try:
         return fs.open_input_file(data_file.path)
     except FileNotFoundError as err:
@@ -429,11 +427,11 @@ def _open_file(
 def _row_groups(
     fs: pafs.FileSystem, snapshot: Snapshot, data_file: DataFile, read_only: bool
 ) -> int:
-    with _open_file(fs, snapshot, data_file, read_only) as handle:
+    with open_file(fs, snapshot, data_file, read_only) as handle:
         return int(pq.ParquetFile(handle).metadata.num_row_groups)
 
 
-def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[bytes], int]:
+def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[bytes], int]:
     """Render one unit's rows as CSV lines (runs on a worker thread)."""
     snapshot = plan.snapshot
     data_file = plan.files[unit.index]
@@ -441,7 +439,7 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[by
         return [], 0
     schema = snapshot.schema
     parts = snapshot.partition_columns
-    with _open_file(fs, snapshot, data_file, plan.read_only) as handle:
+    with open_file(fs, snapshot, data_file, plan.read_only) as handle:
         pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
@@ -460,7 +458,7 @@ def _render_unit(fs: pafs.FileSystem, plan: _Plan, unit: _Unit) -> tuple[list[by
             nonlocal rows
             for batch in batches:
                 rows += batch.num_rows
-                yield _assemble(batch, schema, parts, data_file)
+                yield assemble(batch, schema, parts, data_file)
 
         chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
     return chunks, rows
@@ -503,7 +501,7 @@ def _small_dictionaries(
     return out
 
 
-def _assemble(
+def assemble(
     batch: pa.RecordBatch, schema: pa.Schema, parts: Sequence[str], data_file: DataFile
 ) -> pa.RecordBatch:
     """Give a file's batch the table's columns: partition values, NULLs for missing ones."""

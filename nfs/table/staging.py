@@ -22,7 +22,7 @@ import tempfile
 import weakref
 from typing import IO, Final, Protocol
 
-__all__ = ["SPILL_AT", "Base", "BytesBase", "SpillBuffer", "Staging", "read_all"]
+__all__ = ["SPILL_AT", "Base", "BytesBase", "OwnContent", "SpillBuffer", "Staging", "read_all"]
 
 _LF: Final = 0x0A
 SPILL_AT: Final = 64 << 20
@@ -362,3 +362,8 @@ class Staging:
 
     def __repr__(self) -> str:
         return f"Staging(base_version={self.base_version}, size={self.size})"
+
+
+class OwnContent(BytesBase):
+    """A client's own last edit, as it wrote it (the base of its next edit): not the bytes
+    of any version, so a journal keeps them itself, never a shadow's file."""

@@ -443,7 +443,7 @@ class Shadows:
 class ClientPages:
     """Each client's page of data.csv after its last append: the base it appended to plus
     the lines it wrote. With a stale base no version was ever those bytes, yet the
-    client's next page-widened append resends them (see ``TableFs._base_for``).
+    client's next page-widened append resends them (see ``WriteRules.base_for``).
 
     The last ``limit`` clients' pages are kept in memory and in ``directory``, one small
     file per client written atomically (not fsynced: like the shadows, a presentation aid

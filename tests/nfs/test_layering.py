@@ -116,35 +116,70 @@ TABLE: dict[str, set[str]] = {
     "table.scratchfs": set(),
     "table.access": set(),
     "table.pathops": set(),
+    # the one state object, and the collaborators of TableFs that share it (one job each)
     "table.state": {
         "table.apply",
         "table.journal",
         "table.render_cache",
-        "table.schema_sql",
+        "table.scratchfs",
         "table.segkeys",
         "table.segments",
         "table.staging",
         "table.writers",
-        "table.scratchfs",
     },
-    "table.writes": {
+    "table.reads": {
         "table.apply",
-        "table.journal",
+        "table.render_cache",
+        "table.schema_sql",
         "table.staging",
         "table.state",
         "table.writers",
     },
-    "table.attrs": {"table.state", "table.writes", "table.writers"},
+    "table.stagings": {
+        "table.journal",
+        "table.reads",
+        "table.staging",
+        "table.state",
+        "table.writers",
+    },
+    "table.recovery": {
+        "table.apply",
+        "table.journal",
+        "table.reads",
+        "table.staging",
+        "table.stagings",
+        "table.state",
+        "table.writers",
+    },
+    "table.writes": {
+        "table.apply",
+        "table.reads",
+        "table.staging",
+        "table.stagings",
+        "table.state",
+        "table.writers",
+    },
+    "table.attrs": {"table.reads", "table.state", "table.writers", "table.writes"},
+    "table.names": {
+        "table.reads",
+        "table.staging",
+        "table.state",
+        "table.writers",
+        "table.writes",
+    },
+    # the Vfs facade: builds the state and its collaborators, delegates each call
     "table.tablefs": {
         "table.apply",
         "table.attrs",
         "table.journal",
+        "table.names",
         "table.pathops",
+        "table.reads",
+        "table.recovery",
         "table.render_cache",
         "table.scratchfs",
-        "table.segkeys",
         "table.segments",
-        "table.staging",
+        "table.stagings",
         "table.state",
         "table.writers",
         "table.writes",
@@ -355,3 +390,17 @@ def test_nfs_server_is_exported_lazily() -> None:
     from nfs.table.server import TableNfsServer
 
     assert nfs.NfsServer is TableNfsServer
+
+
+def test_tablefs_is_composed_not_inherited() -> None:
+    """TableFs is a facade over collaborators holding one state object: no base class
+    carries a part of it, and no method is a stub that another module overrides."""
+    from nfs.table.tablefs import TableFs
+
+    assert TableFs.__mro__ == (TableFs, object)
+    stubs = [
+        path.name
+        for path in (NFS_DIR / "table").glob("*.py")
+        if "raise NotImplementedError" in path.read_text()
+    ]
+    assert stubs == []
