@@ -16,10 +16,7 @@ from datetime import datetime
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
 from nfs.protocol.rpc import CallContext
-from nfs.protocol.vfs import (
-    FileId,
-    NfsError,
-)
+from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.apply import (
     arrow_schema,
     loaded_version,

@@ -11,18 +11,12 @@ from __future__ import annotations
 import logging
 
 from nfs.protocol.nfs3 import Nfsstat3
-from nfs.table.apply import (
-    committed_write,
-)
+from nfs.table.apply import committed_write
 from nfs.table.journal import JournalOp, Recovered
 from nfs.table.reads import Reads
 from nfs.table.staging import Base, BytesBase, Staging
 from nfs.table.stagings import Stagings
-from nfs.table.state import (
-    TableState,
-    nfs_error,
-    status_error,
-)
+from nfs.table.state import TableState, nfs_error, status_error
 from nfs.table.writers import Writer, WriterKey
 from posixlake.errors import PosixLakeError
 

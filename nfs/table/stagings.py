@@ -13,17 +13,11 @@ import logging
 import secrets
 from pathlib import Path
 
-from nfs.protocol.vfs import (
-    NfsError,
-)
+from nfs.protocol.vfs import NfsError
 from nfs.table.journal import JournalFile, JournalHeader, KeptBase, KeptPage
 from nfs.table.reads import Reads
 from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
-from nfs.table.state import (
-    TableState,
-    journal_error,
-    storage_error,
-)
+from nfs.table.state import TableState, journal_error, storage_error
 from nfs.table.writers import Writer
 
 __all__ = ["Stagings"]

@@ -21,10 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from nfs.protocol.memfs import IdAllocator
-from nfs.protocol.nfs3 import (
-    Nfsstat3,
-    Nfstime3,
-)
+from nfs.protocol.nfs3 import Nfsstat3, Nfstime3
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
     ACCESS3_DELETE,
@@ -36,9 +33,7 @@ from nfs.protocol.vfs import (
     NfsError,
     current_caller,
 )
-from nfs.table.apply import (
-    table_identity,
-)
+from nfs.table.apply import table_identity
 from nfs.table.journal import JournalDir
 from nfs.table.render_cache import RenderCache
 from nfs.table.scratchfs import ScratchFs

@@ -379,6 +379,10 @@ class TableFs:
     # journals and writers, read a version's rendering)
 
     @property
+    def _db(self) -> DatabaseOps:
+        return self._s.db
+
+    @property
     def _clock(self) -> Callable[[], float]:
         return self._s.clock
 

@@ -246,7 +246,7 @@ class WriteRules:
             if start is not None:  # the base plus whole lines: an INSERT, costs the lines
                 at = start
                 with self._s.db.commit_tags(tags):
-                    applied = self.run(
+                    applied = self.run_apply(
                         lambda: apply_lines(
                             self._s.db,
                             content,
@@ -418,7 +418,7 @@ class WriteRules:
             raise status_error(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
         w.checked = st.size
 
-    def run(self, fn: Callable[[], Applied]) -> Applied:
+    def run_apply(self, fn: Callable[[], Applied]) -> Applied:
         """Run one apply; posixlake errors become NfsError (the one map: nfs_error)."""
         try:
             applied = fn()
@@ -445,7 +445,7 @@ class WriteRules:
             before = self._s.db.version
         except PosixLakeError as err:
             raise nfs_error(err) from err
-        applied = self.run(
+        applied = self.run_apply(
             lambda: apply_content(
                 self._s.db,
                 content,
