@@ -35,7 +35,7 @@ import pyarrow.csv as pacsv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nfs.diff import diff_rows
+from nfs.table.diff import diff_rows
 from posixlake.csvcodec import parse_csv, read_csv_infer, render_csv
 
 

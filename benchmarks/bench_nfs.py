@@ -57,9 +57,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from nfs.nfs3 import StableHow
-from nfs.server import NfsServer
-from nfs.tableview import TableFs
+from nfs.protocol.nfs3 import StableHow
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 
 SCHEMA = {"id": "Int64", "name": "String", "value": "Float64"}
@@ -303,7 +303,7 @@ def peak_render_memory(path: Path) -> tuple[float, float, int]:
         f"""
         import resource, time
         from posixlake import DatabaseOps
-        from nfs.tableview import TableFs
+        from nfs.table.tablefs import TableFs
         db = DatabaseOps.open({str(path)!r}, engine="local")
         fs = TableFs(db, idle_timer=False)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

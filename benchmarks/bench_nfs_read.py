@@ -36,14 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_nfs
 import bench_nfs_scale
 
-from nfs._serving import nfs_url
+from nfs.protocol.serving import nfs_url
 
 SERVER = textwrap.dedent(
     """
     import os, sys
     from posixlake import DatabaseOps
-    from nfs.server import NfsServer
-    from nfs.tableview import TableFs
+    from nfs.protocol.server import NfsServer
+    from nfs.table.tablefs import TableFs
 
     server = NfsServer(TableFs(DatabaseOps.open(sys.argv[1], engine="local"), idle_timer=False))
     print(server.port, os.getpid(), flush=True)

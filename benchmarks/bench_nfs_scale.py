@@ -58,11 +58,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs._render_cache import RenderCache, VersionBytes
-from nfs._segments import Segmenter, SegmentStore
-from nfs.nfs3 import Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, TableFs
+from nfs.protocol.nfs3 import Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.table.render_cache import RenderCache, VersionBytes
+from nfs.table.segments import Segmenter, SegmentStore
+from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import iter_render_csv
 

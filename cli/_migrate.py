@@ -16,11 +16,11 @@ from cli._common import (
     table_argument,
     user_option,
 )
-from posixlake import _original
 from posixlake.database import PRIMARY_KEY_PROPERTY
 from posixlake.delta import DeltaLog
 from posixlake.errors import PermissionDenied
 from posixlake.security import TableAuthorizer, UserStore
+from posixlake.security.original import has_users as has_original_users
 from posixlake.storage import normalize_uri, open_store, storage_options_for
 
 __all__ = ["COMMANDS"]
@@ -48,7 +48,7 @@ def migrate(table: str) -> None:
     uri = normalize_uri(table)
     options = storage_options_for(uri, storage_for(uri))
     store = open_store(uri, options)
-    had_original = _original.has_users(store)
+    had_original = has_original_users(store)
     had_ours = UserStore(store).exists()
     if had_original and not had_ours and not opts.user:
         raise click.UsageError(

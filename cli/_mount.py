@@ -154,8 +154,8 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
       cat /mnt/sales/data/data.csv
       posixlake mount s3://lake/sales /mnt/sales --endpoint http://127.0.0.1:9000
     """
-    from nfs.server import NfsServer  # imported here: other commands start faster
-    from nfs.tableview import TableFs
+    from nfs.protocol.server import NfsServer  # imported here: other commands start faster
+    from nfs.table.tablefs import TableFs
 
     opts = get_options()
     where = os.path.abspath(mount_point)

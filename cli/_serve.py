@@ -28,8 +28,8 @@ from cli._common import (
 from posixlake.errors import InvalidOperation, IoError
 
 if TYPE_CHECKING:
-    from nfs.identity import TableEntries, UserMap
-    from nfs.vfs import FileId, Vfs
+    from nfs.protocol.vfs import FileId, Vfs
+    from nfs.table.access import TableEntries, UserMap
     from posixlake import DatabaseOps
 
 __all__ = ["COMMANDS", "mount_commands"]
@@ -254,9 +254,13 @@ def serve(
       posixlake serve /data/sales --port 0 --read-only --user analyst
       posixlake serve /data/sales --user admin --map-uid 1000=ana --map-uid '*=viewer'
     """
-    from nfs.identity import IdentityPolicy, UserMap
-    from nfs.server import NfsServer, ResourceLimits  # imported here: other commands start faster
-    from nfs.tableview import TableFs
+    from nfs.protocol.identity import IdentityPolicy
+    from nfs.protocol.server import (  # imported here: other commands start faster
+        NfsServer,
+        ResourceLimits,
+    )
+    from nfs.table.access import UserMap
+    from nfs.table.tablefs import TableFs
 
     opts = get_options()
     stop = threading.Event()
@@ -383,8 +387,8 @@ def open_table_view(fs: Vfs, db: DatabaseOps, *, max_rows: int = OPEN_AT_START_R
     """
     import pyarrow as pa
 
-    from nfs.tableview import DATA_CSV_ID
-    from nfs.vfs import NfsError
+    from nfs.protocol.vfs import NfsError
+    from nfs.table.tablefs import DATA_CSV_ID
     from posixlake.csvcodec import render_csv
 
     # waits for the background warm-up's imports if it is running (the import lock)
@@ -403,12 +407,12 @@ def open_table_view(fs: Vfs, db: DatabaseOps, *, max_rows: int = OPEN_AT_START_R
 
 
 def table_entries() -> TableEntries:
-    """Where ``nfs.tableview.TableFs`` keeps the table's own files (for per-user checks)."""
-    from nfs.identity import TableEntries
-    from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, TableFs
+    """Where ``nfs.table.tablefs.TableFs`` keeps the table's own files (for per-user checks)."""
+    from nfs.table.access import TableEntries
+    from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, version_of
 
     def is_version_file(fid: FileId) -> bool:
-        version = TableFs._version_of(fid)  # /versions/<N>/data.csv: (N, True)
+        version = version_of(fid)  # /versions/<N>/data.csv: (N, True)
         return version is not None and version[1]
 
     return TableEntries(DATA_DIR_ID, "data.csv", DATA_CSV_ID, is_version_file)
@@ -420,7 +424,7 @@ def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:
     Raises:
         InvalidOperation: a map on a table without users, or naming an unknown user.
     """
-    from nfs.identity import TableAccessVfs, UserPermissions
+    from nfs.table.access import TableAccessVfs, UserPermissions
 
     if user_map is None:
         return fs

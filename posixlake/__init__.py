@@ -58,7 +58,7 @@ from posixlake.types import (
 )
 
 if TYPE_CHECKING:
-    from nfs.server import NfsServer
+    from nfs.table.server import TableNfsServer as NfsServer
 
 __version__ = "0.1.0"
 
@@ -123,7 +123,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Load ``NfsServer`` lazily: posixlake never imports nfs at module load."""
     if name == "NfsServer":
-        from nfs.server import NfsServer
+        from nfs.table.server import TableNfsServer
 
-        return NfsServer
+        return TableNfsServer
     raise AttributeError(f"module 'posixlake' has no attribute {name!r}")

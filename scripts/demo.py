@@ -77,10 +77,12 @@ def main() -> None:
 
 def nfs_demo(db: DatabaseOps) -> None:
     """Serve the table over NFSv3 and edit it as a CSV file: each edit is one Delta commit."""
-    from nfs.server import NfsServer
+    from nfs.protocol.server import NfsServer
+    from nfs.table.tablefs import TableFs
 
-    with NfsServer(db, 0) as server:
-        fs = server.vfs.paths  # the same calls a mounted share makes, in process
+    table = TableFs(db)
+    with NfsServer(table, 0) as server:
+        fs = table.paths  # the same calls a mounted share makes, in process
         print(f"\nNFSv3 server on 127.0.0.1:{server.port}; mount it with")
         print(
             f"  sudo mount -t nfs -o vers=3,proto=tcp,port={server.port},mountport={server.port},"

@@ -15,12 +15,14 @@ from posixlake.delta._log import DeltaLog
 from posixlake.delta._rows import RowsReplaced, replace_rows
 from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
 from posixlake.delta._translate import quote_ident, translate
+from posixlake.delta.handle import LogHandle, loaded_log, log_at
 
 __all__ = [
     "LOG_DIR",
     "DataFile",
     "DeltaLog",
     "FileSpan",
+    "LogHandle",
     "RowsReplaced",
     "Snapshot",
     "TableFiles",
@@ -29,6 +31,8 @@ __all__ = [
     "create_with_files",
     "file_stats",
     "is_commit",
+    "loaded_log",
+    "log_at",
     "log_entry_version",
     "plain_types",
     "quote_ident",

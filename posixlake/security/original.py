@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from posixlake._original import OriginalUser, user_record
+from posixlake._original import OriginalUser, has_users, user_record
 from posixlake.errors import PermissionDenied
 from posixlake.security.users import UserDb, check_credentials
 
-__all__ = ["restore_user", "user_db"]
+__all__ = ["has_users", "restore_user", "user_db"]  # has_users: for `posixlake migrate`
 
 
 def user_db(users: Mapping[str, OriginalUser]) -> UserDb:

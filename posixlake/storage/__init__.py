@@ -27,6 +27,7 @@ version. No DynamoDB lock table is needed (delta-rs 1.x no longer supports one) 
 conditional PUT support fails the first commit with a clear error instead of losing data.
 """
 
+from posixlake.storage.arrowfs import table_filesystem
 from posixlake.storage.azure import (
     EMULATOR_ACCOUNT,
     EMULATOR_KEY,
@@ -58,7 +59,7 @@ from posixlake.storage.files import (
     check_key,
     join_uri,
 )
-from posixlake.storage.local import LocalStore
+from posixlake.storage.local import LocalStore, fsync_dir
 from posixlake.storage.opening import copy_file, open_store, register_scheme
 from posixlake.storage.prepare import StorageUsage, list_objects, prepare, usage
 from posixlake.storage.s3 import S3Config, S3Store, s3_call, s3_client, s3_error
@@ -91,6 +92,7 @@ __all__ = [
     "check_key",
     "config_for",
     "copy_file",
+    "fsync_dir",
     "is_local",
     "join_uri",
     "list_objects",
@@ -103,5 +105,6 @@ __all__ = [
     "s3_client",
     "s3_error",
     "storage_options_for",
+    "table_filesystem",
     "usage",
 ]

@@ -18,7 +18,7 @@ import pytest
 from click.testing import Result
 
 from cli._serve import mount_commands, open_table_view
-from nfs.tableview import DATA_CSV_ID, TableFs
+from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
 from tests.cli.conftest import ROWS, Cli, rows, version
 
@@ -278,7 +278,7 @@ def test_installed_serve_answers_nfs_clients_and_stops_on_sigterm(
     assert version(table) == 1
     # the next server for the table recovers it from the journal and applies it once its
     # writer is quiet (an injected clock: no waiting)
-    from nfs.tableview import TableFs
+    from nfs.table.tablefs import TableFs
     from posixlake import DatabaseOps
 
     monkeypatch.delenv("POSIXLAKE_STATE_DIR", raising=False)  # the server's state directory

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from cli._serve import per_user_vfs
-from nfs.identity import IdentityPolicy, TableAccessVfs, UserMap
-from nfs.nfs3 import Nfsstat3, StableHow
-from nfs.server import NfsServer
-from nfs.tableview import TableFs
+from nfs.protocol.identity import IdentityPolicy
+from nfs.protocol.nfs3 import Nfsstat3, StableHow
+from nfs.protocol.server import NfsServer
+from nfs.table.access import TableAccessVfs, UserMap
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from posixlake.errors import InvalidOperation
 from tests.cli.conftest import Cli

@@ -16,9 +16,9 @@ from datetime import timedelta
 import pytest
 from hypothesis import settings
 
-from nfs.memfs import MemoryFs
-from nfs.rpc import Dispatcher
-from nfs.server import NfsServer, build_dispatcher
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.rpc import Dispatcher
+from nfs.protocol.server import NfsServer, build_dispatcher
 from tests.nfs.rpcclient import RpcClient
 
 if getattr(settings, "_current_profile", "default") == "default":

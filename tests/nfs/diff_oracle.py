@@ -1,6 +1,6 @@
 """The reference semantics of a row diff, for the tests: ``apply_diff(old, diff_rows(old,
 new)) == new``. Production never applies a diff to a table in memory (a diff becomes ONE
-Delta MERGE), so this lives with the tests that check :func:`nfs.diff.diff_rows` by it.
+Delta MERGE), so this lives with the tests that check :func:`nfs.table.diff.diff_rows` by it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs.diff import (
+from nfs.table.diff import (
     Chunked,
     RowDiff,
     _bytes,

@@ -3,8 +3,8 @@ its writer is quiet), through the fake clock the TableFs was given: no waiting."
 
 from __future__ import annotations
 
-from nfs.server import NfsServer
-from nfs.tableview import TableFs
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import TableFs
 from tests.nfs.conftest import FakeClock
 
 __all__ = ["FakeClock", "quiet"]

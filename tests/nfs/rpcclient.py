@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Protocol, Self, TypeVar
 
-from nfs.mount import (
+from nfs.protocol.mount import (
     MOUNT_PROGRAM,
     MOUNT_V3,
     DirPath,
@@ -39,7 +39,7 @@ from nfs.mount import (
     MountRes3,
     Mountstat3,
 )
-from nfs.nfs3 import (
+from nfs.protocol.nfs3 import (
     NFS_PROGRAM,
     NFS_V3,
     ZERO_VERF,
@@ -95,8 +95,8 @@ from nfs.nfs3 import (
     Write3Args,
     Write3Res,
 )
-from nfs.record import RecordReader, encode_record
-from nfs.rpc import (
+from nfs.protocol.record import RecordReader, encode_record
+from nfs.protocol.rpc import (
     AUTH_NONE_BODY,
     AuthSysParms,
     CallHeader,
@@ -109,7 +109,7 @@ from nfs.rpc import (
     decode_reply,
     encode_call,
 )
-from nfs.xdr import Unpacker
+from nfs.protocol.xdr import Unpacker
 
 __all__ = [
     "NfsStatusError",

@@ -29,8 +29,8 @@ def _child(config: dict[str, Any]) -> None:
     if nofile:
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from nfs.memfs import MemoryFs
-    from nfs.server import NfsServer, ResourceLimits, ServerStats
+    from nfs.protocol.memfs import MemoryFs
+    from nfs.protocol.server import NfsServer, ResourceLimits, ServerStats
 
     fs = MemoryFs(
         root_mode=0o777,

@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from hypothesis import strategies as st
 
-from nfs import mount, nfs3, portmap, rpc
-from nfs.nfs3 import (
+from nfs.protocol import mount, nfs3, portmap, rpc
+from nfs.protocol.nfs3 import (
     Createmode3,
     Ftype3,
     Nfsstat3,

@@ -1,6 +1,6 @@
 """A rewrite of data.csv applied from its changed regions equals one applied from the whole file.
 
-``nfs._apply`` parses only the records of the regions where the content differs from its
+``nfs.table.apply`` parses only the records of the regions where the content differs from its
 base (between the common prefix and the common suffix, split where long runs of the same
 bytes lie between changes; cut at record boundaries: quotes may hold line feeds), and with
 a primary key reads the base rows of the keys it touches, or that the base repeats. The
@@ -25,12 +25,12 @@ from deltalake import write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import nfs._apply as apply_module
-import nfs._region as region_module
-from nfs._apply import apply_content
-from nfs._segkeys import SegmentKeys
-from nfs._segments import Segmenter, SegmentStore
-from nfs._staging import BytesBase
+import nfs.table.apply as apply_module
+import nfs.table.region as region_module
+from nfs.table.apply import apply_content
+from nfs.table.segkeys import SegmentKeys
+from nfs.table.segments import Segmenter, SegmentStore
+from nfs.table.staging import BytesBase
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 from posixlake.errors import PosixLakeError

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfs.diff import RowDiff, diff_rows, fingerprints
+from nfs.table.diff import RowDiff, diff_rows, fingerprints
 from posixlake.errors import DuplicateKeyError, SchemaError
 from tests.nfs.diff_oracle import apply_diff
 from tests.strategies import (

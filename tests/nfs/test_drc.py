@@ -1,4 +1,4 @@
-"""The duplicate-request cache (nfs.drc): a retransmitted non-idempotent call is run once.
+"""The duplicate-request cache (nfs.protocol.drc): a retransmitted non-idempotent call is run once.
 
 Sans-IO first: a `Dispatcher` with a counting program, fed records directly, the
 concurrency of a real server reproduced deterministically (a call that is "running" is
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfs.drc import DuplicateRequestCache, InProgress, RequestKey
-from nfs.nfs3 import (
+from nfs.protocol.drc import DuplicateRequestCache, InProgress, RequestKey
+from nfs.protocol.nfs3 import (
     NFS_PROGRAM,
     NFS_V3,
     DirOpArgs3,
@@ -33,8 +33,8 @@ from nfs.nfs3 import (
     Write3Args,
     Write3Res,
 )
-from nfs.record import encode_record
-from nfs.rpc import (
+from nfs.protocol.record import encode_record
+from nfs.protocol.rpc import (
     AUTH_NONE_BODY,
     CallHeader,
     ConnectionContext,
@@ -46,9 +46,9 @@ from nfs.rpc import (
     decode_reply,
     encode_call,
 )
-from nfs.server import NfsServer
-from nfs.tableview import TableFs
-from nfs.xdr import Packer, Unpacker
+from nfs.protocol.server import NfsServer
+from nfs.protocol.xdr import Packer, Unpacker
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
 from tests.nfs.rpcclient import RpcClient

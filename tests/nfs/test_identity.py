@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from cli._serve import table_entries
-from nfs.identity import IdentityPolicy, TableAccessVfs, UserMap, UserPermissions
-from nfs.memfs import MemoryFs
-from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
-from nfs.rpc import AuthFlavor, AuthStat, ConnectionContext, Credentials
-from nfs.server import NfsServer
-from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, SCHEMA_ID, SCRATCH_BASE, TableFs
-from nfs.vfs import FileId
+from nfs.protocol.identity import IdentityPolicy
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import AuthFlavor, AuthStat, ConnectionContext, Credentials
+from nfs.protocol.server import NfsServer
+from nfs.protocol.vfs import FileId
+from nfs.table.access import TableAccessVfs, UserMap, UserPermissions
+from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, SCHEMA_ID, SCRATCH_BASE, TableFs
 from posixlake import DatabaseOps
 from tests.nfs.rpcclient import RpcClient, RpcReplyError
 

@@ -14,8 +14,8 @@ import textwrap
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.server import NfsServer
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.server import NfsServer
 from tests.nfs.vmclient import run_in_vm, vm_status
 
 pytestmark = pytest.mark.mount

@@ -41,8 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from nfs.server import NfsServer
-from nfs.tableview import PathOps, TableFs
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
 from tests.nfs.vmclient import require_vm, run_in_vm

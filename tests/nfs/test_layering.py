@@ -1,10 +1,15 @@
-"""The layering of nfs/ (docs: bytes go up, results come down; only server.py uses asyncio).
+"""The layering of nfs/ (docs: bytes go up, results come down; only the server uses asyncio).
 
-Every module of nfs/ (the nfs3 subpackage included) is listed in `ALLOWED` with the nfs
-modules it may import. Every import counts: module level, function-local (lazy) and
-``if TYPE_CHECKING`` alike. A module missing from `ALLOWED` fails, and so does a cycle
-in the import graph (where importing ``nfs.nfs3.x`` from outside the package also runs
-``nfs/nfs3/__init__.py``).
+nfs/ is two packages: `nfs.protocol`, the NFSv3 protocol library, which knows nothing of
+tables, and `nfs.table`, the Vfs that shows a posixlake table as files. Every module of
+nfs/ (subpackages included) is listed in `PROTOCOL` or `TABLE` with the nfs modules it may
+import. Every import counts: module level, function-local (lazy) and ``if TYPE_CHECKING``
+alike. A module missing from the maps fails, and so does a cycle in the import graph
+(where importing ``nfs.a.b`` from outside ``nfs.a`` also runs ``nfs/a/__init__.py``).
+
+Across the boundary with posixlake: the protocol never imports posixlake (nor the table
+face); nfs/ and cli/ import only posixlake's public names (no module or name with a
+leading underscore) and read no private attribute of a ``DatabaseOps`` (``db._log``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -20,139 +26,177 @@ import pytest
 import nfs
 
 NFS_DIR = Path(nfs.__file__).parent
+ROOT = NFS_DIR.parent
 
-ALLOWED: dict[str, set[str]] = {
+PROTOCOL: dict[str, set[str]] = {
     # the protocol core, sans-IO
-    "xdr": set(),
-    "record": set(),
-    "rpcauth": {"xdr"},
-    "drc": set(),
-    "rpc": {"drc", "rpcauth", "xdr"},  # re-exports rpcauth
-    "nfs3.codec": {"xdr"},
-    "nfs3.types": {"nfs3.codec", "xdr"},
-    "nfs3.args": {"nfs3.codec", "nfs3.types", "xdr"},
-    "nfs3.results": {"nfs3.codec", "nfs3.types", "xdr"},
-    "nfs3": {"nfs3.args", "nfs3.results", "nfs3.types"},  # re-exports the wire types only
-    "vfs": {"nfs3.types", "rpc"},
-    "nfs3.handles": {"nfs3.types", "vfs"},
-    "nfs3.service": {"nfs3.handles", "nfs3.types", "vfs"},
-    "nfs3.procedures": {
-        "nfs3.args",
-        "nfs3.handles",
-        "nfs3.results",
-        "nfs3.service",
-        "nfs3.types",
-        "rpc",
-        "vfs",
+    "protocol": set(),
+    "protocol.xdr": set(),
+    "protocol.record": set(),
+    "protocol.rpcauth": {"protocol.xdr"},
+    "protocol.drc": set(),
+    "protocol.rpc": {"protocol.drc", "protocol.rpcauth", "protocol.xdr"},  # re-exports rpcauth
+    "protocol.nfs3.codec": {"protocol.xdr"},
+    "protocol.nfs3.types": {"protocol.nfs3.codec", "protocol.xdr"},
+    "protocol.nfs3.args": {"protocol.nfs3.codec", "protocol.nfs3.types", "protocol.xdr"},
+    "protocol.nfs3.results": {"protocol.nfs3.codec", "protocol.nfs3.types", "protocol.xdr"},
+    # the package re-exports the wire types only
+    "protocol.nfs3": {"protocol.nfs3.args", "protocol.nfs3.results", "protocol.nfs3.types"},
+    "protocol.vfs": {"protocol.nfs3.types", "protocol.rpc"},
+    "protocol.nfs3.handles": {"protocol.nfs3.types", "protocol.vfs"},
+    "protocol.nfs3.service": {"protocol.nfs3.handles", "protocol.nfs3.types", "protocol.vfs"},
+    "protocol.nfs3.procedures": {
+        "protocol.nfs3.args",
+        "protocol.nfs3.handles",
+        "protocol.nfs3.results",
+        "protocol.nfs3.service",
+        "protocol.nfs3.types",
+        "protocol.rpc",
+        "protocol.vfs",
     },
-    "nfs3.program": {
-        "nfs3.args",
-        "nfs3.procedures",
-        "nfs3.service",
-        "nfs3.types",
-        "rpc",
-        "vfs",
-        "xdr",
+    "protocol.nfs3.program": {
+        "protocol.nfs3",
+        "protocol.nfs3.args",
+        "protocol.nfs3.procedures",
+        "protocol.nfs3.service",
+        "protocol.nfs3.types",
+        "protocol.rpc",
+        "protocol.vfs",
+        "protocol.xdr",
     },
-    "mount": {"nfs3", "nfs3.handles", "rpc", "vfs", "xdr"},
-    "portmap": {"rpc", "xdr"},
-    # file systems behind the Vfs protocol
-    "_fstree": {"nfs3", "rpc", "vfs"},
-    "memfs": {"_fstree", "nfs3", "rpc", "vfs"},
-    "scratchfs": {"_fstree", "memfs", "nfs3", "vfs"},
-    "identity": {"nfs3", "rpc", "vfs"},
-    # the table view and its private parts
-    "diff": set(),
-    "_staging": set(),
-    "_journal": set(),
-    "_render_cache": set(),
-    "_schema_sql": set(),
-    "_segstore": set(),
-    "_segments": {"_segstore"},
-    "_segkeys": {"_segments"},
-    "_writers": {"_journal", "_staging", "rpc"},
-    "_region": {"_staging"},
-    "_apply": {"_region", "_staging", "diff"},  # diff lazily
-    "_tablestate": {
-        "_apply",
-        "_journal",
-        "_render_cache",
-        "_schema_sql",
-        "_segkeys",
-        "_segments",
-        "_staging",
-        "_writers",
-        "memfs",
-        "nfs3",
-        "rpc",
-        "scratchfs",
-        "vfs",
+    "protocol.mount": {
+        "protocol.nfs3",
+        "protocol.nfs3.handles",
+        "protocol.rpc",
+        "protocol.vfs",
+        "protocol.xdr",
     },
-    "_tablewrites": {
-        "_apply",
-        "_journal",
-        "_staging",
-        "_tablestate",
-        "_writers",
-        "nfs3",
-        "rpc",
-        "vfs",
+    "protocol.portmap": {"protocol.rpc", "protocol.xdr"},
+    "protocol.identity": {"protocol.rpc"},  # a CredentialPolicy: root squash, ports
+    # the example file system behind the Vfs protocol
+    "protocol.fstree": {"protocol.nfs3", "protocol.rpc", "protocol.vfs"},
+    "protocol.memfs": {"protocol.fstree", "protocol.nfs3", "protocol.rpc", "protocol.vfs"},
+    # the stack over a Vfs, the transport (the only asyncio)
+    "protocol.serving": {
+        "protocol.drc",
+        "protocol.mount",
+        "protocol.nfs3.handles",
+        "protocol.nfs3.program",
+        "protocol.nfs3.service",
+        "protocol.nfs3.types",
+        "protocol.portmap",
+        "protocol.rpc",
+        "protocol.vfs",
     },
-    "_pathops": {"nfs3", "rpc", "vfs"},
-    "_tableattrs": {"_tablestate", "_tablewrites", "_writers", "nfs3", "rpc", "vfs"},
-    "tableview": {
-        "_apply",
-        "_journal",
-        "_pathops",
-        "_render_cache",
-        "_tableattrs",
-        "_schema_sql",
-        "_segkeys",
-        "_segments",
-        "_staging",
-        "_tablestate",
-        "_tablewrites",
-        "_writers",
-        "memfs",
-        "nfs3",
-        "rpc",
-        "scratchfs",
-        "vfs",
+    "protocol.sender": set(),  # the write side of a connection (sockets, threads, no asyncio)
+    "protocol.server": {
+        "protocol.nfs3.service",
+        "protocol.record",
+        "protocol.rpc",
+        "protocol.sender",
+        "protocol.serving",
+        "protocol.vfs",
     },
-    # the transport (the only asyncio), the stack it serves, the package's lazy re-export
-    "_serving": {
-        "drc",
-        "mount",
-        "nfs3.handles",
-        "nfs3.program",
-        "nfs3.service",
-        "nfs3.types",
-        "portmap",
-        "rpc",
-        "tableview",  # lazily: posixlake loads only when a table is served
-        "vfs",
-    },
-    "_sender": set(),  # the write side of a connection (sockets and threads, no asyncio)
-    "server": {"_sender", "_serving", "nfs3.service", "record", "rpc"},
-    "__init__": {"server", "vfs"},  # server lazily (``nfs.NfsServer``)
 }
 
-POSIXLAKE_USERS = {
-    "tableview",
-    "_tablestate",
-    "_tablewrites",
-    "_apply",
-    "_journal",  # posixlake.storage.local.fsync_dir
-    "_segments",
-    "_segkeys",
-    "_segstore",
-    "diff",
+TABLE: dict[str, set[str]] = {
+    # what the table face may import of itself; any protocol module is allowed besides
+    "table": set(),
+    "table.diff": set(),
+    "table.staging": set(),
+    "table.journal": set(),
+    "table.render_cache": set(),
+    "table.schema_sql": set(),
+    "table.segstore": set(),
+    "table.segments": {"table.segstore"},
+    "table.segkeys": {"table.segments"},
+    "table.writers": {"table.journal", "table.staging"},
+    "table.region": {"table.staging"},
+    "table.apply": {"table.region", "table.staging", "table.diff"},  # diff lazily
+    "table.scratchfs": set(),
+    "table.access": set(),
+    "table.pathops": set(),
+    # the one state object, and the collaborators of TableFs that share it (one job each)
+    "table.state": {
+        "table.apply",
+        "table.journal",
+        "table.render_cache",
+        "table.scratchfs",
+        "table.segkeys",
+        "table.segments",
+        "table.staging",
+        "table.writers",
+    },
+    "table.reads": {
+        "table.apply",
+        "table.render_cache",
+        "table.schema_sql",
+        "table.staging",
+        "table.state",
+        "table.writers",
+    },
+    "table.stagings": {
+        "table.journal",
+        "table.reads",
+        "table.staging",
+        "table.state",
+        "table.writers",
+    },
+    "table.recovery": {
+        "table.apply",
+        "table.journal",
+        "table.reads",
+        "table.staging",
+        "table.stagings",
+        "table.state",
+        "table.writers",
+    },
+    "table.writes": {
+        "table.apply",
+        "table.reads",
+        "table.staging",
+        "table.stagings",
+        "table.state",
+        "table.writers",
+    },
+    "table.attrs": {"table.reads", "table.state", "table.writers", "table.writes"},
+    "table.names": {
+        "table.reads",
+        "table.staging",
+        "table.state",
+        "table.writers",
+        "table.writes",
+    },
+    # the Vfs facade: builds the state and its collaborators, delegates each call
+    "table.tablefs": {
+        "table.apply",
+        "table.attrs",
+        "table.journal",
+        "table.names",
+        "table.pathops",
+        "table.reads",
+        "table.recovery",
+        "table.render_cache",
+        "table.scratchfs",
+        "table.segments",
+        "table.stagings",
+        "table.state",
+        "table.writers",
+        "table.writes",
+    },
+    "table.server": {"table.tablefs"},  # the original's NfsServer(db, port)
 }
-"""The modules that may import posixlake (the table side); the protocol core never does."""
+
+UMBRELLA: dict[str, set[str]] = {
+    "__init__": {"protocol.vfs", "table.server"},  # table.server lazily (``nfs.NfsServer``)
+}
+
+ALLOWED: dict[str, set[str]] = {**PROTOCOL, **TABLE, **UMBRELLA}
 
 
 def modules() -> set[str]:
-    """Return the name of every module of nfs/: ``"rpc"``, ``"nfs3"`` (a package), ``"nfs3.types"``."""
+    """Return the name of every module of nfs/: ``"protocol.rpc"``, ``"protocol.nfs3"``
+    (a package), ``"protocol.nfs3.types"``, ``"__init__"`` (nfs itself)."""
     found = set()
     for path in NFS_DIR.rglob("*.py"):
         parts = list(path.relative_to(NFS_DIR).with_suffix("").parts)
@@ -163,8 +207,19 @@ def modules() -> set[str]:
 
 
 def _source(module: str) -> Path:
+    if module == "__init__":
+        return NFS_DIR / "__init__.py"
     path = NFS_DIR.joinpath(*module.split("."))
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _import_targets(tree: ast.AST) -> Iterator[tuple[str, str | None]]:
+    """Yield (module, imported name or None) for every absolute import in `tree`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, None) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield from ((node.module, a.name) for a in node.names)
 
 
 def imports(module: str) -> tuple[set[str], set[str]]:
@@ -172,27 +227,17 @@ def imports(module: str) -> tuple[set[str], set[str]]:
     known = modules()
     ours: set[str] = set()
     packages: set[str] = set()
-    for node in ast.walk(ast.parse(_source(module).read_text())):
-        targets: list[tuple[str, str | None]]
-        if isinstance(node, ast.Import):
-            targets = [(a.name, None) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            targets = [(node.module, a.name) for a in node.names]
-        else:
+    for name, member in _import_targets(ast.parse(_source(module).read_text())):
+        parts = name.split(".")
+        packages.add(parts[0])
+        if parts[0] != "nfs":
             continue
-        for name, member in targets:
-            parts = name.split(".")
-            packages.add(parts[0])
-            if parts[0] != "nfs":
-                continue
-            inner = ".".join(parts[1:])
-            sub = f"{inner}.{member}" if inner and member else member
-            if (
-                sub is not None and sub in known
-            ):  # ``from nfs.nfs3 import types`` imports nfs.nfs3.types
-                ours.add(sub)
-            else:
-                ours.add(inner or "__init__")
+        inner = ".".join(parts[1:])
+        sub = f"{inner}.{member}" if inner and member else member
+        if sub is not None and sub in known:  # ``from nfs.protocol import rpc`` imports rpc
+            ours.add(sub)
+        else:
+            ours.add(inner or "__init__")
     return ours, packages
 
 
@@ -203,10 +248,91 @@ def test_every_module_is_listed() -> None:
 @pytest.mark.parametrize("module", sorted(ALLOWED))
 def test_imports_point_one_way(module: str) -> None:
     ours, packages = imports(module)
+    if module in TABLE:
+        ours = {m for m in ours if not m.startswith("protocol")}
     assert ours <= ALLOWED[module], f"nfs.{module} imports {sorted(ours - ALLOWED[module])}"
-    if module not in POSIXLAKE_USERS:
-        assert "posixlake" not in packages, f"nfs.{module} imports posixlake"
-    assert ("asyncio" in packages) == (module == "server")
+    assert ("asyncio" in packages) == (module == "protocol.server")
+
+
+@pytest.mark.parametrize("module", sorted(PROTOCOL))
+def test_the_protocol_knows_nothing_of_tables(module: str) -> None:
+    ours, packages = imports(module)
+    assert not {m for m in ours if not m.startswith("protocol")}, f"nfs.{module}: {ours}"
+    assert "posixlake" not in packages, f"nfs.{module} imports posixlake"
+
+
+def _python_files(top: str) -> list[Path]:
+    return sorted((ROOT / top).rglob("*.py"))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")  # __version__ is public
+
+
+def private_posixlake_imports(path: Path) -> list[str]:
+    """Return each import in `path` of a posixlake module or name with a leading underscore."""
+    found = []
+    for name, member in _import_targets(ast.parse(path.read_text())):
+        parts = name.split(".")
+        if parts[0] != "posixlake":
+            continue
+        if any(_private(p) for p in [*parts, member or ""]):
+            found.append(f"{name}{'.' + member if member else ''}")
+    return found
+
+
+def private_db_reads(path: Path) -> list[str]:
+    """Return each private attribute read of a database handle (``db._log``, ``self._db._x``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        owner = node.value
+        name = (
+            owner.id
+            if isinstance(owner, ast.Name)
+            else owner.attr
+            if isinstance(owner, ast.Attribute)
+            else ""
+        )
+        if name.lstrip("_") == "db":
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("top", ["nfs", "cli"])
+def test_only_public_names_of_posixlake(top: str) -> None:
+    bad = {
+        str(path.relative_to(ROOT)): private_posixlake_imports(path)
+        for path in _python_files(top)
+        if private_posixlake_imports(path)
+    }
+    assert not bad, f"private posixlake imports: {bad}"
+
+
+@pytest.mark.parametrize("top", ["nfs", "cli"])
+def test_no_private_state_of_a_database(top: str) -> None:
+    bad = [hit for path in _python_files(top) for hit in private_db_reads(path)]
+    assert not bad, f"private DatabaseOps attributes read: {bad}"
+
+
+def test_the_public_name_checks_can_fail(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from posixlake.delta._log import DeltaLog\n"
+        "from posixlake import _original\n"
+        "from posixlake.delta import DeltaLog as Log\n"
+        "import posixlake._wal\n"
+        "from posixlake import __version__\n"
+        "def f(self, db):\n"
+        "    return db._log, self._db._snapshot, db.version, self._lock\n"
+    )
+    assert private_posixlake_imports(sample) == [
+        "posixlake.delta._log.DeltaLog",
+        "posixlake._original",
+        "posixlake._wal",
+    ]
+    assert private_db_reads(sample) == ["sample.py:7 db._log", "sample.py:7 self._db._snapshot"]
 
 
 def graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -218,8 +344,10 @@ def graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     for m, deps in edges.items():
         for dep in deps:
             parent = dep.rpartition(".")[0]
-            if parent and m != parent and not m.startswith(parent + "."):
-                full[m].add(parent)
+            while parent:
+                if m != parent and not m.startswith(parent + "."):
+                    full[m].add(parent)
+                parent = parent.rpartition(".")[0]
     return full
 
 
@@ -234,28 +362,45 @@ def test_the_import_graph_has_no_cycle(which: str) -> None:
 
 
 def test_the_graph_sees_lazy_imports() -> None:
-    assert "tableview" in imports("_serving")[0]  # inside make_vfs
-    assert "diff" in imports("_apply")[0]  # inside functions
+    assert "table.diff" in imports("table.apply")[0]  # inside functions
+    assert "table.server" in imports("__init__")[0]  # inside nfs.__getattr__
 
 
-def test_the_protocol_core_loads_without_asyncio() -> None:
+def test_the_protocol_loads_without_asyncio_or_posixlake() -> None:
     code = (
-        "import sys, nfs, nfs.nfs3, nfs.nfs3.program, nfs.mount, nfs.portmap, nfs.memfs, "
-        "nfs.record; print('asyncio' in sys.modules)"
+        "import sys, nfs, nfs.protocol.nfs3, nfs.protocol.nfs3.program, nfs.protocol.mount, "
+        "nfs.protocol.portmap, nfs.protocol.memfs, nfs.protocol.record, nfs.protocol.serving, "
+        "nfs.protocol.identity; print('asyncio' in sys.modules, 'posixlake' in sys.modules)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=NFS_DIR.parent
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
 
 
-@pytest.mark.parametrize("module", ["nfs.vfs", "nfs.nfs3.program", "nfs.nfs3.types"])
+@pytest.mark.parametrize(
+    "module", ["nfs.protocol.vfs", "nfs.protocol.nfs3.program", "nfs.protocol.nfs3.types"]
+)
 def test_any_module_imports_first(module: str) -> None:
     code = f"import {module}"  # a cycle would fail for some first import
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=NFS_DIR.parent)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_nfs_server_is_exported_lazily() -> None:
-    from nfs.server import NfsServer
+    from nfs.table.server import TableNfsServer
 
-    assert nfs.NfsServer is NfsServer
+    assert nfs.NfsServer is TableNfsServer
+
+
+def test_tablefs_is_composed_not_inherited() -> None:
+    """TableFs is a facade over collaborators holding one state object: no base class
+    carries a part of it, and no method is a stub that another module overrides."""
+    from nfs.table.tablefs import TableFs
+
+    assert TableFs.__mro__ == (TableFs, object)
+    stubs = [
+        path.name
+        for path in (NFS_DIR / "table").glob("*.py")
+        if "raise NotImplementedError" in path.read_text()
+    ]
+    assert stubs == []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.server import NfsServer
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.server import NfsServer
 
 TOOLS = ("nfs-ls", "nfs-cat", "nfs-cp")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]

@@ -7,10 +7,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from nfs.memfs import IdAllocator, MemoryFs
-from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.vfs import DirEntry, FileId, NfsError, Vfs
+from nfs.protocol.memfs import IdAllocator, MemoryFs
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import DirEntry, FileId, NfsError, Vfs
 from tests.nfs.conftest import FakeClock
 
 ROOT = CallContext.local()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.mount import MOUNT_PROGRAM, MOUNT_V3, ExportNode, MountProc3, Mountstat3
-from nfs.nfs3 import NfsFh3
-from nfs.portmap import (
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.mount import MOUNT_PROGRAM, MOUNT_V3, ExportNode, MountProc3, Mountstat3
+from nfs.protocol.nfs3 import NfsFh3
+from nfs.protocol.portmap import (
     IPPROTO_TCP,
     IPPROTO_UDP,
     PMAP_PROGRAM,
@@ -18,8 +18,8 @@ from nfs.portmap import (
     PmapPort,
     PmapProc,
 )
-from nfs.rpc import AcceptStat, Dispatcher
-from nfs.xdr import Packer
+from nfs.protocol.rpc import AcceptStat, Dispatcher
+from nfs.protocol.xdr import Packer
 from tests.nfs.rpcclient import RpcClient
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.nfs3 import (
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import (
     FSF3_CANSETTIME,
     FSF3_HOMOGENEOUS,
     ZERO_VERF,
@@ -28,11 +28,11 @@ from nfs.nfs3 import (
     StableHow,
     TimeHow,
 )
-from nfs.nfs3.handles import FH_MAGIC
-from nfs.nfs3.program import NFS3_PROCEDURES
-from nfs.rpc import AUTH_NONE_BODY, Dispatcher
-from nfs.server import build_dispatcher
-from nfs.vfs import (
+from nfs.protocol.nfs3.handles import FH_MAGIC
+from nfs.protocol.nfs3.program import NFS3_PROCEDURES
+from nfs.protocol.rpc import AUTH_NONE_BODY, Dispatcher
+from nfs.protocol.server import build_dispatcher
+from nfs.protocol.vfs import (
     ACCESS3_DELETE,
     ACCESS3_EXECUTE,
     ACCESS3_EXTEND,
@@ -41,7 +41,7 @@ from nfs.vfs import (
     ACCESS3_READ,
     FileId,
 )
-from nfs.xdr import Packer
+from nfs.protocol.xdr import Packer
 from tests.nfs.conftest import FakeClock
 from tests.nfs.rpcclient import NfsStatusError, RpcClient
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from nfs.nfs3 import Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, PathOps, TableFs
+from nfs.protocol.nfs3 import Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.table.tablefs import DATA_CSV_ID, PathOps, TableFs
 from posixlake import DatabaseOps
 from tests.nfs.test_nfs_writes import Clock, crash
 

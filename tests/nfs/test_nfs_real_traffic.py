@@ -22,10 +22,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
-from nfs.vfs import NfsError
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import NfsError
+from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
 from posixlake import DatabaseOps
 
 A = CallContext.local(peer="10.0.0.1:700")
@@ -341,7 +341,7 @@ def test_the_lines_checked_end_at_a_record_boundary_not_at_a_quoted_line_feed(
     """A WRITE can end inside a quoted field that holds a line feed: the lines checked
     then end at the last whole record (a chunk boundary there was refused as an
     'unterminated quote'; found by the writer model)."""
-    from nfs._tablewrites import _records_end
+    from nfs.table.writes import _records_end
     from posixlake.csvcodec import render_csv
 
     table = pa.table({"id": list(range(len(names))), "name": names})

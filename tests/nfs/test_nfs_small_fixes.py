@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from nfs._region import Region, changed_pieces, changed_regions, common_prefix
-from nfs._staging import BytesBase
-from nfs.nfs3 import Nfsstat3
-from nfs.rpc import CallContext
-from nfs.tableview import PathOps, TableFs
-from nfs.vfs import NfsError
+from nfs.protocol.nfs3 import Nfsstat3
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import NfsError
+from nfs.table.region import Region, changed_pieces, changed_regions, common_prefix
+from nfs.table.staging import BytesBase
+from nfs.table.tablefs import PathOps, TableFs
 from posixlake import DatabaseOps
 from tests.nfs.test_nfs_writes import Clock
 

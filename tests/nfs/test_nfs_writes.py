@@ -17,10 +17,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
-from nfs.vfs import NfsError
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import NfsError
+from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
 
@@ -306,7 +306,7 @@ def test_a_commit_made_before_a_crash_is_not_applied_twice(
     fs.write(DATA_CSV_ID, 0, b"id,name\n1,n1\n1,n1\n", StableHow.FILE_SYNC, A)
     writer = fs._writers[next(iter(fs._writers))]
     # the crash comes after the Delta commit and before the journal was removed
-    from nfs._apply import apply_content
+    from nfs.table.apply import apply_content
 
     st = writer.staging
     apply_content(
@@ -799,7 +799,7 @@ def test_a_rewrite_changing_more_than_memory_allows_is_refused_and_nothing_chang
     """The changed rows are held in memory (ten times their bytes): past 1/16 of the
     machine's memory the rewrite is refused with EINVAL, not run out of memory (a server
     killed by the OOM killer would retry the journal at every start)."""
-    import nfs._apply as apply_module
+    import nfs.table.apply as apply_module
 
     monkeypatch.setattr(apply_module, "change_budget", lambda: 40)
     fs = _fs(keyed, clock, state)
@@ -830,7 +830,7 @@ def test_an_append_larger_than_memory_allows_is_refused_and_nothing_changes(
     """Appended lines are parsed in memory as one INSERT: past the same budget as a
     rewrite they are refused with EINVAL before they are read (not run out of memory),
     and no journal is left to retry at the next start."""
-    import nfs._apply as apply_module
+    import nfs.table.apply as apply_module
 
     monkeypatch.setattr(apply_module, "change_budget", lambda: 40)
     fs = _fs(keyed, clock, state)
@@ -883,7 +883,7 @@ def test_short_journal_writes_leave_no_torn_record(
 ) -> None:
     """A file may take fewer bytes than asked (a nearly full disk): the journal goes on
     with the rest, so every record it counted written reads back whole."""
-    from nfs._journal import JournalDir, JournalHeader, JournalOp, read_journal
+    from nfs.table.journal import JournalDir, JournalHeader, JournalOp, read_journal
 
     real = os.writev
 
@@ -912,7 +912,7 @@ def test_short_journal_writes_leave_no_torn_record(
 _FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
-from nfs._journal import JournalDir, JournalHeader
+from nfs.table.journal import JournalDir, JournalHeader
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: a short write, then EFBIG
 journal = JournalDir(Path(sys.argv[1])).create(JournalHeader("w1", "t", 3, 40, "p:1", 0, 0))
 journal.sync()
@@ -927,7 +927,7 @@ else:
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
 journal.write(0, b"retried")  # the client retries once there is room
 journal.close()
-from nfs._journal import read_journal
+from nfs.table.journal import read_journal
 print(*[(op.kind, op.number, op.data.decode()) for op in read_journal(journal.path).ops])
 """
 
@@ -961,7 +961,7 @@ def test_a_write_the_journal_refuses_is_not_staged(
     staging either (with or without a crash, the bytes are not there)."""
     import errno
 
-    from nfs._journal import JournalFile
+    from nfs.table.journal import JournalFile
 
     size = fs.getattr(DATA_CSV_ID, A).size
     fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)
@@ -991,7 +991,7 @@ def test_a_staging_that_fails_is_dropped_and_the_client_told_to_resend(
     the client resends what it had not committed; nothing half-staged is applied."""
     import errno
 
-    from nfs._staging import Staging
+    from nfs.table.staging import Staging
 
     size = fs.getattr(DATA_CSV_ID, A).size
     fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.UNSTABLE, A)
@@ -1047,8 +1047,8 @@ def test_a_journal_whose_base_is_gone_is_set_aside_and_reported(
 ) -> None:
     """The rows a staging was based on are needed to apply it (3-way): a journal based on
     a version the table does not have is kept as *.failed and its writer gets EIO."""
-    from nfs._journal import JournalDir, JournalHeader
-    from nfs._writers import WriterKey
+    from nfs.table.journal import JournalDir, JournalHeader
+    from nfs.table.writers import WriterKey
 
     key = WriterKey.of(A)
     jdir = JournalDir(state / "journal")

@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from nfs.nfs3 import Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
-from nfs.vfs import NfsError
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import NfsError
+from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 

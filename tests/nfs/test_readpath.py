@@ -1,4 +1,4 @@
-"""The READ path end to end: replies sent by the worker threads (`nfs._sender`), over TCP.
+"""The READ path end to end: replies sent by the worker threads (`nfs.protocol.sender`), over TCP.
 
 A table of several mapped segments is served by a real `NfsServer`; READs at every kind of
 offset (inside a segment, across segment boundaries, the last partial segment, count 0, at
@@ -18,14 +18,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import nfs._segstore
-from nfs._segments import SegmentedRendering
-from nfs._sender import ReplySender, unpaced_on_loopback
-from nfs.memfs import MemoryFs
-from nfs.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
-from nfs.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
-from nfs.server import NfsServer, build_dispatcher
-from nfs.tableview import DATA_CSV_ID, SCHEMA_ID, TableFs
+import nfs.table.segstore
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
+from nfs.protocol.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
+from nfs.protocol.sender import ReplySender, unpaced_on_loopback
+from nfs.protocol.server import NfsServer, build_dispatcher
+from nfs.table.segments import SegmentedRendering
+from nfs.table.tablefs import DATA_CSV_ID, SCHEMA_ID, TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
 from tests.nfs.rpcclient import RpcClient
@@ -65,7 +65,7 @@ def _boundaries(fs: TableFs) -> list[int]:
     rendering = fs._rendering(fs._version())
     assert isinstance(rendering, SegmentedRendering)
     assert len(rendering.segments) == FILES
-    assert all(size > nfs._segstore.MMAP_MIN for _, _, size in rendering.segments)
+    assert all(size > nfs.table.segstore.MMAP_MIN for _, _, size in rendering.segments)
     return [start for _, start, _ in rendering.segments]
 
 
@@ -123,7 +123,7 @@ def test_pages_let_go_while_reading_read_back_the_same(
     """Releasing the mapped pages of the segments read longest ago (here past 64 KiB
     resident) changes no byte, also for views handed out before a release."""
     _, fs, whole = served
-    monkeypatch.setattr(nfs._segstore, "RESIDENT_MAX", 64 << 10)
+    monkeypatch.setattr(nfs.table.segstore, "RESIDENT_MAX", 64 << 10)
     rendering = fs._rendering(fs._version())
     views = []
     for offset in range(0, len(whole), 50_000):

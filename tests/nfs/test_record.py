@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nfs.record import (
+from nfs.protocol.record import (
     LAST_FRAGMENT,
     RecordError,
     RecordReader,

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nfs.memfs import MemoryFs
-from nfs.mount import MOUNT_PROGRAM
-from nfs.nfs3 import NFS_PROGRAM
-from nfs.nfs3.program import NFS3_PROCEDURES
-from nfs.portmap import PMAP_PROGRAM
-from nfs.rpc import (
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.mount import MOUNT_PROGRAM
+from nfs.protocol.nfs3 import NFS_PROGRAM
+from nfs.protocol.nfs3.program import NFS3_PROCEDURES
+from nfs.protocol.portmap import PMAP_PROGRAM
+from nfs.protocol.rpc import (
     AUTH_NONE_BODY,
     AcceptStat,
     AuthFlavor,
@@ -39,8 +39,8 @@ from nfs.rpc import (
     decode_reply,
     encode_call,
 )
-from nfs.server import build_dispatcher
-from nfs.xdr import Packer, Unpacker, XdrError
+from nfs.protocol.server import build_dispatcher
+from nfs.protocol.xdr import Packer, Unpacker, XdrError
 from tests.nfs.rpcclient import RpcClient
 
 NFSACL_PROGRAM = 100227
@@ -200,7 +200,7 @@ def test_failing_procedure_is_logged_and_gets_system_err(
             )
         ]
     )
-    with caplog.at_level(logging.ERROR, logger="nfs.rpc"):
+    with caplog.at_level(logging.ERROR, logger="nfs.protocol.rpc"):
         header, _ = reply_of(d, call_bytes(400000, 1, 0))
     assert header.accept_stat == AcceptStat.SYSTEM_ERR
     assert "P_BUG" in caplog.text and "bug in a procedure" in caplog.text

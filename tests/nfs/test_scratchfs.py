@@ -16,13 +16,13 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import rule
 
-from nfs.memfs import IdAllocator
-from nfs.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.scratchfs import ScratchFs
-from nfs.server import NfsServer
-from nfs.tableview import DATA_DIR_ID, ROOT_ID, SCRATCH_BASE
-from nfs.vfs import FileId, Vfs
+from nfs.protocol.memfs import IdAllocator
+from nfs.protocol.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.server import NfsServer
+from nfs.protocol.vfs import FileId, Vfs
+from nfs.table.scratchfs import ScratchFs
+from nfs.table.tablefs import DATA_DIR_ID, ROOT_ID, SCRATCH_BASE
 from tests.nfs.conftest import FakeClock
 from tests.nfs.rpcclient import RpcClient
 from tests.nfs.test_memfs import MemoryFsModel, status
@@ -124,7 +124,7 @@ def test_pop_file_for_a_rename_onto_the_table(tmp_path: Path) -> None:
 
 def test_one_process_per_directory(tmp_path: Path) -> None:
     fs = ScratchFs(tmp_path / "s")
-    code = "import sys\nfrom nfs.scratchfs import ScratchFs\nScratchFs(sys.argv[1])\n"
+    code = "import sys\nfrom nfs.table.scratchfs import ScratchFs\nScratchFs(sys.argv[1])\n"
     root = Path(__file__).resolve().parents[2]
     other = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "s")],
@@ -143,9 +143,9 @@ def test_one_process_per_directory(tmp_path: Path) -> None:
 def test_committed_data_survives_a_crash(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
-        "from nfs.scratchfs import ScratchFs\n"
-        "from nfs.nfs3 import Sattr3, StableHow\n"
-        "from nfs.rpc import CallContext\n"
+        "from nfs.table.scratchfs import ScratchFs\n"
+        "from nfs.protocol.nfs3 import Sattr3, StableHow\n"
+        "from nfs.protocol.rpc import CallContext\n"
         "fs = ScratchFs(sys.argv[1], root_mode=0o777)\n"
         "ctx = CallContext.local(1000, 1000)\n"
         "a = fs.create(fs.root_dir(), 'synced', Sattr3(mode=0o600), ctx, guarded=True)\n"

@@ -18,8 +18,8 @@ from deltalake import write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nfs._segkeys import SegmentKeys
-from nfs._segments import Segmenter, SegmentStore
+from nfs.table.segkeys import SegmentKeys
+from nfs.table.segments import Segmenter, SegmentStore
 from posixlake import DatabaseOps
 
 _IDS = st.lists(st.integers(0, 40), min_size=1, max_size=6)
@@ -105,7 +105,7 @@ def _overlapping(root: Path) -> DatabaseOps:
 
 def _files_read(keys: SegmentKeys, version: int) -> tuple[set[tuple[object, ...]], int]:
     """The keys ``version`` repeats, and how many files' key columns were read for them."""
-    import nfs._segkeys as segkeys
+    import nfs.table.segkeys as segkeys
 
     read: list[str] = []
     original = segkeys._key_columns

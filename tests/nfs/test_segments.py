@@ -1,4 +1,4 @@
-"""Segmented renderings (nfs._segments) on real Delta tables, local engine.
+"""Segmented renderings (nfs.table.segments) on real Delta tables, local engine.
 
 The invariant: a version's segmented bytes equal a full rendering (``render_csv``) of that
 version's rows as delta-rs reads them, put in segment order (the add actions sorted by
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nfs._render_cache import RenderCache
-from nfs._segments import SegmentedRendering, Segmenter, SegmentStore
+from nfs.table.render_cache import RenderCache
+from nfs.table.segments import SegmentedRendering, Segmenter, SegmentStore
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
 from posixlake.errors import PosixLakeError

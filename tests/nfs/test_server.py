@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.nfs3 import NFS_PROGRAM, NFS_V3, NfsProc3, Read3Args, Read3Res, StableHow
-from nfs.portmap import IPPROTO_TCP, PMAP_PROGRAM, PMAP_V2, Mapping, PmapPort, PmapProc
-from nfs.record import LAST_FRAGMENT, encode_record
-from nfs.rpc import AcceptStat, CallContext, Packable, decode_reply
-from nfs.server import NfsServer, make_vfs
-from nfs.vfs import FileId
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import NFS_PROGRAM, NFS_V3, NfsProc3, Read3Args, Read3Res, StableHow
+from nfs.protocol.portmap import IPPROTO_TCP, PMAP_PROGRAM, PMAP_V2, Mapping, PmapPort, PmapProc
+from nfs.protocol.record import LAST_FRAGMENT, encode_record
+from nfs.protocol.rpc import AcceptStat, CallContext, Packable, decode_reply
+from nfs.protocol.server import NfsServer, make_vfs
+from nfs.protocol.vfs import FileId
 from tests.nfs.rpcclient import RpcClient
 
 

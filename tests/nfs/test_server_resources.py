@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from nfs.memfs import MemoryFs
-from nfs.nfs3 import Nfsstat3, Sattr3
-from nfs.record import LAST_FRAGMENT
-from nfs.server import NfsServer, ResourceLimits, default_max_connections
+from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3
+from nfs.protocol.record import LAST_FRAGMENT
+from nfs.protocol.server import NfsServer, ResourceLimits, default_max_connections
 from tests.nfs.rpcclient import RpcClient
 from tests.nfs.serverproc import ServerProcess
 

@@ -14,9 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from nfs.nfs3 import Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, TimeHow
-from nfs.rpc import CallContext
-from nfs.tableview import (
+from nfs.protocol.nfs3 import Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, TimeHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import ACCESS3_MODIFY, ACCESS3_READ, FileId, NfsError
+from nfs.table.tablefs import (
     DATA_CSV_ID,
     DATA_DIR_ID,
     ROOT_ID,
@@ -26,7 +27,6 @@ from nfs.tableview import (
     PathOps,
     TableFs,
 )
-from nfs.vfs import ACCESS3_MODIFY, ACCESS3_READ, FileId, NfsError
 from posixlake import DatabaseOps
 from posixlake._authz import Permission
 from posixlake.csvcodec import parse_csv, render_csv

@@ -24,11 +24,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from nfs.diff import diff_rows
-from nfs.nfs3 import Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.tableview import DATA_CSV_ID, DATA_DIR_ID, TableFs
-from nfs.vfs import NfsError
+from nfs.protocol.nfs3 import Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import NfsError
+from nfs.table.diff import diff_rows
+from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv, render_csv
 from tests.nfs.diff_oracle import apply_diff

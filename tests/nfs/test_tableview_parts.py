@@ -10,9 +10,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from nfs._render_cache import RenderCache, Rendering
-from nfs._schema_sql import create_table_sql
-from nfs._staging import BytesBase, Staging, read_all
+from nfs.table.render_cache import RenderCache, Rendering
+from nfs.table.schema_sql import create_table_sql
+from nfs.table.staging import BytesBase, Staging, read_all
 
 # -- Staging ---------------------------------------------------------------------------
 

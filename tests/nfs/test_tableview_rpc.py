@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from nfs.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
-from nfs.rpc import CallContext
-from nfs.server import NfsServer
-from nfs.tableview import PathOps, TableFs
+from nfs.protocol.nfs3 import Createmode3, Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import PathOps, TableFs
 from posixlake import DatabaseOps
 from posixlake._authz import Permission
 from posixlake.csvcodec import render_csv

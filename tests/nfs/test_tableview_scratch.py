@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nfs.nfs3 import Nfsstat3, Sattr3
-from nfs.server import NfsServer
-from nfs.tableview import TableFs
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from tests.nfs.rpcclient import RpcClient
 

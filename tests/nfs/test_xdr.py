@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nfs.nfs3  # noqa: F401 - loads every wire type
-from nfs.nfs3 import Ftype3, Nfsstat3
-from nfs.nfs3.codec import XdrStruct
-from nfs.xdr import ZERO_COPY_THRESHOLD, Packer, Unpacker, XdrError
+import nfs.protocol.nfs3  # noqa: F401 - loads every wire type
+from nfs.protocol.nfs3 import Ftype3, Nfsstat3
+from nfs.protocol.nfs3.codec import XdrStruct
+from nfs.protocol.xdr import ZERO_COPY_THRESHOLD, Packer, Unpacker, XdrError
 from tests.nfs.strategies_nfs import WIRE_TYPES
 
 FAST = settings(deadline=2000, max_examples=30)

@@ -225,7 +225,7 @@ def test_nfs_server_takes_db_keyword(tmp_path: Path, local_engine: Engine) -> No
 
 
 def test_nfs_mount_and_unmount_commands(tmp_path: Path, local_engine: Engine) -> None:
-    from nfs.server import NfsServer
+    from nfs.table.server import TableNfsServer as NfsServer
 
     server = NfsServer(_people(tmp_path, local_engine), 0)
     try:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from nfs.tableview import TableFs
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps, Field, Schema
 from posixlake.engines import Engine
 from posixlake.errors import DuplicateKeyError, InvalidOperation, NotFound, SchemaError

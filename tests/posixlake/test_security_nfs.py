@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nfs.nfs3 import Nfsstat3
-from nfs.server import build_dispatcher
-from nfs.tableview import TableFs
+from nfs.protocol.nfs3 import Nfsstat3
+from nfs.protocol.server import build_dispatcher
+from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps, security
 from tests.nfs.rpcclient import NfsStatusError, RpcClient
 

@@ -25,11 +25,11 @@ def run(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_nfs_serves_an_object_store_table(lake: Lake, tmp_path: Path) -> None:
-    from nfs.server import NfsServer
+    from nfs.protocol.server import NfsServer
 
     db = DatabaseOps.create(lake.uri(), SCHEMA, storage=lake.config(), engine="local")
     db.insert([{"id": 1, "name": "ann"}, {"id": 2, "name": "bob"}])
-    from nfs.tableview import TableFs
+    from nfs.table.tablefs import TableFs
 
     now = [1000.0]
     fs = TableFs(db, clock=lambda: now[0], idle_timer=False)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from posixlake.delta._commit import WrittenFile, file_stats
 from posixlake.delta._features import to_physical
 from posixlake.delta._snapshot import DataFile, serialize_partition_value
 from posixlake.errors import IoError, NotFound, SchemaError, SerializationError
-from posixlake.storage import is_local, normalize_uri
+from posixlake.storage import table_filesystem
 from posixlake.types import delta_schema
 
 __all__ = [
@@ -75,17 +74,6 @@ _FILE_ROW_ARROW: Final = pa.schema(
         ("arrow_schema", pa.string()),
     ]
 )
-
-
-def table_filesystem(uri: str, storage_options: Mapping[str, str] | None) -> pafs.FileSystem:
-    """Return a pyarrow file system rooted at the table (paths are relative to the root)."""
-    if is_local(uri):
-        root = normalize_uri(uri)
-        os.makedirs(root, exist_ok=True)
-        return pafs.SubTreeFileSystem(root, pafs.LocalFileSystem())
-    from deltalake.fs import DeltaStorageHandler
-
-    return pafs.PyFileSystem(DeltaStorageHandler(uri, dict(storage_options or {})))
 
 
 def _tagged(name: str, tag: str) -> bool:

@@ -1,0 +1,624 @@
+"""ONC RPC version 2 (RFC 5531): call headers, credentials, replies, dispatch.
+
+Sans-IO: `Dispatcher.handle(record, conn)` takes one RPC record (already
+reassembled by `nfs.protocol.record.RecordReader`) and returns the reply record, or
+``None`` when nothing should be sent. Programs (MOUNT, NFS, portmap) register an
+`RpcProgram`: a table of `RpcProcedure` (decode args, run, result to pack).
+
+Non-idempotent calls go through a duplicate-request cache when the dispatcher is given
+one (`nfs.protocol.drc.DuplicateRequestCache`): a retransmission gets the first reply, or none
+while the first call runs, and is not run again.
+
+The dispatcher is one of the two places allowed to catch `Exception`: a bug in a
+procedure is logged with `logger.exception` and answered with SYSTEM_ERR, so a
+client never hangs and the server never dies on one bad call.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, NewType, Protocol, TypeVar
+
+from nfs.protocol.drc import DuplicateRequestCache, InProgress, RequestKey
+from nfs.protocol.rpcauth import (
+    AUTH_NONE_BODY,
+    MAX_AUTH_BYTES,
+    NOBODY,
+    AuthError,
+    AuthFlavor,
+    AuthStat,
+    AuthSysParms,
+    Credentials,
+    OpaqueAuth,
+)
+from nfs.protocol.xdr import Buffer, Packer, Unpacker, XdrError
+
+__all__ = [
+    "AUTH_NONE_BODY",
+    "MAX_AUTH_BYTES",
+    "NOBODY",
+    "RPC_VERSION",
+    "VOID",
+    "AcceptStat",
+    "AuthError",
+    "AuthFlavor",
+    "AuthStat",
+    "AuthSysParms",
+    "CallContext",
+    "CallHeader",
+    "ConnectionContext",
+    "CredentialPolicy",
+    "Credentials",
+    "Dispatcher",
+    "MsgType",
+    "OpaqueAuth",
+    "Packable",
+    "RejectStat",
+    "ReplyHeader",
+    "ReplyStat",
+    "RpcError",
+    "RpcProcedure",
+    "RpcProgram",
+    "Void",
+    "Xid",
+    "decode_call",
+    "decode_reply",
+    "encode_call",
+    "reply_accepted",
+    "reply_auth_error",
+    "reply_rpc_mismatch",
+]
+
+logger = logging.getLogger(__name__)
+
+Xid = NewType("Xid", int)
+"""The transaction id that matches a reply to its call."""
+
+RPC_VERSION: Final = 2
+
+
+class MsgType(enum.IntEnum):
+    """msg_type (RFC 5531 §9)."""
+
+    CALL = 0
+    REPLY = 1
+
+
+class ReplyStat(enum.IntEnum):
+    """reply_stat (RFC 5531 §9)."""
+
+    MSG_ACCEPTED = 0
+    MSG_DENIED = 1
+
+
+class AcceptStat(enum.IntEnum):
+    """accept_stat (RFC 5531 §9)."""
+
+    SUCCESS = 0
+    PROG_UNAVAIL = 1
+    PROG_MISMATCH = 2
+    PROC_UNAVAIL = 3
+    GARBAGE_ARGS = 4
+    SYSTEM_ERR = 5
+
+
+class RejectStat(enum.IntEnum):
+    """reject_stat (RFC 5531 §9)."""
+
+    RPC_MISMATCH = 0
+    AUTH_ERROR = 1
+
+
+class Packable(Protocol):
+    """A value that can write itself as XDR (every wire type)."""
+
+    def pack(self, p: Packer) -> None:
+        """Append this value to `p`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Void:
+    """The XDR ``void`` (an empty argument or result)."""
+
+    def pack(self, p: Packer) -> None:
+        """Append nothing."""
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> Void:
+        """Read nothing."""
+        return VOID
+
+
+VOID: Final = Void()
+
+
+class RpcError(Exception):
+    """Raised by a procedure to answer with a non-SUCCESS accept_stat.
+
+    Attributes:
+        stat: PROG_UNAVAIL, PROC_UNAVAIL, GARBAGE_ARGS or SYSTEM_ERR.
+    """
+
+    def __init__(self, stat: AcceptStat, message: str = "") -> None:
+        super().__init__(message or stat.name)
+        self.stat = stat
+
+
+@dataclass(frozen=True)
+class ConnectionContext:
+    """What the transport knows about a connection (passed to `Dispatcher.handle`)."""
+
+    peer: str | None = None
+    """The client address as "host:port", if known."""
+
+    @property
+    def peer_port(self) -> int | None:
+        """The client's source port (from `peer`), or None if unknown."""
+        if not self.peer:
+            return None
+        port = self.peer.rpartition(":")[2]
+        return int(port) if port.isdigit() else None
+
+
+CredentialPolicy = Callable[[Credentials, ConnectionContext | None], Credentials]
+"""Maps a call's decoded credentials to the ones the procedures see (root squash,
+a privileged-port check: see `nfs.protocol.identity`); raises `AuthError` to refuse the call."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """One call as seen by a procedure (and by the VFS, for permission checks)."""
+
+    cred: Credentials = field(default_factory=Credentials)
+    xid: Xid = Xid(0)
+    prog: int = 0
+    vers: int = 0
+    proc: int = 0
+    peer: str | None = None
+
+    @classmethod
+    def local(
+        cls, uid: int = 0, gid: int = 0, gids: Iterable[int] = (), *, peer: str | None = None
+    ) -> CallContext:
+        """Build a context for a direct (non-RPC) caller, root by default.
+
+        ``peer`` stands for the client's address (``"host:port"``): two contexts with
+        different peers are two clients (two writers of a staged file).
+        """
+        return cls(cred=Credentials.sys(uid, gid, gids, "localhost"), peer=peer)
+
+    @property
+    def uid(self) -> int:
+        """The caller's uid."""
+        return self.cred.uid
+
+    @property
+    def gid(self) -> int:
+        """The caller's primary gid."""
+        return self.cred.gid
+
+
+# ---------------------------------------------------------------- calls
+
+
+@dataclass(frozen=True)
+class CallHeader:
+    """call_body plus xid (RFC 5531 §9): everything of a call before its arguments."""
+
+    xid: Xid
+    prog: int
+    vers: int
+    proc: int
+    cred: OpaqueAuth = AUTH_NONE_BODY
+    verf: OpaqueAuth = AUTH_NONE_BODY
+    rpcvers: int = RPC_VERSION
+
+    def pack(self, p: Packer) -> None:
+        """Append the header of a CALL message."""
+        p.pack_uint(self.xid)
+        p.pack_uint(MsgType.CALL)
+        p.pack_uint(self.rpcvers)
+        p.pack_uint(self.prog)
+        p.pack_uint(self.vers)
+        p.pack_uint(self.proc)
+        self.cred.pack(p)
+        self.verf.pack(p)
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> CallHeader:
+        """Read the header of a CALL message.
+
+        Raises:
+            XdrError: if the data is short or is not a CALL.
+        """
+        xid = Xid(u.unpack_uint())
+        mtype = u.unpack_uint()
+        if mtype != MsgType.CALL:
+            raise XdrError(f"not a CALL message (msg_type {mtype})")
+        rpcvers = u.unpack_uint()
+        prog = u.unpack_uint()
+        vers = u.unpack_uint()
+        proc = u.unpack_uint()
+        cred = OpaqueAuth.unpack(u)
+        verf = OpaqueAuth.unpack(u)
+        return cls(xid, prog, vers, proc, cred, verf, rpcvers)
+
+
+def decode_call(record: Buffer) -> tuple[CallHeader, Unpacker]:
+    """Decode a call record into its header and an unpacker positioned at the args.
+
+    Raises:
+        XdrError: if the record is not a well-formed CALL header.
+    """
+    u = Unpacker(record)
+    return CallHeader.unpack(u), u
+
+
+def encode_call(header: CallHeader, args: Packable | Buffer = b"") -> Packer:
+    """Encode a CALL message (header + arguments); the caller frames it as a record."""
+    p = Packer()
+    header.pack(p)
+    if isinstance(args, bytes | bytearray | memoryview):
+        p.pack_raw(args)
+    else:
+        args.pack(p)
+    return p
+
+
+# ---------------------------------------------------------------- replies
+
+
+_XID_MTYPE: Final = struct.Struct(">II")
+_CALL_BODY: Final = struct.Struct(">IIII")
+_SUCCESS_HEAD: Final = struct.Struct(">IIIIII")
+"""xid, REPLY, MSG_ACCEPTED, verifier AUTH_NONE (flavor, length 0), SUCCESS."""
+
+
+def _reply_prefix(p: Packer, xid: int, stat: ReplyStat) -> None:
+    p.pack_uint(xid)
+    p.pack_uint(MsgType.REPLY)
+    p.pack_uint(stat)
+
+
+def reply_accepted(
+    xid: int, stat: AcceptStat = AcceptStat.SUCCESS, *, low: int = 0, high: int = 0
+) -> Packer:
+    """Start an accepted reply (RFC 5531 §9, accepted_reply).
+
+    For SUCCESS the caller appends the procedure's results to the returned packer;
+    PROG_MISMATCH carries `low` and `high`, the other stats carry nothing.
+    """
+    p = Packer()
+    if stat == AcceptStat.SUCCESS:
+        p.pack_struct(_SUCCESS_HEAD, xid, MsgType.REPLY, ReplyStat.MSG_ACCEPTED, 0, 0, 0)
+        return p
+    _reply_prefix(p, xid, ReplyStat.MSG_ACCEPTED)
+    AUTH_NONE_BODY.pack(p)
+    p.pack_uint(stat)
+    if stat == AcceptStat.PROG_MISMATCH:
+        p.pack_uint(low)
+        p.pack_uint(high)
+    return p
+
+
+def reply_rpc_mismatch(xid: int, low: int = RPC_VERSION, high: int = RPC_VERSION) -> Packer:
+    """Build MSG_DENIED / RPC_MISMATCH (the call's rpcvers is not 2)."""
+    p = Packer()
+    _reply_prefix(p, xid, ReplyStat.MSG_DENIED)
+    p.pack_uint(RejectStat.RPC_MISMATCH)
+    p.pack_uint(low)
+    p.pack_uint(high)
+    return p
+
+
+def reply_auth_error(xid: int, stat: AuthStat) -> Packer:
+    """Build MSG_DENIED / AUTH_ERROR with the given auth_stat."""
+    p = Packer()
+    _reply_prefix(p, xid, ReplyStat.MSG_DENIED)
+    p.pack_uint(RejectStat.AUTH_ERROR)
+    p.pack_uint(stat)
+    return p
+
+
+@dataclass(frozen=True)
+class ReplyHeader:
+    """A decoded reply header (RFC 5531 §9 reply_body), for clients and tests.
+
+    Attributes:
+        xid: the call's xid.
+        reply_stat: MSG_ACCEPTED or MSG_DENIED.
+        accept_stat: for MSG_ACCEPTED.
+        reject_stat: for MSG_DENIED.
+        auth_stat: for AUTH_ERROR.
+        low, high: the supported range for PROG_MISMATCH and RPC_MISMATCH.
+    """
+
+    xid: Xid
+    reply_stat: ReplyStat
+    accept_stat: AcceptStat | None = None
+    reject_stat: RejectStat | None = None
+    auth_stat: AuthStat | None = None
+    low: int = 0
+    high: int = 0
+    verf: OpaqueAuth = AUTH_NONE_BODY
+
+    @property
+    def success(self) -> bool:
+        """Whether the call was accepted and executed (results follow)."""
+        return self.accept_stat == AcceptStat.SUCCESS
+
+    @classmethod
+    def unpack(cls, u: Unpacker) -> ReplyHeader:
+        """Read a reply header; for SUCCESS, `u` is left at the results.
+
+        Raises:
+            XdrError: if this is not a well-formed REPLY.
+        """
+        xid = Xid(u.unpack_uint())
+        mtype = u.unpack_uint()
+        if mtype != MsgType.REPLY:
+            raise XdrError(f"not a REPLY message (msg_type {mtype})")
+        rstat = u.unpack_enum(ReplyStat)
+        if rstat == ReplyStat.MSG_ACCEPTED:
+            verf = OpaqueAuth.unpack(u)
+            astat = u.unpack_enum(AcceptStat)
+            if astat == AcceptStat.PROG_MISMATCH:
+                return cls(xid, rstat, astat, low=u.unpack_uint(), high=u.unpack_uint(), verf=verf)
+            return cls(xid, rstat, astat, verf=verf)
+        jstat = u.unpack_enum(RejectStat)
+        if jstat == RejectStat.RPC_MISMATCH:
+            return cls(xid, rstat, reject_stat=jstat, low=u.unpack_uint(), high=u.unpack_uint())
+        return cls(xid, rstat, reject_stat=jstat, auth_stat=u.unpack_enum(AuthStat))
+
+
+def decode_reply(record: Buffer) -> tuple[ReplyHeader, Unpacker]:
+    """Decode a reply record into its header and an unpacker at the results.
+
+    Raises:
+        XdrError: if the record is not a well-formed REPLY.
+    """
+    u = Unpacker(record)
+    return ReplyHeader.unpack(u), u
+
+
+# ---------------------------------------------------------------- programs
+
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class RpcProcedure(Generic[A]):
+    """One procedure of a program: decode the arguments, then run.
+
+    Attributes:
+        name: the RFC name, for logs (e.g. "NFSPROC3_LOOKUP").
+        decode: reads the arguments; raises `XdrError` on garbage (-> GARBAGE_ARGS).
+        run: executes the call and returns the result to pack. It may raise
+            `RpcError` for a non-SUCCESS accept_stat; anything else is a bug
+            (-> SYSTEM_ERR, logged).
+        run_nowait: optional; executes the call only if that needs no waiting (no
+            lock held elsewhere, no IO), else returns None with no effect
+            (`Dispatcher.handle_parts_nowait`).
+    """
+
+    name: str
+    decode: Callable[[Unpacker], A]
+    run: Callable[[A, CallContext], Packable]
+    run_nowait: Callable[[A, CallContext], Packable | None] | None = None
+
+
+@dataclass(frozen=True)
+class RpcProgram:
+    """A (program, version) pair and its procedures, keyed by procedure number."""
+
+    prog: int
+    vers: int
+    procedures: Mapping[int, RpcProcedure[Any]]
+
+
+class Dispatcher:
+    """Route call records to registered programs and build the reply (sans-IO).
+
+    Thread-safe once the programs are registered: `handle` keeps no state between
+    calls but the reply cache (itself thread-safe), so a transport may run many calls
+    at once.
+
+    Args:
+        programs: the programs to serve.
+        credential_policy: applied to every call's credentials before its
+            procedure runs (an `AuthError` it raises is answered AUTH_ERROR).
+        reply_cache: the duplicate-request cache of the procedures it covers
+            (None: every call runs, retransmissions too).
+    """
+
+    def __init__(
+        self,
+        programs: Iterable[RpcProgram] = (),
+        *,
+        credential_policy: CredentialPolicy | None = None,
+        reply_cache: DuplicateRequestCache | None = None,
+    ) -> None:
+        self._credential_policy = credential_policy
+        self.reply_cache = reply_cache
+        self._programs: dict[tuple[int, int], RpcProgram] = {}
+        self._versions: dict[int, list[int]] = {}
+        for program in programs:
+            self.register(program)
+
+    def register(self, program: RpcProgram) -> None:
+        """Serve `program` (replacing one registered with the same prog and vers)."""
+        self._programs[(program.prog, program.vers)] = program
+        versions = self._versions.setdefault(program.prog, [])
+        if program.vers not in versions:
+            versions.append(program.vers)
+            versions.sort()
+
+    def programs(self) -> list[RpcProgram]:
+        """Return the registered programs."""
+        return list(self._programs.values())
+
+    def handle(self, record: Buffer, conn: ConnectionContext | None = None) -> bytes | None:
+        """Process one call record and return the reply record (unframed).
+
+        Returns:
+            The reply message, or ``None`` when nothing is to be sent: the record is
+            not a call whose xid can be read, or it retransmits a cached call that is
+            still running (see `nfs.protocol.drc`).
+        """
+        parts = self.handle_parts(record, conn)
+        return None if parts is None else b"".join(parts)
+
+    def handle_parts(
+        self, record: Buffer, conn: ConnectionContext | None = None
+    ) -> list[bytes | memoryview] | None:
+        """Like `handle`, but return the reply as buffers (large READ data is not copied).
+
+        Never raises: garbage gets GARBAGE_ARGS (or no reply if even the xid or
+        the message type is unreadable); rpcvers != 2 gets RPC_MISMATCH; a bad
+        credential gets AUTH_ERROR; an unknown program PROG_UNAVAIL; an unknown
+        version PROG_MISMATCH; an unknown procedure PROC_UNAVAIL; a failing
+        procedure SYSTEM_ERR. A retransmission of a call the reply cache covers gets
+        the first call's reply without running, or no reply (None) while that runs.
+        """
+        call = self._decode(record, conn)
+        if not isinstance(call, _Call):
+            return call
+        cache, key = self.reply_cache, call.key
+        if cache is None or key is None:
+            return self._run(call)
+        begun = cache.begin(key)
+        if begun is InProgress.DROP:
+            logger.debug(
+                "xid %#x %s: retransmitted while running: dropped", call.xid, call.procedure.name
+            )
+            return None
+        if begun is not None:
+            logger.debug(
+                "xid %#x %s: retransmitted: the cached reply", call.xid, call.procedure.name
+            )
+            return [begun]
+        parts: list[bytes | memoryview] | None = None
+        try:
+            parts = self._run(call)
+        finally:
+            if parts is None:
+                cache.abandon(key)
+            else:
+                cache.finish(key, b"".join(parts))
+        return parts
+
+    def _run(self, call: _Call) -> list[bytes | memoryview]:
+        """Run a decoded call and return its reply (never raises)."""
+        try:
+            result = call.procedure.run(call.args, call.ctx)
+            p = reply_accepted(call.xid)
+            result.pack(p)
+        except RpcError as err:
+            return reply_accepted(call.xid, err.stat).get_buffers()
+        except Exception:  # the RPC boundary: a bug must not kill the connection
+            logger.exception("xid %#x %s failed", call.xid, call.procedure.name)
+            return reply_accepted(call.xid, AcceptStat.SYSTEM_ERR).get_buffers()
+        return p.get_buffers()
+
+    def handle_parts_nowait(
+        self, record: Buffer, conn: ConnectionContext | None = None
+    ) -> list[bytes | memoryview] | None:
+        """Like `handle_parts` if the procedure can answer without waiting (its
+        ``run_nowait``); None otherwise, with no effect: then call `handle_parts`.
+
+        For a transport that wants to answer cheap calls on its event loop. Never raises
+        and never waits (a procedure without ``run_nowait``, a call that does not decode
+        or is refused, gives None: `handle_parts` makes its reply).
+        """
+        call = self._decode(record, conn)
+        if not isinstance(call, _Call) or call.procedure.run_nowait is None:
+            return None
+        if call.key is not None:  # a cached procedure: the full path (never nowait)
+            return None
+        try:
+            result = call.procedure.run_nowait(call.args, call.ctx)
+            if result is None:
+                return None
+            p = reply_accepted(call.xid)
+            result.pack(p)
+        except RpcError:
+            return None
+        except Exception:  # the RPC boundary, as in handle_parts
+            logger.exception(
+                "xid %#x %s failed (answered by the full path)", call.xid, call.procedure.name
+            )
+            return None
+        return p.get_buffers()
+
+    def _decode(
+        self, record: Buffer, conn: ConnectionContext | None
+    ) -> _Call | list[bytes | memoryview] | None:
+        """Decode a call up to its arguments: the call, or the reply that refuses it (or
+        None: nothing to answer). Never raises."""
+        u = Unpacker(record)
+        try:
+            xid_raw, mtype = u.unpack_struct(_XID_MTYPE)
+        except XdrError:
+            return None
+        xid = Xid(xid_raw)
+        if mtype != MsgType.CALL:
+            return None
+        try:
+            rpcvers = u.unpack_uint()
+            if rpcvers != RPC_VERSION:
+                return reply_rpc_mismatch(xid).get_buffers()
+            prog, vers, proc, cred_flavor = u.unpack_struct(_CALL_BODY)
+            cred_body = u.unpack_opaque(MAX_AUTH_BYTES)
+            u.unpack_uint()  # verifier: AUTH_NONE for AUTH_SYS; not checked
+            u.unpack_opaque(MAX_AUTH_BYTES)
+        except XdrError:
+            return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+        try:
+            credentials = Credentials.from_auth(OpaqueAuth(cred_flavor, cred_body))
+            if self._credential_policy is not None:
+                credentials = self._credential_policy(credentials, conn)
+        except AuthError as err:
+            return reply_auth_error(xid, err.stat).get_buffers()
+
+        program = self._programs.get((prog, vers))
+        if program is None:
+            versions = self._versions.get(prog)
+            if not versions:
+                return reply_accepted(xid, AcceptStat.PROG_UNAVAIL).get_buffers()
+            return reply_accepted(
+                xid, AcceptStat.PROG_MISMATCH, low=versions[0], high=versions[-1]
+            ).get_buffers()
+        procedure = program.procedures.get(proc)
+        if procedure is None:
+            return reply_accepted(xid, AcceptStat.PROC_UNAVAIL).get_buffers()
+
+        args_at = u.position
+        try:
+            args = procedure.decode(u)
+        except XdrError as err:
+            logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
+            return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+        peer = conn.peer if conn else None
+        ctx = CallContext(credentials, xid, prog, vers, proc, peer)
+        key = None
+        cache = self.reply_cache
+        if cache is not None and cache.covers(prog, vers, proc):
+            key = RequestKey.of(peer, xid, prog, vers, proc, memoryview(record)[args_at:])
+        return _Call(xid, procedure, args, ctx, key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A decoded call, ready to run."""
+
+    xid: Xid
+    procedure: RpcProcedure[Any]
+    args: Any
+    ctx: CallContext
+    key: RequestKey | None = None
+    """Its name in the reply cache, if that covers the procedure."""

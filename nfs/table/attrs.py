@@ -1,0 +1,222 @@
+"""The attributes of a TableFs's files: ids, handle generations, sizes, times, modes, access.
+
+Owns: GETATTR (data.csv per caller: a writer sees its staged content), SETATTR (a size on
+data.csv stages a truncation through the write rules; the table's other files refuse
+changes), ACCESS by the table's permissions, FSSTAT of the scratch area, handle
+generations across restarts. See :mod:`nfs.table.tablefs` for the tree.
+"""
+
+from __future__ import annotations
+
+from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import (
+    ACCESS3_DELETE,
+    ACCESS3_EXTEND,
+    ACCESS3_LOOKUP,
+    ACCESS3_MODIFY,
+    ACCESS3_READ,
+    FileId,
+    FsStat,
+    VfsCapabilities,
+)
+from nfs.table.reads import Reads
+from nfs.table.state import (
+    DATA_CSV_ID,
+    DATA_DIR_ID,
+    DIR_SIZE,
+    FILE_MODE,
+    RO_DIR_MODE,
+    ROOT_ID,
+    RW_MODE,
+    SCHEMA_ID,
+    SCRATCH_BASE,
+    VERSIONS_ID,
+    TableState,
+    status_error,
+    version_of,
+)
+from nfs.table.writers import WriterKey
+from nfs.table.writes import WriteRules
+
+__all__ = ["Attributes"]
+
+
+class Attributes:
+    """Ids, attributes, SETATTR, ACCESS and FSSTAT of the table's tree."""
+
+    def __init__(self, state: TableState, reads: Reads, rules: WriteRules) -> None:
+        self._s = state
+        self._reads = reads
+        self._rules = rules
+
+    def capabilities(self) -> VfsCapabilities:
+        """Return the static properties (read-only for a user without "write")."""
+        return VfsCapabilities(read_only=self._s.read_only, max_file_size=1 << 40)
+
+    def root_dir(self) -> FileId:
+        """Return the root's id (1)."""
+        return ROOT_ID
+
+    def generation(self, fid: FileId) -> bytes:
+        """Return the handle generation of ``fid``.
+
+        Directories and the immutable ``/versions/<N>/data.csv`` keep their handles for
+        good; ``data.csv`` and ``schema.sql`` across a restart only while the table has
+        not changed since the previous boot began; scratch entries per boot only.
+
+        Raises:
+            NfsError: NFS3ERR_STALE for an unknown id.
+        """
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID):
+            return self._s.table_gen
+        if fid in (DATA_CSV_ID, SCHEMA_ID):
+            return self._s.file_gen
+        ver = version_of(fid)
+        if ver is not None:
+            with self._s.lock:
+                self._reads.check_version(ver[0])
+            return self._s.table_gen
+        if self.is_scratch(fid):
+            return self._s.scratch.generation(fid)
+        raise status_error(Nfsstat3.NFS3ERR_STALE)
+
+    def dir_attrs(self, fid: FileId, mode: int, mtime: Nfstime3, nlink: int = 2) -> Fattr3:
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=mode,
+            nlink=nlink,
+            uid=0,
+            gid=0,
+            size=DIR_SIZE,
+            used=DIR_SIZE,
+            rdev=Specdata3(),
+            fsid=self._s.fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=mtime,
+        )
+
+    def file_attrs(self, fid: FileId, mode: int, size: int, mtime: Nfstime3) -> Fattr3:
+        return Fattr3(
+            type=Ftype3.NF3REG,
+            mode=mode,
+            nlink=1,
+            uid=0,
+            gid=0,
+            size=size,
+            used=(size + 511) & ~511,
+            rdev=Specdata3(),
+            fsid=self._s.fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=mtime,
+        )
+
+    def of(self, fid: FileId, ctx: CallContext) -> Fattr3:
+        if fid in (ROOT_ID, DATA_DIR_ID):
+            return self.mixed_dir_attrs(fid)
+        if fid == DATA_CSV_ID:
+            mode = FILE_MODE if self._s.read_only else RW_MODE
+            w = self._s.writers.get(WriterKey.of(ctx))
+            if w is not None:
+                st = w.staging
+                return self.file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
+            version = self._reads.version()
+            size = self._reads.presented(version).size
+            return self.data_csv_attrs(version, size)
+        if fid == SCHEMA_ID:
+            version = self._reads.version()
+            return self.file_attrs(
+                fid, 0o444, len(self._reads.schema_bytes()), self._reads.commit_time(version)
+            )
+        if fid == VERSIONS_ID:
+            return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(self._reads.version()))
+        ver = version_of(fid)
+        if ver is not None:
+            n, is_file = ver
+            self._reads.check_version(n)
+            if is_file:
+                size = self._reads.rendering(n).size
+                return self.file_attrs(fid, 0o444, size, self._reads.commit_time(n))
+            return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(n))
+        return self._s.scratch.getattr(fid)
+
+    def mixed_dir_attrs(self, fid: FileId) -> Fattr3:
+        inner = self._s.scratch.getattr(fid)
+        table_time = self._reads.commit_time(self._reads.version())
+        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
+        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
+        nlink = inner.nlink + (1 if fid == ROOT_ID else 0)  # + /versions
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=inner.mode,
+            nlink=nlink,
+            uid=inner.uid,
+            gid=inner.gid,
+            size=inner.size,
+            used=inner.used,
+            rdev=inner.rdev,
+            fsid=self._s.fsid,
+            fileid=fid,
+            atime=mtime,
+            mtime=mtime,
+            ctime=ctime,
+        )
+
+    def data_csv_attrs(self, version: int, size: int) -> Fattr3:
+        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's)."""
+        mode = FILE_MODE if self._s.read_only else RW_MODE
+        return self.file_attrs(DATA_CSV_ID, mode, size, self._reads.commit_time(version))
+
+    def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
+        """Set attributes: a size on data.csv stages a truncation, its mode, owner and times
+        are accepted and ignored (``touch``, ``cp -p``); schema.sql and /versions refuse any
+        change (NFS3ERR_ROFS); scratch entries behave as POSIX.
+        """
+        if fid == DATA_CSV_ID:
+            if attrs.size is not None:
+                self._rules.writable()
+                self._rules.truncate(attrs.size, ctx)
+            return self.of(fid, ctx)
+        if fid in (SCHEMA_ID, VERSIONS_ID) or version_of(fid) is not None:
+            if attrs != Sattr3():
+                raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only")
+            return self.of(fid, ctx)
+        if fid in (ROOT_ID, DATA_DIR_ID):
+            if attrs.size is not None:
+                raise status_error(Nfsstat3.NFS3ERR_ISDIR)
+            return self.of(fid, ctx)
+        return self._s.scratch.setattr(fid, attrs, ctx)
+
+    def access(self, fid: FileId, mask: int, ctx: CallContext) -> int:
+        """Grant ACCESS3 bits: the table's files by the table's permissions, scratch by mode bits."""
+        auth = self._s.db.authorizer
+        read = ACCESS3_READ if auth.allows("read") else 0
+        write = 0 if self._s.read_only else (ACCESS3_MODIFY | ACCESS3_EXTEND)
+        if fid in (ROOT_ID, DATA_DIR_ID):
+            self._s.scratch.getattr(fid)
+            granted = ACCESS3_READ | ACCESS3_LOOKUP
+            if not self._s.read_only:
+                granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+            return mask & granted
+        if fid == DATA_CSV_ID:
+            return mask & (read | write)
+        if fid == SCHEMA_ID:
+            return mask & ACCESS3_READ
+        if fid == VERSIONS_ID:
+            return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
+        ver = version_of(fid)
+        if ver is not None:
+            self._reads.check_version(ver[0])
+            return mask & (read if ver[1] else (ACCESS3_READ | ACCESS3_LOOKUP))
+        return self._s.scratch.access(fid, mask, ctx)
+
+    def fsstat(self, fid: FileId) -> FsStat:
+        """Return the scratch area's usage against its quota (the table's files not counted)."""
+        return self._s.scratch.fsstat(ROOT_ID)
+
+    def is_scratch(self, fid: FileId) -> bool:
+        return fid >= SCRATCH_BASE and self._s.scratch.contains(fid)

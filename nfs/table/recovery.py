@@ -1,0 +1,107 @@
+"""Recovery: the journals an earlier server for the table left, taken over at start.
+
+Owns: for each journal, whether its edit was already committed (its write id in the
+commit metadata), the base it goes on again (the bytes the journal kept, else the
+rendering of its base version), setting aside what cannot be shown as it was (its writer
+gets EIO), and restaging the rest for the same writer (see :mod:`nfs.table.journal`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nfs.protocol.nfs3 import Nfsstat3
+from nfs.table.apply import committed_write
+from nfs.table.journal import JournalOp, Recovered
+from nfs.table.reads import Reads
+from nfs.table.staging import Base, BytesBase, Staging
+from nfs.table.stagings import Stagings
+from nfs.table.state import TableState, nfs_error, status_error
+from nfs.table.writers import Writer, WriterKey
+from posixlake.errors import PosixLakeError
+
+__all__ = ["Recovery"]
+
+logger = logging.getLogger("nfs.table.tablefs")
+
+
+class Recovery:
+    """Take over the journals of an earlier server (at construction)."""
+
+    def __init__(self, state: TableState, reads: Reads, stagings: Stagings) -> None:
+        self._s = state
+        self._reads = reads
+        self._stagings = stagings
+
+    def recover(self) -> None:
+        """Take over the journals an earlier server left (see :mod:`nfs.table.journal`)."""
+        for rec in self._s.journals.recover(self._s.table_id):
+            head = rec.header
+            key = WriterKey(head.peer, head.uid, head.gid)
+            try:
+                done = committed_write(self._s.db, head.write_id, head.base_version)
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            if done is not None:
+                logger.info("data.csv: staged write of %s was committed as v%d", key, done)
+                rec.path.unlink(missing_ok=True)
+                continue
+            # a staging that starts with a truncation does not depend on its base's bytes
+            # (a shadow lost at the restart may differ from the rendering), only on its
+            # rows, which a 3-way apply needs
+            base = self.recovered_base(rec)
+            if base is None:
+                why = f"its base version {head.base_version} cannot be shown as it was"
+                self._s.journals.set_aside(rec, why)
+                self._s.failures.set(
+                    key, status_error(Nfsstat3.NFS3ERR_IO, f"staged write lost: {why}")
+                )
+                continue
+            if key in self._s.writers:
+                self._s.journals.set_aside(rec, "a newer staging of the same writer exists")
+                continue
+            st = self._stagings.new_staging(base, head.base_version)
+            w = Writer(key, st, head.write_id)
+            for op in rec.ops:
+                if op.kind == "W":
+                    st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
+                    w.note_write(op.number, op.data)
+                else:
+                    st.truncate(op.number, touched=st.touched, mtime=st.mtime)
+                    w.note_truncate(op.number)
+            self._s.last_start = max(self._s.last_start, head.started)
+            w.journal = self._s.journals.reopen(rec)
+            self._s.began.set(key, True)  # its resent WRITEs go on this staging
+            self._s.writers[key] = w
+            logger.warning(
+                "data.csv: recovered the staged write of %s (%d bytes, base v%d)",
+                key,
+                st.size,
+                head.base_version,
+            )
+
+    def recovered_base(self, rec: Recovered) -> Base | None:
+        """The base a recovered journal's staging goes on (None: it cannot be shown as it
+        was): the page or shadow bytes the journal kept, else the rendering of its base
+        version (of its size, unless the staging began with a truncation: then only its
+        rows count)."""
+        head = rec.header
+        kept, page = rec.kept_base(), rec.kept_page()
+        if page is not None:  # a client's page: its version's bytes, the client's over them
+            under = (
+                BytesBase(kept) if kept is not None else self._reads.presented_or_none(page.version)
+            )
+            if under is None or under.size != page.size:
+                return None
+            st = Staging(under, base_version=page.version, touched=0.0, mtime=0.0)
+            st.write(page.low, page.data, touched=0.0, mtime=0.0)
+            return st
+        base = (
+            BytesBase(kept)
+            if kept is not None
+            else self._reads.presented_or_none(head.base_version)
+        )
+        independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
+        if base is None or (base.size != head.base_size and not independent):
+            return None
+        return base

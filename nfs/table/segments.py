@@ -1,0 +1,529 @@
+"""Segmented renderings: a version's ``data.csv`` as the header plus one CSV segment per data file.
+
+Cost follows the change (docs/design.md, "The NFS face"). A version's bytes are the header line
+followed by the CSV lines of each active data file, one **segment** per file, in a fixed
+order: the add actions sorted by (modification time, path). A commit's new files are
+written after the files they join, so appends land at the end of ``data.csv`` (modification
+times are milliseconds: files of two commits within the same millisecond are ordered by
+path), and a file that a commit removes takes its segment (only) out of the middle.
+Rendering a version renders only the files no earlier version (or earlier run) rendered.
+
+Each segment is rendered from one data file exactly as a full rendering renders its rows:
+the table's schema and column order, partition columns filled from the add action's
+partition values, columns missing from an older file NULL, and
+:func:`posixlake.csvcodec.iter_render_csv` for the bytes. So for every version,
+``render_csv(rows in segment order)`` equals the segmented bytes.
+
+Segments live in a cache directory outside the table (:class:`SegmentStore`, by default
+``$XDG_CACHE_HOME/posixlake/segments``), keyed by a digest of the table's identity (its
+Delta ``metaData.id`` and URI), the file's path, size and modification time, its partition
+values, the schema and the codec version. Files are written atomically (temporary file,
+then rename), carry their key and length in a header and a trailer (a corrupt, truncated or
+foreign file is detected, removed and rendered again), are memory-mapped when large, and
+are evicted least-recently-used past a size bound. The directory is safe to delete at any
+time, and a restarted server reuses it, so its first read of an unchanged table renders
+nothing.
+
+Tables whose data files cannot be read one by one as plain Parquet (deletion vectors or
+column mapping: delta-rs applies them while scanning; ``snapshot_of`` refuses them, or
+carries physical column names or deleted rows) fall back to ONE segment rendered from
+``db.to_arrow(version=...)``: correct, cached on disk per version, but not incremental —
+every new version renders the whole table again.
+
+The first rendering of a large table renders its work units (files, or their row groups
+when there are fewer files than workers) on a thread pool, at most two units per worker in
+flight: most of a unit's time is Parquet decoding and the codec's Arrow compute kernels,
+which release the GIL. String columns whose Parquet dictionary is small are read as
+dictionaries, so the codec renders each distinct value once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from nfs.table.segstore import (
+    CODEC_VERSION,
+    DEFAULT_CACHE_BYTES,
+    Segment,
+    SegmentedRendering,
+    SegmentStore,
+    default_cache_dir,
+)
+from posixlake import DatabaseOps
+from posixlake.csvcodec import iter_render_csv, render_csv
+from posixlake.delta import DataFile, DeltaLog, Snapshot, loaded_log, log_at, snapshot_of
+from posixlake.errors import InvalidOperation, IoError, NotFound, VersionError
+from posixlake.storage import table_filesystem
+
+__all__ = [
+    "CODEC_VERSION",
+    "DEFAULT_CACHE_BYTES",
+    "Segment",
+    "SegmentStore",
+    "SegmentedRendering",
+    "Segmenter",
+    "default_cache_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+_BATCH_ROWS: Final = 65_536
+_SMALL_DICTIONARY: Final = 256 << 10
+KEY_MEMO: Final = 1 << 20
+
+# -- building renderings -----------------------------------------------------------------
+
+
+@dataclass
+class SegmenterStats:
+    """What a :class:`Segmenter` did (for tests and benchmarks).
+
+    Attributes:
+        rendered: segments rendered from data files (cache misses).
+        reused: segments reused from this process or from the disk cache.
+        whole: full-table fallback renderings.
+    """
+
+    rendered: int = 0
+    reused: int = 0
+    whole: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The files of one version, in segment order, with their keys."""
+
+    snapshot: Snapshot
+    files: tuple[DataFile, ...]
+    keys: tuple[str, ...]
+    header: bytes
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """Row groups of one file: the smallest piece of rendering work."""
+
+    index: int  # the file's position in the plan's files
+    row_groups: tuple[int, ...] | None = None  # None: the whole file
+
+
+class Segmenter:
+    """Build :class:`SegmentedRendering` s of one table's versions from cached segments.
+
+    Callable as ``segmenter(version)``, which is what ``RenderCache(segmenter=...)`` expects.
+    Thread-safe; concurrent calls render a shared missing segment at most twice (the
+    second write replaces the first with the same bytes).
+    """
+
+    def __init__(
+        self,
+        db: DatabaseOps,
+        store: SegmentStore | None = None,
+        *,
+        workers: int | None = None,
+        table_id: bytes | None = None,
+    ) -> None:
+        """Render ``db``'s versions into ``store`` (default: a store at the default directory).
+
+        Args:
+            db: the table.
+            store: the segment cache.
+            workers: threads rendering in parallel (default: the number of CPUs).
+            table_id: the table's identity (default: its Delta metaData id).
+        """
+        self._db = db
+        self.store = store if store is not None else SegmentStore()
+        self._workers = max(1, workers or os.cpu_count() or 1)
+        self._table_id = table_id
+        self.stats = SegmenterStats()
+        self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
+        self._keys: dict[tuple[str, int, int, str, str], str] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
+        # on the first pa.scalar: 0.3-0.8 s); pay it now, off the first read's path
+        self._executor().submit(_warm_up)
+
+    # -- public ----------------------------------------------------------------------
+
+    def __call__(self, version: int) -> SegmentedRendering:
+        """Return the rendering of ``version``, rendering only segments no cache holds.
+
+        Raises:
+            PermissionDenied: the user may not read the table.
+            VersionError: no such version, or its data files were vacuumed (and are not cached).
+            NotFound: a data file of the current version is missing.
+        """
+        self._db.authorizer.check("read", "read")
+        log, plan = self._plan_of(version)
+        if plan is None:
+            return self._whole(log, version)
+        segments: list[Segment | None] = [self._cached(k) for k in plan.keys]
+        missing = [i for i, s in enumerate(segments) if s is None]
+        if missing:
+            for i, seg in self._render(plan, missing):
+                segments[i] = seg
+        with self._lock:
+            self.stats.reused += len(plan.keys) - len(missing)
+            self.stats.rendered += len(missing)
+        done = [s for s in segments if s is not None]
+        assert len(done) == len(segments)
+        return SegmentedRendering(version, plan.header, done)
+
+    def close(self) -> None:
+        """Stop the rendering threads (renderings stay readable)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def key_of(
+        self,
+        snapshot: Snapshot,
+        data_file: DataFile,
+        modification_time: int,
+        *,
+        schema_digest: str | None = None,
+    ) -> str:
+        """Return the cache key of one data file's segment (a hex SHA-256).
+
+        The key covers the table (its Delta id and URI), the file (path, size,
+        modification time, partition values), the schema and partition columns, and
+        :data:`CODEC_VERSION`. Memoised per file: a version of a table with many files
+        costs a dictionary lookup per file it shares with earlier versions.
+        """
+        schema_digest = schema_digest or _schema_digest(snapshot.schema)
+        memo = (data_file.path, data_file.size, modification_time, schema_digest, snapshot.uri)
+        key = self._keys.get(memo)
+        if key is None:
+            material = [
+                "file",
+                CODEC_VERSION,
+                self._identity(),
+                snapshot.uri,
+                data_file.path,
+                data_file.size,
+                modification_time,
+                data_file.serialized_partition_values(snapshot.schema),
+                list(snapshot.partition_columns),
+                schema_digest,
+            ]
+            key = digest(material)
+            with self._lock:
+                if len(self._keys) >= KEY_MEMO:
+                    self._keys.clear()
+                self._keys[memo] = key
+        return key
+
+    # -- planning ----------------------------------------------------------------------
+
+    def _identity(self) -> str:
+        if self._table_id is None:
+            log = loaded_log(self._db)
+            with log.lock:
+                self._table_id = str(log.table.metadata().id).encode()
+        return self._table_id.decode()
+
+    def _plan_of(self, version: int) -> tuple[DeltaLog, Plan | None]:
+        """Return a log at ``version`` and its plan (None: not readable file by file).
+
+        The table's own log when it has ``version`` loaded (the usual case: the current
+        version; no other snapshot to load), else a time-travel snapshot.
+        """
+        live = loaded_log(self._db)
+        with live.lock:  # writers through db hold it: the version cannot move meanwhile
+            if live.version == version:
+                try:
+                    return live, self._plan(live)
+                except InvalidOperation:
+                    return live, None
+        log = log_at(self._db, version)
+        try:
+            return log, self._plan(log)
+        except InvalidOperation:
+            return log, None
+
+    def _plan(self, log: DeltaLog) -> Plan:
+        """Resolve the version's files in segment order (InvalidOperation: not per file)."""
+        snapshot = snapshot_of(log)
+        if snapshot.physical_schema is not None or any(f.deleted_rows for f in snapshot.files):
+            # column mapping (physical names) or deletion vectors: delta-rs' scan applies
+            # them; a file read on its own would not
+            raise InvalidOperation("the data files are not plain Parquet")
+        actions = log.add_actions()
+        mtimes = dict(
+            zip(
+                (_unquote(p) for p in actions.column("path").to_pylist()),
+                actions.column("modification_time").to_pylist(),
+                strict=True,
+            )
+        )
+        order = sorted(snapshot.files, key=lambda f: (int(mtimes.get(f.path) or 0), f.path))
+        digest = _schema_digest(snapshot.schema)
+        keys = tuple(
+            self.key_of(snapshot, f, int(mtimes.get(f.path) or 0), schema_digest=digest)
+            for f in order
+        )
+        return Plan(
+            snapshot=snapshot,
+            files=tuple(order),
+            keys=keys,
+            header=self._header(snapshot.schema),
+            read_only=log.read_only,
+        )
+
+    def _header(self, schema: pa.Schema) -> bytes:
+        """Return the header line, itself cached (rendering it costs pyarrow's lazy imports)."""
+        key = digest(["header", CODEC_VERSION, _schema_digest(schema)])
+        seg = self._cached(key)
+        if seg is None:
+            seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
+            self._live[key] = seg
+        return bytes(seg.view)
+
+    def _cached(self, key: str) -> Segment | None:
+        seg = self._live.get(key)
+        if seg is None:
+            seg = self.store.open(key)
+            if seg is not None:
+                self._live[key] = seg
+        return seg
+
+    # -- rendering ---------------------------------------------------------------------
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._workers, thread_name_prefix="posixlake-segments"
+                )
+            return self._pool
+
+    def _render(self, plan: Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
+        """Render the files at ``missing`` into the store, yielding them as they complete.
+
+        Work is split into row groups when there are fewer files than workers, and at
+        most two units per worker are in flight (memory stays bounded).
+        """
+        snapshot = plan.snapshot
+        fs = table_filesystem(snapshot.uri, snapshot.storage_options)
+        units: list[_Unit] = []
+        split = len(missing) < self._workers
+        for i in missing:
+            if split:
+                groups = _row_groups(fs, snapshot, plan.files[i], plan.read_only)
+                units.extend(_Unit(i, (g,)) for g in range(groups))
+                if groups == 0:
+                    units.append(_Unit(i, ()))
+            else:
+                units.append(_Unit(i))
+        pool = self._executor()
+        window = 2 * self._workers
+        pending: deque[tuple[_Unit, Future[tuple[list[bytes], int]]]] = deque()
+        queue = iter(units)
+
+        def fill() -> None:
+            while len(pending) < window:
+                unit = next(queue, None)
+                if unit is None:
+                    return
+                task = pool.submit(_render_unit, fs, plan, unit)
+                pending.append((unit, task))
+
+        def parts_of(index: int) -> Iterator[tuple[bytes, int]]:
+            while pending and pending[0][0].index == index:
+                _, task = pending.popleft()
+                fill()
+                chunks, rows = task.result()
+                for chunk in chunks:
+                    yield chunk, 0
+                yield b"", rows
+
+        try:
+            fill()
+            while pending:
+                index = pending[0][0].index
+                seg = self.store.write(plan.keys[index], parts_of(index))
+                self._live[seg.key] = seg
+                yield index, seg
+        finally:
+            for _, task in pending:
+                task.cancel()
+
+    def _whole(self, log: DeltaLog, version: int) -> SegmentedRendering:
+        """Fallback for tables not readable file by file: one segment, the whole version."""
+        with log.lock:
+            schema = log.arrow_schema
+        key = digest(
+            ["whole", CODEC_VERSION, self._identity(), log.uri, version, _schema_digest(schema)]
+        )
+        seg = self._cached(key)
+        if seg is None:
+            table = self._db.to_arrow(version=version)
+            seg = self.store.write(
+                key,
+                ((c, 0) for c in iter_render_csv(table, header=False, schema=table.schema)),
+            )
+            self._live[key] = seg
+            with self._lock:
+                self.stats.whole += 1
+        else:
+            with self._lock:
+                self.stats.reused += 1
+        return SegmentedRendering(version, self._header(schema), [seg])
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _warm_up() -> None:
+    render_csv(pa.table({"x": pa.array([1.5], pa.float64()), "y": pa.array(["a"])}))
+
+
+def digest(material: Any) -> str:
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _schema_digest(schema: pa.Schema) -> str:
+    return hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()
+
+
+def _unquote(path: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.unquote(path)
+
+
+def open_file(fs: pafs.FileSystem, snapshot: Snapshot, data_file: DataFile, read_only: bool) -> Any:
+    try:
+        return fs.open_input_file(data_file.path)
+    except FileNotFoundError as err:
+        if read_only:
+            raise VersionError(
+                f"version {snapshot.version} cannot be read: its data file {data_file.path} "
+                "was removed (VACUUM deletes the files of old versions)"
+            ) from err
+        raise NotFound(f"data file {data_file.path} of {snapshot.uri} is missing") from err
+    except OSError as err:
+        raise IoError(f"cannot open {data_file.path} of {snapshot.uri}: {err}") from err
+
+
+def _row_groups(
+    fs: pafs.FileSystem, snapshot: Snapshot, data_file: DataFile, read_only: bool
+) -> int:
+    with open_file(fs, snapshot, data_file, read_only) as handle:
+        return int(pq.ParquetFile(handle).metadata.num_row_groups)
+
+
+def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[bytes], int]:
+    """Render one unit's rows as CSV lines (runs on a worker thread)."""
+    snapshot = plan.snapshot
+    data_file = plan.files[unit.index]
+    if unit.row_groups == ():
+        return [], 0
+    schema = snapshot.schema
+    parts = snapshot.partition_columns
+    with open_file(fs, snapshot, data_file, plan.read_only) as handle:
+        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+        present = set(pf.schema_arrow.names)
+        wanted = [f.name for f in schema if f.name not in parts and f.name in present]
+        if pf.metadata.num_rows == 0:
+            return [], 0
+        groups = list(unit.row_groups) if unit.row_groups is not None else None
+        small = _small_dictionaries(pf, schema, wanted, groups)
+        if small:
+            pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us", read_dictionary=small)
+        batches = pf.iter_batches(
+            batch_size=_BATCH_ROWS, row_groups=groups, columns=wanted, use_threads=False
+        )
+        rows = 0
+
+        def assembled() -> Iterator[pa.RecordBatch]:
+            nonlocal rows
+            for batch in batches:
+                rows += batch.num_rows
+                yield assemble(batch, schema, parts, data_file)
+
+        chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
+    return chunks, rows
+
+
+def _small_dictionaries(
+    pf: pq.ParquetFile, schema: pa.Schema, wanted: Sequence[str], groups: list[int] | None
+) -> list[str]:
+    """Return the string columns that are dictionary-encoded with a small dictionary in
+    every row group to read: read as dictionaries, the codec renders each distinct value
+    once (a writer falls back from a dictionary that grows past ~1 MiB, so small means
+    that every page uses it).
+    """
+    text = [
+        f.name
+        for f in schema
+        if f.name in wanted and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+    ]
+    if not text:
+        return []
+    meta = pf.metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    out = []
+    for name in text:
+        i = index.get(name)
+        if i is None:
+            continue
+        ok = True
+        for g in groups if groups is not None else range(meta.num_row_groups):
+            col = meta.row_group(g).column(i)
+            start = col.dictionary_page_offset
+            if not col.has_dictionary_page or not start:
+                ok = False
+                break
+            if col.data_page_offset - start > _SMALL_DICTIONARY:
+                ok = False
+                break
+        if ok:
+            out.append(name)
+    return out
+
+
+def assemble(
+    batch: pa.RecordBatch, schema: pa.Schema, parts: Sequence[str], data_file: DataFile
+) -> pa.RecordBatch:
+    """Give a file's batch the table's columns: partition values, NULLs for missing ones."""
+    n = batch.num_rows
+    names = batch.schema.names
+    arrays: list[pa.Array[Any]] = []
+    for f in schema:
+        if f.name in parts:
+            value = data_file.partition_values.get(f.name)
+            if value is None:
+                arrays.append(pa.nulls(n, f.type))
+            else:
+                # one dictionary value: the codec renders it once
+                indices = pa.repeat(pa.scalar(0, pa.int32()), n)
+                arrays.append(pa.DictionaryArray.from_arrays(indices, pa.array([value], f.type)))
+        elif f.name in names:
+            col = batch.column(names.index(f.name))
+            kind = col.type
+            if isinstance(kind, pa.DictionaryType) and kind.value_type == f.type:
+                arrays.append(col)  # read as a dictionary (see _small_dictionaries)
+            else:
+                arrays.append(col if kind == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, names=schema.names)

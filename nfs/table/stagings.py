@@ -1,0 +1,165 @@
+"""Staging and journal: each writer's staged content of data.csv and its durable journal.
+
+Owns: a writer's staging (its bytes over its base; past ``SPILL_AT`` in the state dir),
+journaling each operation before it is staged, fsync before a reply promises it
+(FILE_SYNC, COMMIT, SETATTR), what a journal keeps of its base (a shadow's or a client's
+page: recovery must not need a cache), and ``flush``. The rules of when a staging applies
+are :mod:`nfs.table.writes`'s; recovering journals is :mod:`nfs.table.recovery`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+from nfs.protocol.vfs import NfsError
+from nfs.table.journal import JournalFile, JournalHeader, KeptBase, KeptPage
+from nfs.table.reads import Reads
+from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
+from nfs.table.state import TableState, journal_error, storage_error
+from nfs.table.writers import Writer
+
+__all__ = ["Stagings"]
+
+logger = logging.getLogger("nfs.table.tablefs")
+
+
+class Stagings:
+    """Stage and journal the operations of each writer of data.csv."""
+
+    def __init__(self, state: TableState, reads: Reads) -> None:
+        self._s = state
+        self._reads = reads
+
+    def new_staging(self, base: Base, version: int) -> Staging:
+        """A staging over ``base``; past SPILL_AT its written bytes go to the state dir."""
+        spill = self._s.state_dir / "staging"
+        spill.mkdir(mode=0o700, exist_ok=True)
+        return Staging(
+            base,
+            base_version=version,
+            touched=self._s.clock(),
+            mtime=self._s.wallclock(),
+            spill_dir=str(spill),
+        )
+
+    def stage(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
+        """Journal one operation of ``w``, then apply it to its staging.
+
+        The journal first: a write it could not record is not staged either (the WRITE
+        fails, and neither a crash nor its absence shows the bytes). A staging that then
+        fails (its spill file) is dropped with its journal, and the write verifier
+        changes, so the client resends what it had not committed.
+
+        Raises:
+            NfsError: NOSPC or IO.
+        """
+        self.record(w, write=write, size=size)
+        w.checked = -1
+        try:
+            if write is not None:
+                w.staging.write(*write, touched=self._s.clock(), mtime=self._s.wallclock())
+                w.note_write(*write)
+            else:
+                w.staging.truncate(size, touched=self._s.clock(), mtime=self._s.wallclock())
+                w.note_truncate(size)
+        except OSError as err:
+            logger.error("data.csv: the staging of %s failed and was dropped: %s", w.key, err)
+            self._s.drop(w)
+            self._s.verifier = secrets.token_bytes(8)
+            raise storage_error(err) from err
+
+    def started_ns(self) -> int:
+        """A staging's start: the wall clock in ns, above every earlier start (journals)."""
+        self._s.last_start = max(self._s.last_start + 1, int(self._s.wallclock() * 1e9))
+        return self._s.last_start
+
+    def journal(self, w: Writer) -> JournalFile:
+        if w.journal is None:
+            header = JournalHeader(
+                write_id=w.write_id,
+                table_id=self._s.table_id,
+                base_version=w.staging.base_version,
+                # a staging over the client's own page cannot be recovered (-1: set aside)
+                base_size=-1 if isinstance(w.staging.base, Staging) else w.staging.base.size,
+                peer=w.key.peer,
+                uid=w.key.uid,
+                gid=w.key.gid,
+                started=self.started_ns(),
+            )
+            try:
+                w.journal = self._s.journals.create(
+                    header, base=self.kept_base(w.staging), page=self.kept_page(w.staging)
+                )
+            except OSError as err:
+                raise journal_error(err) from err
+        return w.journal
+
+    def kept_base(self, st: Staging) -> KeptBase | None:
+        """The base bytes a journal must keep (recovery must not need the shadows or the
+        pages, caches): a shadow's (no rendering shows them again), or, for a staging
+        based on a client's page, the shadow under that page; else None."""
+        base: Base = st.base
+        version = st.base_version
+        if isinstance(base, Staging):  # a page: what lies under it
+            version, base = base.base_version, base.base
+        if not isinstance(base, BytesBase):  # a rendering: rendered again at recovery
+            return None
+        shown = base
+        if isinstance(base, OwnContent):  # not a version's shadow: its own bytes
+            return KeptBase(shown.size, lambda: None, lambda: (read_all(shown),))
+        try:
+            stamp: int | None = self._reads.stamp_of(version)
+        except NfsError:
+            stamp = None
+
+        def file() -> Path | None:
+            return None if stamp is None else self._s.shadows.file(version, stamp)
+
+        return KeptBase(shown.size, file, lambda: (read_all(shown),))
+
+    @staticmethod
+    def kept_page(st: Staging) -> KeptPage | None:
+        """The client's page a staging is based on, for its journal to keep; else None."""
+        page = st.base
+        if not isinstance(page, Staging):
+            return None
+        low, data = page.overlay()
+        return KeptPage(page.base_version, page.base.size, low, data)
+
+    def record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
+        """Append the operation to ``w``'s journal (buffered)."""
+        journal = self.journal(w)
+        try:
+            if write is not None:
+                journal.write(*write)
+            else:
+                journal.truncate(size)
+        except OSError as err:
+            raise journal_error(err) from err
+
+    def make_durable(self, w: Writer) -> None:
+        """fsync ``w``'s journal: from now on a reply may promise its bytes.
+
+        A failed fsync drops the staging with its journal and changes the write verifier:
+        the kernel may have let the journal's unwritten pages go, so a later fsync that
+        succeeds would promise bytes the file lacks. The reply is the error; the client
+        resends what it had not committed.
+        """
+        try:
+            self.journal(w).sync()
+        except OSError as err:
+            self._s.drop(w)
+            self._s.verifier = secrets.token_bytes(8)
+            raise journal_error(err) from err
+
+    def flush(self) -> None:
+        """Make every staged write durable (fsync the journals); nothing is applied."""
+        with self._s.lock:
+            for w in self._s.writers.values():
+                if w.journal is not None:
+                    try:
+                        w.journal.sync()
+                    except OSError:
+                        logger.exception("data.csv: journal of %s not synced", w.key)

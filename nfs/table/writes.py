@@ -1,0 +1,682 @@
+"""The write rules of data.csv (docs/nfs-writes.md states them; this module implements them).
+
+Owns: WRITE and COMMIT of data.csv, the base of a new staging (what that client READ,
+its own last edit, or the recent version a stale page-widened append extends), when a
+staging applies (an append at a FILE_SYNC WRITE, a RENAME onto data.csv, a writer idle for
+``idle_seconds``, ``finish``; never a prefix, never at shutdown), the line checks at
+WRITE/COMMIT, the one apply (:mod:`nfs.table.apply`: INSERT or a 3-way change, one
+commit), resends after a restart (commit tags), and failures reported to the writer's
+next call. Staging and journals: :mod:`nfs.table.stagings`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable
+from typing import Final
+
+import pyarrow as pa
+
+from nfs.protocol.nfs3 import Ftype3, Nfsstat3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import (
+    ACCESS3_DELETE,
+    ACCESS3_MODIFY,
+    FileId,
+    NfsError,
+)
+from nfs.table.apply import (
+    Applied,
+    apply_content,
+    apply_lines,
+    arrow_schema,
+    header_of,
+    same_bytes,
+)
+from nfs.table.reads import Reads
+from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
+from nfs.table.stagings import Stagings
+from nfs.table.state import (
+    DATA_CSV_ID,
+    DATA_DIR_ID,
+    PAGE_BYTES,
+    ROOT_ID,
+    SCHEMA_ID,
+    STALE_SEARCH,
+    VERSIONS_ID,
+    TableState,
+    nfs_error,
+    status_error,
+    version_of,
+)
+from nfs.table.writers import Torn, Writer, WriterKey
+from posixlake.csvcodec import CsvFormatError, parse_csv
+from posixlake.errors import PosixLakeError
+from posixlake.storage import fsync_dir
+
+__all__ = ["CHECK_BYTES", "EDIT_TAG", "WriteRules"]
+
+logger = logging.getLogger("nfs.table.tablefs")
+
+
+EDIT_TAG: Final = "posixlake.nfs_edit"
+"""Commit metadata naming an applied edit by its writer, boot, written range and checksum."""
+_RESEND_SEARCH: Final = 1000
+"""How many recent commits are searched for the edit a client resends after a restart."""
+_UNCHANGED: Final = "edits-unchanged.jsonl"
+"""Edits that applied without a commit (the last _RESEND_SEARCH), in the state dir."""
+CHECK_BYTES: Final = 1 << 20
+"""Lines up to this many bytes are checked at each WRITE and COMMIT (see `WriteRules.check_lines`)."""
+_LF: Final = 0x0A
+
+
+class _Terminated:
+    """A staging whose last line lacks its line feed, with it (the line is a record)."""
+
+    def __init__(self, staging: Staging) -> None:
+        self._st = staging
+
+    @property
+    def size(self) -> int:
+        return self._st.size + 1
+
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
+        size = self._st.size
+        end = min(offset + count, size + 1)
+        if offset >= end:
+            return b"", True
+        if end <= size:
+            data, _ = self._st.read(offset, end - offset)
+            return data, False
+        head = bytes(self._st.read(offset, size - offset)[0]) if offset < size else b""
+        return head + b"\n", True
+
+
+class WriteRules:
+    """When and how a writer's staged data.csv becomes one Delta commit."""
+
+    def __init__(self, state: TableState, reads: Reads, stagings: Stagings) -> None:
+        self._s = state
+        self._reads = reads
+        self._stagings = stagings
+
+    def write_verifier(self) -> bytes:
+        """Return the WRITE/COMMIT verifier: new per boot, and whenever staged data is lost."""
+        return self._s.verifier
+
+    def writable(self) -> None:
+        if self._s.read_only:
+            raise status_error(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
+
+    def base_for(
+        self, peer: str, first: tuple[int, bytes] | None
+    ) -> tuple[int, Base, tuple[int, ...]]:
+        """Return the version (and its bytes) a new staging of ``peer`` is based on, and
+        the versions of its READs when they were several (a torn base: refused).
+
+        The base is the version whose bytes that client's READs of data.csv returned
+        (never what a GETATTR, LOOKUP or ACCESS showed: see
+        :class:`~nfs.table.writers.ReadViews`), else the current version. When the first
+        write ``(offset, data)``
+        reads better as made from another recent version — an append at its end, or a
+        page-widened append that resends its last page(s) and adds more — that version is
+        the base, so
+        a client with a stale page appends to what it saw and deleted rows stay deleted.
+        Only a staging that starts with a WRITE is matched so: one that starts with a
+        truncation is a new file, diffed against what the client was shown.
+        """
+        current = self._reads.version()
+        view = self._s.views.base(peer)
+        torn = view.versions if isinstance(view, Torn) else ()
+        shown = view.versions[-1] if isinstance(view, Torn) else view
+        order = [current] if shown is None or shown == current else [shown, current]
+        candidates: list[tuple[int, Base | None]] = [
+            (v, self._reads.presented_or_none(v)) for v in order
+        ]
+        own = self._s.own.get(peer)  # its own last edit: its bytes (not always a version's)
+        if first is not None:
+            # The versions the write may extend: what the client was shown, the current
+            # one and those at hand; and the last few too when the client's view is
+            # unknown (the server restarted) or the write does not start at the current
+            # version's end: several processes may share one client, or its page may be
+            # its own later write, a version no longer at hand that an older fit only
+            # prefixes. When several fit (an emptied table's header prefixes every
+            # version; a deletion of the last rows leaves a prefix), the longest is what
+            # the client resent: the fewest bytes are new. A stale page-widened write
+            # covers a page, so each look reads about a page of a version.
+            fits: list[tuple[int, int, Base]] = []
+            tried: set[int] = set()
+
+            def look(v: int, content: Base | None) -> None:
+                # a version without rows (the table created empty, or emptied) prefixes
+                # every write: it is the base only as what the client read (or when that
+                # is not known: a restart), or for a write at its very end (the size a
+                # GETATTR gave an O_APPEND), else a page of rows the server cannot
+                # otherwise place (its own rewrite, whose bytes are kept no longer) would
+                # read as all new rows
+                if (
+                    v not in tried
+                    and content is not None
+                    and _fits(content, *first)
+                    and (
+                        shown in (None, v)
+                        or first[0] == content.size  # at its very end: an O_APPEND write
+                        or len(header_of(content)) < content.size
+                    )
+                ):
+                    fits.append((content.size, v, content))
+                tried.add(v)
+
+            for v, content in [*candidates, *self._reads.seen_versions()]:
+                look(v, content)
+            if own is not None and _fits(own[1], *first):
+                fits.append((own[1].size, own[0], own[1]))
+            page = self._s.pages.get(peer, self._reads.presented_or_none)
+            if page is not None and _fits(page[1], *first):  # its page after its append
+                fits.append((page[1].size, page[0], page[1]))  # (a version of the same
+                # bytes comes first: max keeps it, and a rewrite from it can be a shadow)
+            at_end = any(v == current and size == first[0] for size, v, _ in fits)
+            if shown is None or not at_end:
+                for v in range(current - 1, max(-1, current - STALE_SEARCH - 1), -1):
+                    if v not in tried:
+                        look(v, self._reads.presented_or_none(v))
+            if fits:  # an append: only its new lines are new, whatever the client read
+                _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
+                return v, content, ()
+        if own is not None:  # what it holds: newer than its READs (a READ forgets it)
+            return own[0], own[1], ()
+        for v, content in candidates:
+            if content is not None:
+                return v, content, torn
+        return current, self._reads.presented(current), torn
+
+    def writer(self, ctx: CallContext, first: tuple[int, bytes] | None = None) -> Writer:
+        """Return the caller's writer, starting one (see :meth:`WriteRules.base_for`) if it has none."""
+        key = WriterKey.of(ctx)
+        w = self._s.writers.get(key)
+        if w is None:
+            version, base, torn = self.base_for(key.peer, first)
+            if torn:
+                raise status_error(Nfsstat3.NFS3ERR_IO, _torn_message(torn))
+            w = Writer(key, self._stagings.new_staging(base, version))
+            w.resend_check = self._s.began.get(key) is None
+            self._s.began.set(key, True)
+            self._s.writers[key] = w
+        return w
+
+    def truncate(self, size: int, ctx: CallContext) -> None:
+        """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
+        w = self.writer(ctx)
+        w.flushed = False
+        self._stagings.stage(w, size=size)
+        self._stagings.make_durable(w)
+
+    def raise_failure(self, key: WriterKey) -> None:
+        """Raise (once) a failure found after this writer was told its write succeeded."""
+        err = self._s.failures.pop(key)
+        if err is not None:
+            raise err
+
+    def apply_writer(self, w: Writer) -> Applied:
+        """Apply ``w``'s content as ONE commit; the staging is gone afterwards either way.
+
+        Content that ends mid-line (the writer flushed it so) has its last line taken as
+        a record. A resend of an edit an earlier boot of the server committed (see
+        :meth:`WriteRules.resent`) changes nothing.
+
+        Raises:
+            NfsError: the write was refused (bad content: INVAL) or failed (IO).
+        """
+        st = w.staging
+        try:
+            earlier = self.resent(w)
+            if earlier is not None:
+                logger.info(
+                    "data.csv: %s resent the edit committed as v%d; nothing applied again",
+                    w.key,
+                    earlier,
+                )
+                return Applied("unchanged", None)
+            content: Base = st if st.on_line_boundary() else _Terminated(st)
+            tags = self.edit_tags(w)
+            start = st.appended_at()
+            if start is not None:  # the base plus whole lines: an INSERT, costs the lines
+                at = start
+                with self._s.db.commit_tags(tags):
+                    applied = self.run_apply(
+                        lambda: apply_lines(
+                            self._s.db,
+                            content,
+                            at,
+                            header=header_of(st.base),
+                            write_id=w.write_id,
+                            keys=self._s.keys,
+                        )
+                    )
+                page = st.flattened()  # the client's page now (its cache serves reads)
+                produced = applied.version
+                version = self._reads.version() if produced is None else produced
+                self._s.views.wrote(w.key.peer, version)
+                if page.overlay_size <= PAGE_BYTES:
+                    self._s.pages.put(w.key.peer, version, page)
+                    self._s.own.set(w.key.peer, (version, page))
+                else:  # an older page of it must not be matched any more
+                    self._s.pages.forget(w.key.peer)
+                    self._s.own.pop(w.key.peer)
+            else:
+                if st.same_as_base():
+                    applied = Applied("unchanged", None)
+                else:
+                    with self._s.db.commit_tags(tags):
+                        applied = self.apply(content, st.base_version, st.base, w.write_id)
+                self.holds(w.key.peer, applied, content)
+            if applied.version is None and tags:
+                self.note_unchanged(tags[EDIT_TAG])
+            return applied
+        finally:
+            self._s.drop(w)
+
+    def note_unchanged(self, edit: str) -> None:
+        """Keep (durably) an edit that applied without a commit: no commit tag names it,
+        yet its writer may resend it after a restart (see `WriteRules.resent`)."""
+        path = self._s.state_dir / _UNCHANGED
+        try:
+            lines = path.read_bytes().splitlines()[-_RESEND_SEARCH:] if path.exists() else []
+            lines.append(json.dumps({"edit": edit, "version": self._reads.version()}).encode())
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                f.write(b"\n".join(lines) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        except OSError:
+            logger.warning("data.csv: could not keep an unchanged edit's record", exc_info=True)
+
+    def holds(self, peer: str, applied: Applied, content: Base) -> None:
+        """``peer``'s rewrite applied: what it holds now is its own content (the base of
+        its next edit, until it reads data.csv again)."""
+        produced = applied.version if applied.version is not None else self._reads.version()
+        self._s.views.wrote(peer, produced)
+        if content.size <= PAGE_BYTES:
+            self._s.own.set(peer, (produced, OwnContent(bytes(read_all(content)))))
+        else:  # the version it made (its own bytes, unless merged with others' changes)
+            self._s.own.pop(peer)
+
+    def edit_tags(self, w: Writer) -> dict[str, str]:
+        """The commit metadata that names ``w``'s edit for a later boot (see `WriteRules.resent`)."""
+        digest = w.digest.of(w.staging)
+        if digest is None:
+            return {}
+        lo, hi, crc = digest
+        edit = {"boot": self._s.boot.hex(), "writer": str(w.key), "lo": lo, "hi": hi, "crc": crc}
+        return {EDIT_TAG: json.dumps(edit, separators=(",", ":"))}
+
+    def earlier_edits(self) -> dict[str, list[tuple[int, int, int, int]]]:
+        """The edits earlier boots of the server committed, per writer, newest first:
+        ``(lo, hi, crc, version)`` (read from the last commits, once per boot)."""
+        if self._s.edits_before is None:
+            found: dict[str, list[tuple[int, int, int, int]]] = {}
+            mine = self._s.boot.hex()
+            try:
+                history = self._s.db.history(_RESEND_SEARCH)
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            tagged: list[tuple[str, int]] = [
+                (raw, info.version)
+                for info in history
+                if (raw := info.tags.get(EDIT_TAG)) is not None
+            ]
+            try:
+                kept = (self._s.state_dir / _UNCHANGED).read_bytes().splitlines()
+            except OSError:
+                kept = []
+            for line in reversed(kept):
+                try:
+                    rec = json.loads(line)
+                    tagged.append((str(rec["edit"]), int(rec["version"])))
+                except (ValueError, KeyError, TypeError):
+                    continue
+            for raw, version in tagged:
+                try:
+                    edit = json.loads(raw)
+                    if edit["boot"] == mine:
+                        continue
+                    entry = (int(edit["lo"]), int(edit["hi"]), int(edit["crc"]), version)
+                    found.setdefault(str(edit["writer"]), []).append(entry)
+                except (ValueError, KeyError, TypeError):
+                    continue
+            self._s.edits_before = found
+        return self._s.edits_before
+
+    def resent(self, w: Writer) -> int | None:
+        """Return the version that already holds ``w``'s edit when ``w`` resends it.
+
+        After a restart (a new write verifier) a client resends every WRITE it had not
+        seen COMMITted, also when the crashed server had committed the edit and died
+        before the reply. The writer's first staging of this boot is such a resend when
+        an earlier boot committed an edit of the same writer with the same written range
+        and bytes (commit metadata ``posixlake.nfs_edit``): it is not applied again.
+        """
+        if not w.resend_check:
+            return None
+        w.resend_check = False
+        earlier = self.earlier_edits().get(str(w.key))
+        if not earlier:
+            return None
+        digest = w.digest.of(w.staging)
+        if digest is None:
+            return None
+        for lo, hi, crc, version in earlier:
+            if (lo, hi, crc) == digest:
+                return version
+        return None
+
+    def check_lines(self, w: Writer) -> None:
+        """Refuse a WRITE or COMMIT that completes lines bad on their own.
+
+        Lines that show their error alone (a wrong column count, a value of the wrong
+        type, a bad header line) are refused on the reply that completes them, so the
+        writer's write() or close() fails (``cp`` and ``nfs-cp``, which ignores errors
+        at close, exit non-zero); the staging is dropped and nothing is applied. Checked
+        while the lines to parse (the whole content, or the lines appended to the base)
+        came from WRITEs (no byte of the base that a WRITE may still cover, as in a
+        resend), are at most CHECK_BYTES and have no hole; errors only the whole edit shows (a
+        repeated key, a concurrent change), and those in larger content, reach the
+        writer when the edit applies (its next call) and the log.
+
+        Raises:
+            NfsError: NFS3ERR_INVAL.
+        """
+        st = w.staging
+        if st.size == w.checked or w.coverage.holes():
+            return
+        start = st.appended_at()
+        if start is None and not w.coverage.all_written():
+            return  # bytes of the base remain: WRITEs may still land there (a resend)
+        lo = 0 if start is None else start
+        if st.size - lo > CHECK_BYTES:
+            return
+        part = read_all(st, lo)
+        end = _records_end(part.tobytes())  # a record still being written is not checked
+        schema = arrow_schema(self._s.db)
+        try:
+            if start is not None:
+                header = header_of(st.base)
+                extra = part[:end]
+                if header and bytes(extra[: len(header)]) == header:
+                    extra = extra[len(header) :]
+                parse_csv(extra, schema, header="none")
+            elif end:
+                parse_csv(part[:end], schema, header="require")
+        except CsvFormatError as err:
+            logger.warning("data.csv: the write of %s was refused: %s", w.key, err)
+            self._s.drop(w)
+            raise status_error(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+        w.checked = st.size
+
+    def run_apply(self, fn: Callable[[], Applied]) -> Applied:
+        """Run one apply; posixlake errors become NfsError (the one map: nfs_error)."""
+        try:
+            applied = fn()
+        except PosixLakeError as err:
+            logger.warning("data.csv: write refused: %s", err)
+            raise nfs_error(err) from err
+        except pa.ArrowException as err:  # a bug below us: fail this write, keep serving
+            logger.exception("data.csv: write failed")
+            raise status_error(Nfsstat3.NFS3ERR_IO, str(err)) from err
+        finally:
+            self._s.checked_at = -float("inf")  # re-read the version on the next call
+        logger.debug("data.csv: %s", applied)
+        return applied
+
+    def apply(
+        self,
+        content: Base,
+        base_version: int,
+        base: Base,
+        write_id: str | None = None,
+    ) -> Applied:
+        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
+        try:
+            before = self._s.db.version
+        except PosixLakeError as err:
+            raise nfs_error(err) from err
+        applied = self.run_apply(
+            lambda: apply_content(
+                self._s.db,
+                content,
+                base_version=base_version,
+                base=base,
+                write_id=write_id,
+                keys=self._s.keys,
+            )
+        )
+        # Keep showing the writer's bytes while the table is exactly what it wrote (not
+        # when its base was its own page after an append: no version was those bytes).
+        exact = not isinstance(base, Staging)
+        if applied.kind != "empty" and content.size and base_version == before and exact:
+            produced = applied.version if applied.version is not None else before
+            if applied.version is None or applied.version == before + 1:
+                self._s.shadows.put(produced, self._reads.stamp_of(produced), content)
+        return applied
+
+    @staticmethod
+    def is_append(st: Staging) -> bool:
+        """Whether the staged content is its base plus whole new lines (an INSERT)."""
+        return st.written and st.on_line_boundary() and st.appended_at() is not None
+
+    def poll(self) -> None:
+        """Apply the stagings of writers that are done (idle), give up abandoned ones."""
+        with self._s.lock:
+            self.poll_locked()
+
+    def poll_locked(self) -> None:
+        """Apply the stagings of writers that are done: quiet for ``idle_seconds``.
+
+        Over NFSv3 nothing else tells that an edit is done: the Linux client COMMITs
+        during writeback while the program still writes, and a shell redirection
+        outlives the processes that close their copies of it. Content that ends
+        mid-line waits for the writer to flush it (a COMMIT or a FILE_SYNC WRITE: its
+        last line is then a record); content with a hole (a WRITE still on its way)
+        waits for the WRITE; a truncation alone waits for a COMMIT.
+        """
+        now = self._s.clock()
+        for w in list(self._s.writers.values()):
+            idle = now - w.staging.touched
+            if idle >= self._s.abandon and not self.complete(w):
+                self.abandon_writer(w)
+            elif idle >= self._s.idle and self.complete(w):
+                try:
+                    self.apply_writer(w)
+                except NfsError as err:
+                    logger.warning("data.csv: the edit of %s was refused: %s", w.key, err)
+                    self._s.failures.set(w.key, err)
+
+    @staticmethod
+    def complete(w: Writer) -> bool:
+        """Whether ``w``'s content may apply once its writer is done (see `WriteRules.poll_locked`)."""
+        st = w.staging
+        if not (st.written or w.flushed) or w.coverage.holes():
+            return False
+        return st.on_line_boundary() or w.flushed
+
+    def finish(self, fid: FileId, ctx: CallContext) -> Applied | None:
+        """Apply the caller's staged edit of ``fid`` now: the caller says it is done.
+
+        For in-process callers (``PathOps``) and protocols that tell when an edit ends
+        (an NFSv4 CLOSE). Content with a hole, or that never was written nor flushed,
+        is not applied (None). The error of the apply is raised.
+
+        Raises:
+            NfsError: the edit was refused (INVAL) or failed (IO).
+        """
+        if fid != DATA_CSV_ID:
+            return None  # other files are applied as they are written
+        with self._s.lock:
+            key = WriterKey.of(ctx)
+            self.raise_failure(key)
+            w = self._s.writers.get(key)
+            if w is None:
+                return None
+            if not w.staging.written and not w.flushed:
+                return None
+            if w.coverage.holes():
+                return None
+            return self.apply_writer(w)
+
+    def abandon_writer(self, w: Writer) -> None:
+        if w.coverage.holes():
+            what = "has a range no WRITE filled"
+        elif w.staging.written:
+            what = "ends mid-line"
+        else:
+            what = "is a truncation alone"
+        message = (
+            f"data.csv: the staged write of {w.key} was abandoned after "
+            f"{self._s.abandon:g} s without a write; its content {what} and was never applied"
+        )
+        logger.error("%s", message)
+        self._s.drop(w)
+        self._s.failures.set(w.key, status_error(Nfsstat3.NFS3ERR_IO, message))
+        # a client holding UNSTABLE writes of it must resend them at its next COMMIT
+        self._s.verifier = secrets.token_bytes(8)
+
+    def write(
+        self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """Write: data.csv writes are staged for the caller (see the module docstring).
+
+        A FILE_SYNC / DATA_SYNC write is journaled and fsynced before the reply; one that
+        makes the content its base plus whole new lines is applied at once as an INSERT
+        (its error is the reply's). A failure found since this writer's last reply is
+        raised instead of writing.
+        """
+        if fid == DATA_CSV_ID:
+            self.writable()
+            self.raise_failure(WriterKey.of(ctx))
+            w = self.writer(ctx, (offset, data))
+            self._stagings.stage(w, write=(offset, data))
+            w.flushed = False
+            if stable == StableHow.UNSTABLE:
+                self.check_lines(w)
+                return len(data), StableHow.UNSTABLE
+            if self.is_append(w.staging) and not w.coverage.holes():
+                self.apply_writer(w)  # whole new rows: an INSERT, nothing half-written
+            else:  # a rewrite: applied once its writer is done (idle)
+                self.check_lines(w)
+                self._stagings.make_durable(w)
+                w.flushed = True
+            return len(data), StableHow.FILE_SYNC
+        ver = version_of(fid)
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
+            raise status_error(Nfsstat3.NFS3ERR_ISDIR)
+        if fid == SCHEMA_ID or ver is not None:
+            raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only file")
+        return self._s.scratch.write(fid, offset, data, stable, ctx)
+
+    def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
+        """COMMIT: make the caller's staged data.csv durable (journal fsync); apply nothing.
+
+        The Linux client COMMITs at close() and also during writeback while the program
+        still writes: a COMMIT does not end an edit (it applies once its writer is done,
+        see :meth:`WriteRules.poll_locked`). Lines that are bad on their own are refused here
+        (:meth:`WriteRules.check_lines`). A failure found since this writer's last reply is raised.
+        """
+        if fid == DATA_CSV_ID:
+            key = WriterKey.of(ctx)
+            self.raise_failure(key)
+            w = self._s.writers.get(key)
+            if w is None:
+                return
+            self.check_lines(w)
+            self._stagings.make_durable(w)
+            w.flushed = True
+            return
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID):
+            return
+        ver = version_of(fid)
+        if ver is not None:
+            self._reads.check_version(ver[0])
+            return
+        self._s.scratch.commit(fid, offset, count, ctx)
+
+    def rename_onto_table(self, from_dir: FileId, from_name: str, ctx: CallContext) -> None:
+        self.writable()
+        src = self._s.scratch.lookup(from_dir, from_name, ctx)
+        attrs = self._s.scratch.getattr(src)
+        if attrs.type == Ftype3.NF3DIR:
+            raise status_error(Nfsstat3.NFS3ERR_ISDIR)
+        # the caller must be allowed to remove the source from its directory
+        if not self._s.scratch.access(from_dir, ACCESS3_DELETE | ACCESS3_MODIFY, ctx):
+            raise status_error(Nfsstat3.NFS3ERR_ACCES)
+        content = self._s.scratch.read_all(src)
+        own = self._s.writers.get(WriterKey.of(ctx))
+        peer = ctx.peer or "local"
+        if own is not None:
+            # the caller's own edit of data.csv is done (it moved on to a rename): it
+            # applies first, and what the caller read of data.csv was that content
+            self.apply_writer(own)
+        held = self._s.own.get(peer)
+        if held is not None:  # its own last edit's bytes (what it read since)
+            base_version, base = held
+        else:
+            # the base: what this client's READs of data.csv returned (sed -i reads it
+            # after creating its temporary file), else the version when the file was made
+            view = self._s.views.base(peer)
+            if isinstance(view, Torn):
+                raise status_error(Nfsstat3.NFS3ERR_IO, _torn_message(view.versions))
+            base_version = view if view is not None else self._s.scratch_base.get(src, -1)
+            if base_version < 0:
+                base_version = self._reads.version()
+            found = self._reads.presented_or_none(base_version)
+            if found is None:
+                base_version = self._s.scratch_base.get(src, self._reads.version())
+                found = self._reads.presented_or_none(base_version) or BytesBase(b"")
+            base = found
+        new = BytesBase(content)
+        applied = self.apply(new, base_version, base, secrets.token_hex(12))
+        self.holds(peer, applied, new)
+        self._s.scratch.pop_file(from_dir, from_name)
+        self._s.scratch_base.pop(src, None)
+
+
+def _fits(content: Base, offset: int, data: bytes) -> bool:
+    """Whether a write of ``data`` at ``offset`` reads as made from a view of ``content``:
+    at its end (an append), or from a page at or before its end resending the rest of it
+    and adding more (the Linux client widens a write to its cached page). Reads only the
+    bytes the write covers.
+    """
+    size = content.size
+    if offset >= size:
+        return offset == size
+    end = offset + len(data)
+    return end > size and same_bytes(
+        read_all(content, offset, size), memoryview(data)[: size - offset]
+    )
+
+
+def _torn_message(versions: tuple[int, ...]) -> str:
+    listed = ", ".join(f"v{v}" for v in versions)
+    return (
+        f"data.csv: this client's reads of it came from several versions ({listed}: it "
+        "changed while being read), so an edit from them could revert others' changes; "
+        "read it again, then write"
+    )
+
+
+def _records_end(data: bytes) -> int:
+    """Return where the last whole record of CSV ``data`` ends (after its line feed):
+    a line feed inside a quoted field does not end one. 0 if none ends."""
+    end, quoted, pos = 0, False, 0
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return end
+        quoted ^= data.count(b'"', pos, nl) % 2 == 1
+        if not quoted:
+            end = nl + 1
+        pos = nl + 1
