@@ -19,7 +19,8 @@ __all__ = ["LogHandle", "loaded_log", "log_at"]
 class LogHandle(Protocol):
     """What these functions need of a ``DatabaseOps`` (structurally; no import of it)."""
 
-    _log: DeltaLog
+    @property
+    def _log(self) -> DeltaLog: ...
 
     def _snapshot(
         self, version: int | None, as_of: datetime | int | float | str | None

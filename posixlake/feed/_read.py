@@ -319,7 +319,7 @@ def current_key(configuration: Mapping[str, str]) -> list[str]:
 
 
 def _filesystem(snap: Snapshot) -> Any:
-    from posixlake.engines.spark._io import table_filesystem
+    from posixlake.storage import table_filesystem
 
     return table_filesystem(snap.uri, snap.storage_options)
 
