@@ -34,7 +34,7 @@ from nfs.table.region import (
     same_bytes,
 )
 from nfs.table.staging import Base, BytesBase, read_all
-from posixlake import DatabaseOps
+from posixlake.database import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import DuplicateKeyError, InvalidOperation
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 from nfs.protocol.server import NfsServer
 from nfs.protocol.vfs import Vfs
 from nfs.table.tablefs import TableFs
-from posixlake import DatabaseOps
+from posixlake.database import DatabaseOps
 
 __all__ = ["TableNfsServer", "table_vfs"]
 

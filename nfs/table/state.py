@@ -41,7 +41,7 @@ from nfs.table.segkeys import SegmentKeys
 from nfs.table.segments import SegmentedRendering, Segmenter, SegmentStore
 from nfs.table.staging import Base
 from nfs.table.writers import Bounded, ClientPages, ReadViews, Shadows, Writer, WriterKey
-from posixlake import DatabaseOps
+from posixlake.database import DatabaseOps
 from posixlake.errors import (
     InvalidOperation,
     NotFound,

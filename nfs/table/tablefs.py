@@ -94,7 +94,7 @@ from nfs.table.state import (
 )
 from nfs.table.writers import Writer, WriterKey
 from nfs.table.writes import WriteRules
-from posixlake import DatabaseOps
+from posixlake.database import DatabaseOps
 
 __all__ = [
     "DATA_CSV_ID",
