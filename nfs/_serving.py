@@ -20,6 +20,8 @@ from nfs.nfs3.handles import HandleCodec
 from nfs.nfs3.program import nfs3_program
 from nfs.nfs3.service import DEFAULT_LIMITS, Nfs3Limits, Nfs3Service
 from nfs.nfs3.types import NFS_PROGRAM, NFS_V3, NfsProc3
+from nfs.nfs4.service import Nfs4Service, nfs4_program
+from nfs.nfs4.state import Nfs4State
 from nfs.portmap import PortmapService
 from nfs.rpc import CredentialPolicy, Dispatcher
 from nfs.vfs import Vfs
@@ -152,8 +154,9 @@ def build_dispatcher(
     limits: Nfs3Limits = DEFAULT_LIMITS,
     credential_policy: CredentialPolicy | None = None,
     reply_cache: DuplicateRequestCache | None = None,
+    nfs4_state: Nfs4State | None = None,
 ) -> Dispatcher:
-    """Wire NFSv3 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
+    """Wire NFSv3, NFSv4.0 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
 
     Args:
         vfs: the file system to serve.
@@ -164,6 +167,9 @@ def build_dispatcher(
             ``nfs.identity.IdentityPolicy``: root squash, privileged ports).
         reply_cache: the duplicate-request cache; by default a new one for
             `NFS3_NON_IDEMPOTENT` (knfsd's bounds: 120 s per reply).
+        nfs4_state: the NFSv4 client and open state (leases, grace); by default a new one
+            without a grace period (client records are not kept across restarts, so a
+            reclaim is answered NFS4ERR_NO_GRACE and the client opens again).
     """
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
@@ -171,6 +177,18 @@ def build_dispatcher(
         [nfs3_program(nfs), MountService(vfs, handles).rpc_program()],
         credential_policy=credential_policy,
         reply_cache=reply_cache or DuplicateRequestCache(NFS3_NON_IDEMPOTENT),
+    )
+    # NFSv4.0 beside v3: the same Vfs, handles and credential policy (nfs.nfs4)
+    dispatcher.register(
+        nfs4_program(
+            Nfs4Service(
+                vfs,
+                handles=handles,
+                write_verifier=nfs.write_verifier,
+                limits=limits,
+                state=nfs4_state or Nfs4State(grace_seconds=0),
+            )
+        )
     )
     if portmap_port is not None:
         dispatcher.register(PortmapService(portmap_port).rpc_program())

@@ -43,6 +43,7 @@ from nfs.nfs3 import (
 )
 from nfs.rpc import CallContext
 from nfs.vfs import (
+    BOUNDED_PEER_PREFIX,
     FileId,
     NfsError,
 )
@@ -641,9 +642,10 @@ class WriteRules(TableState):
         now = self._clock()
         for w in list(self._writers.values()):
             idle = now - w.staging.touched
-            if idle >= self._abandon and not self._complete(w):
+            bounded = w.key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: applied at CLOSE
+            if idle >= self._abandon and (bounded or not self._complete(w)):
                 self._abandon_writer(w)
-            elif idle >= self._idle and self._complete(w):
+            elif idle >= self._idle and self._complete(w) and not bounded:
                 try:
                     self._apply_writer(w)
                 except NfsError as err:
@@ -682,9 +684,22 @@ class WriteRules(TableState):
                 return None
             return self._apply_writer(w)
 
+    def discard(self, fid: FileId, ctx: CallContext) -> bool:
+        """Drop the caller's staged edit of ``fid`` unapplied, with its journal (an NFSv4
+        client whose lease expired); whether there was one. Logged at WARNING."""
+        with self._lock:
+            w = self._writers.get(WriterKey.of(ctx)) if fid == DATA_CSV_ID else None
+            if w is None:
+                return False
+            logger.warning("data.csv: the edit of %s was dropped unapplied: %s", w.key, "expired")
+            self._drop(w)
+            return True
+
     def _abandon_writer(self, w: Writer) -> None:
         if w.coverage.holes():
             what = "has a range no WRITE filled"
+        elif w.key.peer.startswith(BOUNDED_PEER_PREFIX):
+            what = "was never closed"
         elif w.staging.written:
             what = "ends mid-line"
         else:

@@ -100,6 +100,7 @@ from nfs.scratchfs import DEFAULT_SCRATCH_QUOTA_BYTES, ScratchFs
 from nfs.vfs import (
     ACCESS3_DELETE,
     ACCESS3_MODIFY,
+    BOUNDED_PEER_PREFIX,
     DirEntry,
     DirPage,
     FileId,
@@ -431,7 +432,8 @@ class TableFs(TableAttrs):
                 if stable == StableHow.UNSTABLE:
                     self._check_lines(w)
                     return len(data), StableHow.UNSTABLE
-                if self._is_append(w.staging) and not w.coverage.holes():
+                bounded = w.key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: at CLOSE
+                if self._is_append(w.staging) and not w.coverage.holes() and not bounded:
                     self._apply_writer(w)  # whole new rows: an INSERT, nothing half-written
                 else:  # a rewrite: applied once its writer is done (idle)
                     self._check_lines(w)
