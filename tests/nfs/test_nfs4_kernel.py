@@ -1,0 +1,148 @@
+"""NFSv4.0 through the Linux kernel client (nfs-vm, ``vers=4.0``): the pseudo-root shows
+the table as v3 does, and an edit is an open — ``echo >>``, ``sed -i``, ``cp``, a paused
+``producer | cat > data.csv`` are one version each; a refused edit fails close() and
+leaves the table as it was.
+
+The server's v3 idle period is short (2 s) and every pause in the guest is longer, so an
+edit that applied at idle (the v3 rule) would show up as a prefix version.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from nfs.server import NfsServer
+from nfs.tableview import PathOps, TableFs
+from posixlake import DatabaseOps
+from tests.nfs.vmclient import require_vm, run_in_vm
+
+pytestmark = [pytest.mark.mount, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vm() -> None:
+    require_vm()
+
+
+def _table(path: Path, n: int = 3) -> DatabaseOps:
+    db = DatabaseOps.create(
+        path, {"id": "Int64", "name": "String"}, primary_key="id", engine="local"
+    )
+    db.insert(
+        pa.table(
+            {
+                "id": pa.array(range(1, n + 1), pa.int64()),
+                "name": [f"n{i}" for i in range(1, n + 1)],
+            }
+        )
+    )
+    return db
+
+
+def _run(
+    db: DatabaseOps, script: str, *, files: dict[str, bytes] | None = None
+) -> tuple[str, str, int]:
+    """Serve ``db`` (idle period 2 s), put ``files`` in the scratch area, run ``script`` in
+    the guest over a vers=4.0 mount (cwd /mnt/data); its stdout, stderr and status."""
+    fs = TableFs(db, idle_seconds=2.0)
+    for name, data in (files or {}).items():
+        PathOps(fs).write_file(f"/{name}", data)
+    with NfsServer(fs) as srv:
+        res = run_in_vm(
+            srv.port, "cd /mnt/data\n" + textwrap.dedent(script), vers="4.0", timeout=180
+        )
+    return res.stdout, res.stderr, res.returncode
+
+
+def _ops_since(db: DatabaseOps, before: int) -> list[str]:
+    if db.version == before:
+        return []
+    return [h.operation for h in sorted(db.history(db.version - before), key=lambda h: h.version)]
+
+
+def test_a_v4_mount_lists_and_reads_what_v3_renders(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    fs = TableFs(db)
+    rendered = PathOps(fs).read_file("/data/data.csv")
+    with NfsServer(fs) as srv:
+        res = run_in_vm(
+            srv.port,
+            "grep ' /mnt ' /proc/mounts; ls -1 /mnt; ls -1 /mnt/data; cat /mnt/data/data.csv",
+            vers="4.0",
+        )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "nfs4" in lines[0] and "vers=4.0" in lines[0]
+    assert {"data", "schema.sql", "versions"} <= set(lines[1:4])
+    assert res.stdout.endswith(rendered.decode())
+
+
+def test_echo_append_sed_and_cp_are_one_version_each(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    before = db.version
+    out, err, rc = _run(
+        db,
+        """
+        set -e
+        echo "4,n4" >> data.csv
+        sleep 3
+        sed -i 's/^2,n2$/2,two/' data.csv
+        sleep 3
+        printf 'id,name\\n1,n1\\n2,two\\n9,n9\\n' > /tmp/new.csv
+        cp /tmp/new.csv data.csv
+        sleep 3
+        cat data.csv
+        """,
+    )
+    assert rc == 0, err
+    assert out == "id,name\n1,n1\n2,two\n9,n9\n"
+    assert len(_ops_since(db, before)) == 3, _ops_since(db, before)
+    got = sorted((r["id"], r["name"]) for r in db.to_arrow().to_pylist())
+    assert got == [(1, "n1"), (2, "two"), (9, "n9")]
+
+
+def test_a_paused_producer_piped_into_cat_is_one_version(tmp_path: Path) -> None:
+    n = 20_000
+    db = _table(tmp_path / "t", n)
+    before = db.version
+    new = "id,name\n" + "".join(f"{i},{'x' if i % 100 == 0 else 'n'}{i}\n" for i in range(1, n + 1))
+    out, err, rc = _run(
+        db,
+        """
+        vm=/proc/sys/vm  # aggressive writeback: WRITEs and a COMMIT during the pause
+        echo 65536 > $vm/dirty_background_bytes && echo 100 > $vm/dirty_expire_centisecs &&
+            echo 100 > $vm/dirty_writeback_centisecs || exit 90
+        cp /mnt/src.csv /tmp/src.csv
+        { head -n 10001 /tmp/src.csv; sleep 6; tail -n +10002 /tmp/src.csv; } | cat > data.csv
+        echo "STATUS ${PIPESTATUS[*]}"
+        """,
+        files={"src.csv": new.encode()},
+    )
+    assert rc == 0, err
+    assert "STATUS 0 0" in out, out
+    assert len(_ops_since(db, before)) == 1, _ops_since(db, before)
+    got = db.to_arrow().sort_by("id")
+    assert got.column("name").to_pylist() == [
+        f"{'x' if i % 100 == 0 else 'n'}{i}" for i in range(1, n + 1)
+    ]
+
+
+def test_a_refused_edit_fails_close_and_leaves_the_table(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    before = db.version
+    out, err, rc = _run(
+        db,
+        """
+        printf 'id,name\\n1,n1\\n2,too,many\\n' > /tmp/bad.csv
+        cp /tmp/bad.csv data.csv; echo "CP $?"
+        cat data.csv
+        """,
+    )
+    assert rc == 0, err
+    assert "CP 0" not in out and "CP " in out, out
+    assert db.version == before
+    assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
