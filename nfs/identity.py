@@ -47,6 +47,7 @@ from nfs.vfs import (
     ACCESS3_MODIFY,
     ACCESS3_READ,
     DirPage,
+    EditBounds,
     FileId,
     FsStat,
     NfsError,
@@ -222,9 +223,13 @@ class TableAccessVfs:
 
     Attributes:
         write_verifier: the inner Vfs's ``write_verifier``, when it has one.
+        finish: the inner Vfs's `nfs.vfs.EditBounds` ``finish``, when it has one.
+        discard: likewise ``discard``.
     """
 
     write_verifier: Callable[[], bytes]
+    finish: Callable[[FileId, CallContext], object]
+    discard: Callable[[FileId, CallContext], bool]
 
     def __init__(
         self,
@@ -237,6 +242,9 @@ class TableAccessVfs:
         own_verifier = getattr(inner, "write_verifier", None)
         if callable(own_verifier):  # the inner Vfs's WRITE/COMMIT verifier (see nfs.vfs)
             self.write_verifier = own_verifier
+        if isinstance(inner, EditBounds):  # NFSv4 CLOSE / lease expiry (see nfs.vfs)
+            self.finish = inner.finish
+            self.discard = inner.discard
         self._entries = entries
         self._map = user_map
         self._permissions = permissions

@@ -102,9 +102,12 @@ def v4_status(err: NfsError) -> Nfsstat4:
     return Nfsstat4.NFS4ERR_SERVERFAULT if status == OK else status
 
 
-def writer_peer(client_id: bytes) -> str:
-    """The `CallContext.peer` of a client's calls: its id string's digest, prefixed."""
-    return BOUNDED_PEER_PREFIX + hashlib.sha256(client_id).hexdigest()[:24]
+def writer_peer(client_id: bytes, *, bounded: bool = True) -> str:
+    """The `CallContext.peer` of a client's calls: its id string's digest, prefixed with
+    `BOUNDED_PEER_PREFIX` when the Vfs applies edits at CLOSE (`EditBounds`); a Vfs that
+    cannot is never told its writers are bounded (it would wait for a CLOSE forever)."""
+    digest = hashlib.sha256(client_id).hexdigest()[:24]
+    return (BOUNDED_PEER_PREFIX if bounded else "nfs4-client:") + digest
 
 
 @dataclass
@@ -257,10 +260,10 @@ class Nfs4Service:
             client = self.state.client(clientid)
         except StateError:
             return
-        peer = writer_peer(client.id)
+        peer = writer_peer(client.id, bounded=isinstance(self.vfs, EditBounds))
         if c.ctx.peer != peer:
             with self._lock:
-                if c.ctx.peer and not c.ctx.peer.startswith(BOUNDED_PEER_PREFIX):
+                if c.ctx.peer and not c.ctx.peer.startswith(("nfs4-client:", BOUNDED_PEER_PREFIX)):
                     self._peers[c.ctx.peer] = peer
             c.ctx = replace(c.ctx, peer=peer)
 

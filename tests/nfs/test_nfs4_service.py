@@ -10,13 +10,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from cli._serve import table_entries
+from nfs.identity import TableAccessVfs, UserMap
 from nfs.memfs import MemoryFs
 from nfs.nfs4 import ops as o
+from nfs.nfs4.service import writer_peer
 from nfs.nfs4.state import Nfs4State
 from nfs.nfs4.types import Fattr4, Fattr4Id, NfsFtype4, Nfsstat4, OpNum4, Stateid4
 from nfs.rpc import Dispatcher
 from nfs.server import build_dispatcher
 from nfs.tableview import TableFs
+from nfs.vfs import BOUNDED_PEER_PREFIX
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
 from tests.nfs.nfs4client import Nfs4Client, Nfs4StatusError, op
@@ -237,3 +241,34 @@ def test_an_expired_lease_drops_the_edit_unapplied(
     res = dying.close_res(fh, sid)
     assert res.status == Nfsstat4.NFS4ERR_EXPIRED
     assert table.version == before
+
+
+def test_a_per_user_share_applies_at_close_too(
+    table: DatabaseOps, tmp_path: Path, clock: FakeClock
+) -> None:
+    fs = TableAccessVfs(
+        TableFs(table, clock=clock, idle_timer=False, state_dir=tmp_path / "state"),
+        table_entries(),
+        UserMap.parse(["1000=ana"]),
+        lambda user: frozenset({"read", "write", "delete"}),
+    )
+    d = build_dispatcher(fs, nfs4_state=Nfs4State(clock=clock, grace_seconds=0))
+    c = Nfs4Client(RpcClient.over(d, uid=1000, gid=1000), b"ana's laptop")
+    c.setclientid()
+    before = table.version
+    fh, sid = c.open("/data/data.csv", 3)
+    c.write(fh, sid, len(CSV), b"4,d\n")
+    assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
+    assert rows(table)[-1] == (4, "d")
+
+
+def test_a_vfs_that_cannot_bound_edits_keeps_its_own_rules(clock: FakeClock) -> None:
+    memfs = MemoryFs(clock, root_mode=0o777)
+    c = v4(build_dispatcher(memfs))
+    create = o.OpenFlag4(o.UNCHECKED4, createattrs=Fattr4())
+    fh, sid = c.open("/f.txt", 3, create=create)
+    c.write(fh, sid, 0, b"unbounded", stable=o.FILE_SYNC4)
+    assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
+    assert not writer_peer(b"x", bounded=False).startswith(BOUNDED_PEER_PREFIX)
+    assert writer_peer(b"x").startswith(BOUNDED_PEER_PREFIX)
