@@ -598,10 +598,10 @@ class OpenResOk(XdrStruct):
 
 @dataclass(frozen=True)
 class ReadResOk(XdrStruct):
-    """READ4resok."""
+    """READ4resok (``data`` may be a view of the Vfs's bytes: it is sent without a copy)."""
 
     eof: bool
-    data: bytes
+    data: bytes | memoryview
     XDR = (BOOL, opaque())
 
 

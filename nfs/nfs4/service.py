@@ -750,7 +750,7 @@ class Nfs4Service:
             raise Fail(Nfsstat4.NFS4ERR_INVAL)
         self._io_ctx(c, a.stateid, fid, write=False)
         data, eof = self.vfs.read(fid, a.offset, min(a.count, self.limits.rtmax), c.ctx)
-        return _res(OpNum4.OP_READ, OK, o.ReadResOk(eof, bytes(data)))
+        return _res(OpNum4.OP_READ, OK, o.ReadResOk(eof, data))
 
     def _write_verifier(self) -> bytes:
         own = getattr(self.vfs, "write_verifier", None)

@@ -154,7 +154,7 @@ ALLOWED: dict[str, set[str]] = {
         "xdr",
     },
     "_sender": set(),  # the write side of a connection (sockets and threads, no asyncio)
-    "server": {"_sender", "_serving", "nfs3.service", "record", "rpc"},
+    "server": {"_sender", "_serving", "nfs3.service", "nfs4.state", "record", "rpc"},
     "__init__": {"server", "vfs"},  # server lazily (``nfs.NfsServer``)
 }
 

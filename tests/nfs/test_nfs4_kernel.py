@@ -9,15 +9,20 @@ edit that applied at idle (the v3 rule) would show up as a prefix version.
 
 from __future__ import annotations
 
+import logging
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from nfs.nfs4.state import Nfs4State
 from nfs.server import NfsServer
 from nfs.tableview import PathOps, TableFs
 from posixlake import DatabaseOps
+from tests.nfs.nfs4client import Nfs4Client
+from tests.nfs.rpcclient import RpcClient
 from tests.nfs.vmclient import require_vm, run_in_vm
 
 pytestmark = [pytest.mark.mount, pytest.mark.slow]
@@ -144,5 +149,83 @@ def test_a_refused_edit_fails_close_and_leaves_the_table(tmp_path: Path) -> None
     )
     assert rc == 0, err
     assert "CP 0" not in out and "CP " in out, out
+    assert db.version == before
+    assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
+
+
+def test_a_redirected_group_whose_head_exits_before_a_pause_is_one_version(
+    tmp_path: Path,
+) -> None:
+    n = 10_000
+    db = _table(tmp_path / "t", n)
+    before = db.version
+    new = "id,name\n" + "".join(f"{i},g{i}\n" for i in range(1, n + 1))
+    out, err, rc = _run(
+        db,
+        """
+        vm=/proc/sys/vm
+        echo 65536 > $vm/dirty_background_bytes && echo 100 > $vm/dirty_expire_centisecs &&
+            echo 100 > $vm/dirty_writeback_centisecs || exit 90
+        cp /mnt/src.csv /tmp/src.csv
+        { head -n 5001 /tmp/src.csv; sleep 6; tail -n +5002 /tmp/src.csv; } > data.csv
+        echo "STATUS $?"
+        """,
+        files={"src.csv": new.encode()},
+    )
+    assert rc == 0, err
+    assert "STATUS 0" in out, out
+    assert len(_ops_since(db, before)) == 1, _ops_since(db, before)
+    got = db.to_arrow().sort_by("id")
+    assert got.column("name").to_pylist() == [f"g{i}" for i in range(1, n + 1)]
+
+
+class ShiftedClock:
+    """The monotonic clock plus an offset the test moves (a lease passes at once)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def test_a_client_killed_mid_edit_has_its_edit_dropped_when_its_lease_ends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = _table(tmp_path / "t")
+    before = db.version
+    clock = ShiftedClock()
+    state_dir = tmp_path / "state"
+    fs = TableFs(db, clock=clock, idle_seconds=2.0, state_dir=state_dir)
+    lease = Nfs4State(clock=clock, lease_seconds=90, grace_seconds=0)
+    with NfsServer(fs, nfs4_state=lease) as srv:
+        # the guest writes rows, flushes them (fsync: WRITE + COMMIT), then powers off
+        # with data.csv still open: no CLOSE ever comes
+        res = run_in_vm(
+            srv.port,
+            """
+            cd /mnt/data
+            exec 5> data.csv
+            printf 'id,name\\n7,killed\\n' >&5
+            sync data.csv
+            echo FLUSHED
+            echo o > /proc/sysrq-trigger
+            sleep 30
+            """,
+            vers="4.0",
+            timeout=90,
+        )
+        assert "FLUSHED" in res.stdout, res.stderr
+        assert list(state_dir.rglob("*.wal"))  # the staged edit is journaled
+        assert db.version == before
+        clock.offset += 91  # the dead client's lease runs out
+        with caplog.at_level(logging.WARNING):
+            other = Nfs4Client(RpcClient("127.0.0.1", srv.port), b"another client")
+            other.setclientid()  # any call checks the leases
+            other.rpc.close()
+        assert not list(state_dir.rglob("*.wal"))
+        assert "dropped unapplied" in caplog.text
+        clock.offset += 7200
+        fs.poll()
     assert db.version == before
     assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
