@@ -272,3 +272,42 @@ def test_a_vfs_that_cannot_bound_edits_keeps_its_own_rules(clock: FakeClock) -> 
     assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
     assert not writer_peer(b"x", bounded=False).startswith(BOUNDED_PEER_PREFIX)
     assert writer_peer(b"x").startswith(BOUNDED_PEER_PREFIX)
+
+
+def test_two_writers_each_apply_at_their_own_close(
+    served: tuple[TableFs, Dispatcher], table: DatabaseOps
+) -> None:
+    _, d = served
+    a = v4(d, b"client a", "10.0.0.4:903")
+    b = v4(d, b"client b", "10.0.0.5:904")
+    before = table.version
+    fa, sa = a.open("/data/data.csv", 3)
+    fb, sb = b.open("/data/data.csv", 3)
+    assert a.read(fa, sa) == b.read(fb, sb) == CSV
+    a.truncate(fa, sa, 0)
+    a.write(fa, sa, 0, CSV.replace(b"2,b", b"2,A"))  # a rewrite changing key 2
+    b.write(fb, sb, len(CSV), b"4,B\n")  # an append
+    assert a.read(fa, sa) == CSV.replace(b"2,b", b"2,A")  # each reads its own content
+    assert b.read(fb, sb) == CSV + b"4,B\n"
+    assert b.close_res(fb, sb).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
+    assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK  # 3-way: b's row survives
+    assert table.version == before + 2
+    assert rows(table) == [(1, "a"), (2, "A"), (3, "c"), (4, "B")]
+
+
+def test_dropping_write_access_ends_the_edit(
+    served: tuple[TableFs, Dispatcher], table: DatabaseOps
+) -> None:
+    _, d = served
+    c = v4(d)
+    before = table.version
+    fh, sid = c.open("/data/data.csv", 3)
+    c.write(fh, sid, len(CSV), b"4,d\n")
+    res = c.ok(
+        op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)),
+        op(OpNum4.OP_OPEN_DOWNGRADE, o.OpenDowngradeArgs(sid, next(c.seqid), 1, 0)),
+    )
+    assert table.version == before + 1
+    assert c.close_res(fh, res.results[-1].body).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
