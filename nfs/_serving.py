@@ -8,6 +8,7 @@ and URLs for a server at host:port. `nfs.server` re-exports the public names.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from collections.abc import Callable
@@ -168,8 +169,8 @@ def build_dispatcher(
         reply_cache: the duplicate-request cache; by default a new one for
             `NFS3_NON_IDEMPOTENT` (knfsd's bounds: 120 s per reply).
         nfs4_state: the NFSv4 client and open state (leases, grace); by default a new one
-            without a grace period (client records are not kept across restarts, so a
-            reclaim is answered NFS4ERR_NO_GRACE and the client opens again).
+            recording its clients in the Vfs's ``state_dir`` when it has one (a restart
+            then gives them a grace period to reclaim their opens), else without grace.
     """
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
@@ -186,13 +187,22 @@ def build_dispatcher(
                 handles=handles,
                 write_verifier=nfs.write_verifier,
                 limits=limits,
-                state=nfs4_state or Nfs4State(grace_seconds=0),
+                state=nfs4_state or _nfs4_state(vfs),
             )
         )
     )
     if portmap_port is not None:
         dispatcher.register(PortmapService(portmap_port).rpc_program())
     return dispatcher
+
+
+def _nfs4_state(vfs: Vfs) -> Nfs4State:
+    """NFSv4 state keeping its client records in the Vfs's ``state_dir`` (TableFs has one),
+    so a restart gives a grace period to the clients that held state; none without one."""
+    state_dir = getattr(vfs, "state_dir", None)
+    if isinstance(state_dir, (str, os.PathLike)) and os.path.isdir(state_dir):
+        return Nfs4State(records=os.path.join(state_dir, "nfs4-clients"))
+    return Nfs4State(grace_seconds=0)
 
 
 def nfs_url(host: str, port: int, path: str = "/") -> str:

@@ -225,11 +225,13 @@ class TableAccessVfs:
         write_verifier: the inner Vfs's ``write_verifier``, when it has one.
         finish: the inner Vfs's `nfs.vfs.EditBounds` ``finish``, when it has one.
         discard: likewise ``discard``.
+        state_dir: the inner Vfs's ``state_dir`` (None if it has none).
     """
 
     write_verifier: Callable[[], bytes]
     finish: Callable[[FileId, CallContext], object]
     discard: Callable[[FileId, CallContext], bool]
+    state_dir: object
 
     def __init__(
         self,
@@ -245,6 +247,7 @@ class TableAccessVfs:
         if isinstance(inner, EditBounds):  # NFSv4 CLOSE / lease expiry (see nfs.vfs)
             self.finish = inner.finish
             self.discard = inner.discard
+        self.state_dir = getattr(inner, "state_dir", None)  # NFSv4 client records
         self._entries = entries
         self._map = user_map
         self._permissions = permissions

@@ -239,6 +239,12 @@ class TableFs(TableAttrs):
             )
             self._timer.start()
 
+    @property
+    def state_dir(self) -> Path:
+        """Where the journal and the rest of the server's state live (the NFSv4 service
+        keeps its clients there too, for their reclaims after a restart)."""
+        return self._state_dir
+
     # ------------------------------------------------------------ Vfs: names
 
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:

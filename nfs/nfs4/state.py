@@ -13,8 +13,12 @@ seqids, open stateids, leases and the grace period. Sans-IO: the clock is inject
 - **Leases** (§9.5): any operation naming the client renews its lease; a client not heard
   from for a lease is purged with its opens, which `expire` hands back to the caller
   (the service drops their staged edits, unapplied).
-- **Grace** (§9.6.2): for `grace_seconds` after the start, only reclaims (CLAIM_PREVIOUS)
-  open files; after it, a reclaim is NFS4ERR_NO_GRACE.
+- **Grace** (§9.6.2, §9.6.3.4): the clients that held state are kept in a small file
+  (``records``: a digest of each confirmed client's id string, fsynced), so a restarted
+  server knows who may reclaim. If the file names any, the grace period (one lease, or
+  `grace_seconds`) starts: only reclaims (CLAIM_PREVIOUS) by those clients open files
+  (others: NFS4ERR_RECLAIM_BAD; a new open: NFS4ERR_GRACE); after it, a reclaim is
+  NFS4ERR_NO_GRACE. Without records (or none listed) there is no grace period.
 
 A stateid's 12 ``other`` bytes are the boot (4), the client's number (4) and the open's
 number (4), so a stateid or clientid of an earlier boot is told apart (STALE_*).
@@ -22,13 +26,16 @@ number (4), so a stateid or clientid of an earlier boot is told apart (STALE_*).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import secrets
 import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from nfs.nfs4.ops import OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_BOTH
@@ -65,6 +72,10 @@ NO_BUMP: Final = frozenset(
     }
 )
 """Statuses after which an owner's seqid does not advance (RFC 7530 §9.1.7)."""
+
+
+def _digest(client_id: bytes) -> str:
+    return hashlib.sha256(client_id).hexdigest()
 
 
 class StateError(Exception):
@@ -133,6 +144,9 @@ class Nfs4State:
         lease_seconds: the lease (the ``lease_time`` attribute).
         grace_seconds: the grace period after the start (None: one lease; 0: none).
         boot: this boot's 32-bit number (random by default).
+        records: the file of the clients that hold state (stable storage, see Grace in
+            the module docstring); None keeps none (a reclaim without records is trusted
+            during an explicit grace period, else NFS4ERR_NO_GRACE).
     """
 
     def __init__(
@@ -142,11 +156,17 @@ class Nfs4State:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         grace_seconds: float | None = None,
         boot: int | None = None,
+        records: str | os.PathLike[str] | None = None,
     ) -> None:
         self._clock = clock
         self.lease_seconds = lease_seconds
         self._boot = boot if boot is not None else secrets.randbits(32)
-        self._grace_until = clock() + (lease_seconds if grace_seconds is None else grace_seconds)
+        self._records = Path(records) if records is not None else None
+        self._reclaimable = self._load_records()
+        self._recorded = set(self._reclaimable)
+        if grace_seconds is None:
+            grace_seconds = lease_seconds if self._reclaimable or records is None else 0
+        self._grace_until = clock() + grace_seconds
         self._lock = threading.RLock()
         self._clients: dict[int, Client] = {}  # clientid -> confirmed or not
         self._by_id: dict[bytes, int] = {}  # id string -> confirmed clientid
@@ -156,6 +176,48 @@ class Nfs4State:
         self._expired: set[int] = set()
         self._next_client = 0
         self._next_open = 0
+
+    # ------------------------------------------------------------ stable records
+
+    def _load_records(self) -> set[str]:
+        if self._records is None:
+            return set()
+        try:
+            text = self._records.read_text()
+        except FileNotFoundError:
+            return set()
+        return {line for line in text.split() if len(line) == 64}
+
+    def _save_records(self) -> None:
+        """Write the confirmed clients (and those that may still reclaim) durably."""
+        path = self._records
+        if path is None:
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as fh:
+            fh.write("".join(f"{d}\n" for d in sorted(self._recorded)))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _record(self, client_id: bytes, *, keep: bool) -> None:
+        digest = _digest(client_id)
+        if keep == (digest in self._recorded):
+            return
+        if keep:
+            self._recorded.add(digest)
+        else:
+            self._recorded.discard(digest)
+            self._reclaimable.discard(digest)
+        try:
+            self._save_records()
+        except OSError as err:  # a lost record only costs that client its reclaim
+            logger.warning("cannot record NFSv4 clients in %s: %s", self._records, err)
 
     # ------------------------------------------------------------ ids
 
@@ -223,6 +285,7 @@ class Nfs4State:
             self._unconfirmed.pop(rec.id, None)
             rec.confirmed = True
             self._by_id[rec.id] = clientid
+            self._record(rec.id, keep=True)
             return dropped
 
     def client(self, clientid: int) -> Client:
@@ -248,11 +311,23 @@ class Nfs4State:
         """Purge the clients whose lease ran out; return them with their opens."""
         with self._lock:
             now = self._clock()
+            if self._reclaimable and not self.in_grace():
+                # the grace period is over: who did not come back has nothing to reclaim
+                self._reclaimable = set()
+                live = {_digest(c.id) for c in self._clients.values() if c.confirmed}
+                if self._recorded - live:
+                    self._recorded &= live
+                    try:
+                        self._save_records()
+                    except OSError as err:
+                        logger.warning("cannot record NFSv4 clients in %s: %s", self._records, err)
             gone = [c for c in self._clients.values() if now - c.renewed > self.lease_seconds]
             out: list[tuple[Client, list[OpenState]]] = []
             for rec in gone:
                 if rec.confirmed:
                     self._expired.add(rec.clientid)
+                    if self._by_id.get(rec.id) == rec.clientid:
+                        self._record(rec.id, keep=False)  # its state is gone: no reclaim
                 out.append((rec, self._purge(rec.clientid)))
             return out
 
@@ -335,6 +410,10 @@ class Nfs4State:
                 raise StateError(Nfsstat4.NFS4ERR_NO_GRACE)
             if grace and not reclaim:
                 raise StateError(Nfsstat4.NFS4ERR_GRACE)
+            if reclaim and self._records is not None:
+                client = self._clients.get(owner.key[0])
+                if client is None or _digest(client.id) not in self._reclaimable:
+                    raise StateError(Nfsstat4.NFS4ERR_RECLAIM_BAD)
             for st in self._opens.values():
                 conflict = access & st.deny or deny & st.access
                 if st.fid == fid and st.owner != owner.key and not st.closed and conflict:

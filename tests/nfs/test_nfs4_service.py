@@ -16,7 +16,15 @@ from nfs.memfs import MemoryFs
 from nfs.nfs4 import ops as o
 from nfs.nfs4.service import writer_peer
 from nfs.nfs4.state import Nfs4State
-from nfs.nfs4.types import Fattr4, Fattr4Id, NfsFtype4, Nfsstat4, OpNum4, Stateid4
+from nfs.nfs4.types import (
+    Fattr4,
+    Fattr4Id,
+    NfsFtype4,
+    Nfsstat4,
+    OpNum4,
+    Stateid4,
+    StateOwner4,
+)
 from nfs.rpc import Dispatcher
 from nfs.server import build_dispatcher
 from nfs.tableview import TableFs
@@ -311,3 +319,53 @@ def test_dropping_write_access_ends_the_edit(
     assert table.version == before + 1
     assert c.close_res(fh, res.results[-1].body).status == Nfsstat4.NFS4_OK
     assert table.version == before + 1
+
+
+def test_after_a_restart_the_client_reclaims_its_open_and_its_close_applies(
+    table: DatabaseOps, tmp_path: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    fs = TableFs(table, idle_timer=False, state_dir=state_dir)
+    c = v4(build_dispatcher(fs))  # records its clients in the state directory
+    before = table.version
+    fh, sid = c.open("/data/data.csv", 3)
+    c.truncate(fh, sid, 0)
+    c.write(fh, sid, 0, b"id,name\n1,a\n")
+    c.commit(fh)  # durable in the journal
+    fs.close()  # the server stops with the edit unfinished
+    assert (state_dir / "nfs4-clients").read_text().strip()
+
+    fs = TableFs(table, idle_timer=False, state_dir=state_dir)  # recovers the journal
+    d = build_dispatcher(fs)
+    c.rpc = RpcClient.over(d, peer="10.0.0.1:901")  # a new connection
+    assert c.compound(op(OpNum4.OP_RENEW, o.ClientidArgs(c.clientid))).status == (
+        Nfsstat4.NFS4ERR_STALE_CLIENTID
+    )
+    c.setclientid()
+    newcomer = v4(d, b"a new client", "10.0.0.9:999")
+    args = newcomer.open_args("data.csv", 1, seqid=1)
+    assert newcomer.compound(*newcomer.walk("/data"), op(OpNum4.OP_OPEN, args)).status == (
+        Nfsstat4.NFS4ERR_GRACE
+    )
+    reclaim = o.OpenArgs(
+        next(c.seqid),
+        3,
+        0,
+        StateOwner4(c.clientid, c.owner),
+        o.OpenFlag4(),
+        o.OpenClaim4(o.CLAIM_PREVIOUS, delegate_type=0),
+    )
+    res = c.ok(op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)), op(OpNum4.OP_OPEN, reclaim))
+    sid = res.results[-1].body.stateid
+    if res.results[-1].body.rflags & o.OPEN4_RESULT_CONFIRM:
+        res = c.ok(
+            op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)),
+            op(OpNum4.OP_OPEN_CONFIRM, o.OpenConfirmArgs(sid, next(c.seqid))),
+        )
+        sid = res.results[-1].body
+    c.write(fh, sid, 12, b"2,b\n")  # the rest of the edit
+    assert table.version == before
+    assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
+    assert rows(table) == [(1, "a"), (2, "b")]
+    fs.close()

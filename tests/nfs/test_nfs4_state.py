@@ -4,6 +4,8 @@ replays, opens and stateids, leases, grace; and a Hypothesis stateful test again
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -287,3 +289,37 @@ class StateModel(RuleBasedStateMachine):
 
 StateModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_state_machine = StateModel.TestCase
+
+
+def test_clients_with_state_are_recorded_and_only_they_reclaim_after_a_restart(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    records = tmp_path / "nfs4-clients"
+    first = Nfs4State(clock=clock, boot=1, records=records)
+    assert not first.in_grace()  # nobody held state before
+    owner = first.owner(confirmed_client(first, b"comes back"), b"o")
+    first.open(owner, 10, WRITE, 0)
+    confirmed_client(first, b"goes away")
+    assert len(records.read_text().split()) == 2
+    # restart: the recorded clients may reclaim for one lease
+    second = Nfs4State(clock=clock, boot=2, records=records, lease_seconds=90)
+    assert second.in_grace()
+    back = second.owner(confirmed_client(second, b"comes back"), b"o")
+    assert status_of(second.open, back, 10, WRITE, 0) == Nfsstat4.NFS4ERR_GRACE
+    second.open(back, 10, WRITE, 0, reclaim=True)
+    stranger = second.owner(confirmed_client(second, b"never had state"), b"o")
+    assert status_of(second.open, stranger, 11, READ, 0, reclaim=True) == (
+        Nfsstat4.NFS4ERR_RECLAIM_BAD
+    )
+    clock.advance(91)
+    assert not second.in_grace()
+    second.renew(stranger.key[0])
+    second.open(stranger, 11, READ, 0)
+    # after the grace period only clients holding state stay recorded: "goes away" never
+    # came back, and "comes back" let its lease expire
+    second.expire()
+    assert len(records.read_text().split()) == 1
+    clock.advance(91)
+    second.expire()
+    assert records.read_text() == ""
+    assert not Nfs4State(clock=clock, boot=3, records=records).in_grace()
