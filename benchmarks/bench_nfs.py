@@ -290,9 +290,9 @@ for i in $(seq 1 {runs}); do
     s=$(date +%s%N); echo "{first},appended$i,0.5" >> $f; e=$(date +%s%N)
     echo "APPEND $(( (e - s) / 1000 ))"
 done
-sed 's/^77001,name77001,/77001,CHANGED,/' $f > /tmp/new1.csv
-sed 's/^77002,name77002,/77002,CHANGED,/' /tmp/new1.csv > /tmp/new2.csv
-sed 's/^77003,name77003,/77003,CHANGED,/' /tmp/new2.csv > /tmp/new3.csv
+sed 's/^{key}1,name{key}1,/{key}1,CHANGED,/' $f > /tmp/new1.csv
+sed 's/^{key}2,name{key}2,/{key}2,CHANGED,/' /tmp/new1.csv > /tmp/new2.csv
+sed 's/^{key}3,name{key}3,/{key}3,CHANGED,/' /tmp/new2.csv > /tmp/new3.csv
 for i in 1 2 3; do
     s=$(date +%s%N); cat /tmp/new$i.csv > $f; e=$(date +%s%N)
     echo "OVERWRITE $(( (e - s) / 1000 ))"
@@ -451,7 +451,8 @@ def main() -> None:
             first = 30_000_000
             before = small.version
             out = vm(
-                s_srv.port, VM_SCRIPT.format(dir="data", file="data.csv", runs=runs, first=first)
+                s_srv.port,
+                VM_SCRIPT.format(dir="data", file="data.csv", runs=runs, first=first, key=7700),
             )
             # an overwrite applies once its writer is quiet for the idle period (NFSv3 has no
             # close; overwrites by the guest within it are one edit): let it pass at once
@@ -462,7 +463,7 @@ def main() -> None:
                 (g.export / "data.csv").write_bytes(nfs_cat(s_url))
                 gout = vm(
                     g.nfs_port,
-                    VM_SCRIPT.format(dir="", file="data.csv", runs=runs, first=first),
+                    VM_SCRIPT.format(dir="", file="data.csv", runs=runs, first=first, key=7700),
                     mount_port=g.mnt_port,
                     export=str(g.export),
                 )
@@ -489,7 +490,9 @@ def main() -> None:
             before = small.version
             out4 = vm(
                 s_srv.port,
-                VM_SCRIPT.format(dir="data", file="data.csv", runs=runs, first=first + 1000),
+                VM_SCRIPT.format(
+                    dir="data", file="data.csv", runs=runs, first=first + 1000, key=7800
+                ),
                 vers="4.0",
             )
             v4_commits = small.version - before
@@ -498,7 +501,9 @@ def main() -> None:
                 (g.export / "data.csv").write_bytes(nfs_cat(s_url))
                 gout4 = vm(
                     g.nfs_port,
-                    VM_SCRIPT.format(dir="", file="data.csv", runs=runs, first=first + 1000),
+                    VM_SCRIPT.format(
+                        dir="", file="data.csv", runs=runs, first=first + 1000, key=7800
+                    ),
                     export=str(g.export),
                     vers="4.0",
                 )
