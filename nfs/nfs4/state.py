@@ -16,9 +16,11 @@ seqids, open stateids, leases and the grace period. Sans-IO: the clock is inject
 - **Grace** (§9.6.2, §9.6.3.4): the clients that held state are kept in a small file
   (``records``: a digest of each confirmed client's id string, fsynced), so a restarted
   server knows who may reclaim. If the file names any, the grace period (one lease, or
-  `grace_seconds`) starts: only reclaims (CLAIM_PREVIOUS) by those clients open files
-  (others: NFS4ERR_RECLAIM_BAD; a new open: NFS4ERR_GRACE); after it, a reclaim is
-  NFS4ERR_NO_GRACE. Without records (or none listed) there is no grace period.
+  `grace_seconds`) starts: reclaims (CLAIM_PREVIOUS) by those clients are served (others:
+  NFS4ERR_RECLAIM_BAD); a new open that denies others (share_deny) is NFS4ERR_GRACE, one
+  that denies nothing is served, as it cannot conflict with a reclaim (no delegations, no
+  locks; §9.6.2), and a reclaim that would deny it gets NFS4ERR_RECLAIM_CONFLICT. After
+  it, a reclaim is NFS4ERR_NO_GRACE. Without records (or none listed) there is no grace.
 
 A stateid's 12 ``other`` bytes are the boot (4), the client's number (4) and the open's
 number (4), so a stateid or clientid of an earlier boot is told apart (STALE_*).
@@ -408,7 +410,10 @@ class Nfs4State:
             grace = self.in_grace()
             if reclaim and not grace:
                 raise StateError(Nfsstat4.NFS4ERR_NO_GRACE)
-            if grace and not reclaim:
+            if grace and not reclaim and deny:
+                # a new open that denies others could conflict with a reclaim to come; one
+                # that denies nothing cannot (no delegations, no locks: RFC 7530 §9.6.2), so
+                # it is served (a reclaim that denies what it opened: RECLAIM_CONFLICT)
                 raise StateError(Nfsstat4.NFS4ERR_GRACE)
             if reclaim and self._records is not None:
                 client = self._clients.get(owner.key[0])
@@ -417,7 +422,15 @@ class Nfs4State:
             for st in self._opens.values():
                 conflict = access & st.deny or deny & st.access
                 if st.fid == fid and st.owner != owner.key and not st.closed and conflict:
-                    raise StateError(Nfsstat4.NFS4ERR_SHARE_DENIED)
+                    raise StateError(
+                        Nfsstat4.NFS4ERR_RECLAIM_CONFLICT
+                        if reclaim
+                        else Nfsstat4.NFS4ERR_SHARE_DENIED
+                    )
+            if reclaim:
+                # a reclaim confirms its owner (as knfsd does): the Linux client sends its
+                # reclaim without GETFH and could not OPEN_CONFIRM it
+                owner.confirmed = True
             known = owner.opens.get(fid)
             if known is not None and not known.closed:
                 known.access |= access

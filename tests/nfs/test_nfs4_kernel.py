@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -229,3 +230,45 @@ def test_a_client_killed_mid_edit_has_its_edit_dropped_when_its_lease_ends(
         fs.poll()
     assert db.version == before
     assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
+
+
+def test_an_edit_spanning_a_server_restart_is_reclaimed_and_applied_at_its_close(
+    tmp_path: Path,
+) -> None:
+    n = 4000
+    db = _table(tmp_path / "t", n)
+    before = db.version
+    state_dir = tmp_path / "state"
+    new = "id,name\n" + "".join(f"{i},r{i}\n" for i in range(1, n + 1))
+    half = new.encode()[: len(new) // 2]
+    fs = TableFs(db, idle_seconds=2.0, state_dir=state_dir)
+    PathOps(fs).write_file("/src.csv", new.encode())
+    first = NfsServer(fs)
+    port = first.port
+    script = """
+        cd /mnt/data
+        cp /mnt/src.csv /tmp/src.csv
+        size=$(stat -c %s /tmp/src.csv); half=$((size / 2))
+        exec 5> data.csv
+        head -c $half /tmp/src.csv >&5
+        sync data.csv  # WRITE + COMMIT: the server journals the first half
+        sleep 20  # meanwhile the server restarts
+        tail -c +$((half + 1)) /tmp/src.csv >&5
+        exec 5>&-
+        echo "CLOSED $?"
+        """
+    with ThreadPoolExecutor(1) as pool:
+        guest = pool.submit(run_in_vm, port, textwrap.dedent(script), vers="4.0", timeout=150)
+        # the first half has arrived (the guest's copy of src.csv is read, not sent)
+        assert first.wait_stats(lambda s: s.received_bytes > len(half), 120) is not None
+        first.shutdown()  # the edit is unfinished: its journal stays
+        assert db.version == before
+        fs = TableFs(db, idle_seconds=2.0, state_dir=state_dir)  # recovers the journal
+        with NfsServer(fs, port) as second:
+            res = guest.result()
+            assert second.port == port
+    assert res.returncode == 0, res.stderr
+    assert "CLOSED 0" in res.stdout, res.stdout
+    assert len(_ops_since(db, before)) == 1, _ops_since(db, before)
+    got = db.to_arrow().sort_by("id")
+    assert got.column("name").to_pylist() == [f"r{i}" for i in range(1, n + 1)]

@@ -5,6 +5,7 @@ lease drops the edit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -343,10 +344,11 @@ def test_after_a_restart_the_client_reclaims_its_open_and_its_close_applies(
     )
     c.setclientid()
     newcomer = v4(d, b"a new client", "10.0.0.9:999")
-    args = newcomer.open_args("data.csv", 1, seqid=1)
+    args = replace(newcomer.open_args("data.csv", 1, seqid=next(newcomer.seqid)), share_deny=2)
     assert newcomer.compound(*newcomer.walk("/data"), op(OpNum4.OP_OPEN, args)).status == (
-        Nfsstat4.NFS4ERR_GRACE
+        Nfsstat4.NFS4ERR_GRACE  # it denies writers: it could conflict with a reclaim
     )
+    newcomer.open("/data/data.csv", 1)  # it denies nothing: served during the grace period
     reclaim = o.OpenArgs(
         next(c.seqid),
         3,

@@ -176,8 +176,13 @@ def test_grace_admits_only_reclaims_then_only_new_opens(clock: FakeClock) -> Non
     state = new_state(clock, grace=90)
     owner = state.owner(confirmed_client(state), b"o")
     assert state.in_grace()
-    assert status_of(state.open, owner, 10, READ, 0) == Nfsstat4.NFS4ERR_GRACE
+    assert status_of(state.open, owner, 10, READ, WRITE) == Nfsstat4.NFS4ERR_GRACE
     state.open(owner, 10, READ, 0, reclaim=True)
+    other = state.owner(confirmed_client(state, b"new"), b"o")
+    state.open(other, 12, WRITE, 0)  # denies nothing: cannot conflict with a reclaim
+    assert status_of(state.open, owner, 12, READ, WRITE, reclaim=True) == (
+        Nfsstat4.NFS4ERR_RECLAIM_CONFLICT
+    )
     clock.advance(91)
     assert status_of(state.open, owner, 11, READ, 0, reclaim=True) == Nfsstat4.NFS4ERR_NO_GRACE
     state.open(owner, 11, READ, 0)
@@ -305,7 +310,7 @@ def test_clients_with_state_are_recorded_and_only_they_reclaim_after_a_restart(
     second = Nfs4State(clock=clock, boot=2, records=records, lease_seconds=90)
     assert second.in_grace()
     back = second.owner(confirmed_client(second, b"comes back"), b"o")
-    assert status_of(second.open, back, 10, WRITE, 0) == Nfsstat4.NFS4ERR_GRACE
+    assert status_of(second.open, back, 10, WRITE, READ) == Nfsstat4.NFS4ERR_GRACE
     second.open(back, 10, WRITE, 0, reclaim=True)
     stranger = second.owner(confirmed_client(second, b"never had state"), b"o")
     assert status_of(second.open, stranger, 11, READ, 0, reclaim=True) == (
