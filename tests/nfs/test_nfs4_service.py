@@ -25,6 +25,7 @@ from nfs.nfs4.types import (
     OpNum4,
     Stateid4,
     StateOwner4,
+    bitmap_of,
 )
 from nfs.rpc import Dispatcher
 from nfs.server import build_dispatcher
@@ -371,3 +372,18 @@ def test_after_a_restart_the_client_reclaims_its_open_and_its_close_applies(
     assert table.version == before + 1
     assert rows(table) == [(1, "a"), (2, "b")]
     fs.close()
+
+
+def test_readdir_pages_list_every_entry_once(memfs: MemoryFs) -> None:
+    d = build_dispatcher(memfs)
+    v3 = RpcClient.over(d)
+    v3.mount("/")
+    names = {f"file-{i:03d}.csv" for i in range(300)}
+    for name in names:
+        v3.write_file(f"/{name}", b"x")
+    c = v4(d)
+    got = c.listdir("/")  # pages of at most 8 KiB
+    assert len(got) == len(set(got)) == 300 and set(got) == names
+    tiny = o.ReaddirArgs(0, bytes(8), 10, 20, bitmap_of([Fattr4Id.TYPE]))
+    res = c.compound(op(OpNum4.OP_PUTROOTFH), op(OpNum4.OP_READDIR, tiny))
+    assert res.status == Nfsstat4.NFS4ERR_TOOSMALL
