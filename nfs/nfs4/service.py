@@ -241,6 +241,12 @@ class Nfs4Service:
         for client, opens in self.state.expire():
             for st in opens:
                 self._drop_edit(st, f"the lease of client {client.id!r} expired")
+            gone = writer_peer(client.id, bounded=isinstance(self.vfs, EditBounds))
+            with self._lock:  # forget the connections it used
+                for conn in [k for k, v in self._peers.items() if v == gone]:
+                    del self._peers[conn]
+                for key in [k for k in self._owner_locks if k[0] == client.clientid]:
+                    del self._owner_locks[key]
 
     def _drop_edit(self, st: OpenState, why: str) -> None:
         if isinstance(self.vfs, EditBounds) and st.access & o.OPEN4_SHARE_ACCESS_WRITE:
