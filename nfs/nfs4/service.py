@@ -37,7 +37,7 @@ from nfs.nfs4.ops import (
     Nfs4Op,
     Nfs4Res,
 )
-from nfs.nfs4.state import Nfs4State, OpenOwner, OpenState, Replay, StateError
+from nfs.nfs4.state import Conflict, Nfs4State, OpenOwner, OpenState, Replay, StateError
 from nfs.nfs4.types import (
     NFS_V4,
     AttrNotSupp,
@@ -47,6 +47,7 @@ from nfs.nfs4.types import (
     Nfsstat4,
     OpNum4,
     Stateid4,
+    StateOwner4,
     bitmap_of,
     bits_of,
     decode_fattr,
@@ -162,9 +163,9 @@ class Nfs4Service:
             OpNum4.OP_GETATTR: self.op_getattr,
             OpNum4.OP_GETFH: self.op_getfh,
             OpNum4.OP_LINK: _notsupp(OpNum4.OP_LINK),
-            OpNum4.OP_LOCK: _fails(OpNum4.OP_LOCK, Nfsstat4.NFS4ERR_LOCK_NOTSUPP),
-            OpNum4.OP_LOCKT: _fails(OpNum4.OP_LOCKT, Nfsstat4.NFS4ERR_LOCK_NOTSUPP),
-            OpNum4.OP_LOCKU: _fails(OpNum4.OP_LOCKU, Nfsstat4.NFS4ERR_LOCK_NOTSUPP),
+            OpNum4.OP_LOCK: self.op_lock,
+            OpNum4.OP_LOCKT: self.op_lockt,
+            OpNum4.OP_LOCKU: self.op_locku,
             OpNum4.OP_LOOKUP: self.op_lookup,
             OpNum4.OP_LOOKUPP: self.op_lookupp,
             OpNum4.OP_NVERIFY: self.op_nverify,
@@ -189,7 +190,7 @@ class Nfs4Service:
             OpNum4.OP_SETCLIENTID_CONFIRM: self.op_setclientid_confirm,
             OpNum4.OP_VERIFY: self.op_verify,
             OpNum4.OP_WRITE: self.op_write,
-            OpNum4.OP_RELEASE_LOCKOWNER: _fails(OpNum4.OP_RELEASE_LOCKOWNER, OK),
+            OpNum4.OP_RELEASE_LOCKOWNER: self.op_release_lockowner,
             OpNum4.OP_ILLEGAL: _fails(OpNum4.OP_ILLEGAL, Nfsstat4.NFS4ERR_OP_ILLEGAL),
         }
 
@@ -737,6 +738,89 @@ class Nfs4Service:
             logger.warning("NFSv4 CLOSE: the edit of %s was refused: %s", ctx.peer, err)
             return v4_status(err)
         return OK
+
+    # ------------------------------------------------------------ byte-range locks
+
+    @staticmethod
+    def _denied(found: Conflict) -> o.Lock4Denied:
+        return o.Lock4Denied(
+            found.offset, found.length, 2 if found.write else 1, StateOwner4(*found.owner)
+        )
+
+    def _lock_type(self, locktype: int) -> bool:
+        if locktype not in (1, 2, 3, 4):  # READ_LT WRITE_LT READW_LT WRITEW_LT
+            raise Fail(Nfsstat4.NFS4ERR_INVAL)
+        return locktype in (2, 4)
+
+    def op_lock(self, c: _Compound, a: o.LockArgs) -> Nfs4Res:
+        """LOCK (RFC 7530 §16.10): POSIX byte-range locks, advisory, per lock-owner."""
+        fid = c.fh()
+        write = self._lock_type(a.locktype)
+        if a.reclaim and not self.state.in_grace():
+            raise Fail(Nfsstat4.NFS4ERR_NO_GRACE)
+        if not a.reclaim and self.state.in_grace():
+            raise Fail(Nfsstat4.NFS4ERR_GRACE)
+        owner_of_seqid: OpenOwner
+        locker = a.locker.owner
+        if isinstance(locker, o.OpenToLockOwner4):
+            owner_of_seqid = self.state.owner_of(locker.open_stateid)
+            seqid = locker.open_seqid
+        else:
+            ls0 = self.state.locks_of(locker.lock_stateid)
+            owner_of_seqid = self.state.lock_owner(*ls0.owner)
+            seqid = locker.lock_seqid
+        self._learn(c, owner_of_seqid.key[0])
+
+        def run() -> tuple[Nfs4Res, FileId | None]:
+            if isinstance(locker, o.OpenToLockOwner4):
+                lock_owner = self.state.lock_owner(
+                    locker.lock_owner.clientid, locker.lock_owner.owner
+                )
+                ls = self.state.lock_state_for(locker.open_stateid, fid, lock_owner)
+                self.state.done_seqid(lock_owner, locker.lock_seqid, OK, None)
+            else:
+                ls = self.state.locks_of(locker.lock_stateid)
+                if ls.fid != fid:
+                    raise Fail(Nfsstat4.NFS4ERR_BAD_STATEID)
+            found = self.state.lock(ls, a.offset, a.length, write=write)
+            if found is not None:
+                return _res(OpNum4.OP_LOCK, Nfsstat4.NFS4ERR_DENIED, self._denied(found)), None
+            return _res(OpNum4.OP_LOCK, OK, ls.stateid()), None
+
+        return self._seqid_op(c, OpNum4.OP_LOCK, owner_of_seqid, seqid, run)
+
+    def op_lockt(self, c: _Compound, a: o.LocktArgs) -> Nfs4Res:
+        """LOCKT: whether a lock would be granted (DENIED with the lock in the way)."""
+        fid = c.fh()
+        write = self._lock_type(a.locktype)
+        self.state.client(a.owner.clientid)
+        found = self.state.test_lock(
+            fid, (a.owner.clientid, a.owner.owner), a.offset, a.length, write=write
+        )
+        if found is not None:
+            return _res(OpNum4.OP_LOCKT, Nfsstat4.NFS4ERR_DENIED, self._denied(found))
+        return _res(OpNum4.OP_LOCKT, OK)
+
+    def op_locku(self, c: _Compound, a: o.LockuArgs) -> Nfs4Res:
+        """LOCKU."""
+        fid = c.fh()
+        self._lock_type(a.locktype)
+        ls = self.state.locks_of(a.lock_stateid)
+        owner = self.state.lock_owner(*ls.owner)
+
+        def run() -> tuple[Nfs4Res, FileId | None]:
+            current = self.state.locks_of(a.lock_stateid)
+            if current.fid != fid:
+                raise Fail(Nfsstat4.NFS4ERR_BAD_STATEID)
+            self.state.unlock(current, a.offset, a.length)
+            return _res(OpNum4.OP_LOCKU, OK, current.stateid()), None
+
+        return self._seqid_op(c, OpNum4.OP_LOCKU, owner, a.seqid, run)
+
+    def op_release_lockowner(self, c: _Compound, a: o.OwnerArgs) -> Nfs4Res:
+        """RELEASE_LOCKOWNER."""
+        self.state.release_lock_owner(a.lock_owner.clientid, a.lock_owner.owner)
+        return _res(OpNum4.OP_RELEASE_LOCKOWNER, OK)
 
     # ------------------------------------------------------------ I/O
 

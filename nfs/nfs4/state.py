@@ -47,6 +47,8 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "NO_BUMP",
     "Client",
+    "Conflict",
+    "LockState",
     "Nfs4State",
     "OpenOwner",
     "OpenState",
@@ -60,6 +62,7 @@ DEFAULT_LEASE_SECONDS: Final = 90
 ANONYMOUS: Final = Stateid4(0, bytes(12))
 BYPASS: Final = Stateid4(0xFFFFFFFF, b"\xff" * 12)
 _OTHER: Final = struct.Struct(">III")
+_ALL_ONES: Final = 0xFFFFFFFFFFFFFFFF
 
 NO_BUMP: Final = frozenset(
     {
@@ -131,6 +134,34 @@ class OpenOwner:
     opens: dict[int, OpenState] = field(default_factory=dict)
 
 
+@dataclass
+class LockState:
+    """The byte-range locks of one lock-owner on one file (RFC 7530 §9.1.4.1): its stateid
+    and its ranges ``(start, end, write)``, end exclusive (2**64: to the end of any file)."""
+
+    other: bytes
+    seqid: int
+    fid: int
+    owner: tuple[int, bytes]
+    open_other: bytes
+    ranges: list[tuple[int, int, bool]] = field(default_factory=list)
+
+    def stateid(self) -> Stateid4:
+        """The current stateid of these locks."""
+        return Stateid4(self.seqid, self.other)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A lock that denies a request (LOCK4denied): its range, whether it is a write lock,
+    and its owner."""
+
+    offset: int
+    length: int
+    write: bool
+    owner: tuple[int, bytes]
+
+
 @dataclass(frozen=True)
 class Replay:
     """A retransmitted seqid: answer with ``reply`` (the result cached for it)."""
@@ -176,6 +207,8 @@ class Nfs4State:
         self._owners: dict[tuple[int, bytes], OpenOwner] = {}
         self._opens: dict[bytes, OpenState] = {}
         self._expired: set[int] = set()
+        self._lock_owners: dict[tuple[int, bytes], OpenOwner] = {}
+        self._locks: dict[bytes, LockState] = {}
         self._next_client = 0
         self._next_open = 0
 
@@ -346,6 +379,10 @@ class Nfs4State:
             dropped.extend(o for o in owner.opens.values() if not o.closed)
         for other in [o for o, st in self._opens.items() if st.owner[0] == clientid]:
             del self._opens[other]
+        for key in [k for k in self._lock_owners if k[0] == clientid]:
+            del self._lock_owners[key]
+        for other in [o for o, ls in self._locks.items() if ls.owner[0] == clientid]:
+            del self._locks[other]
         return dropped
 
     def clients(self) -> list[Client]:
@@ -504,6 +541,10 @@ class Nfs4State:
         """CLOSE: the open ends (kept, closed, until the owner's next seqid operation)."""
         with self._lock:
             st = self._current(sid, fid)
+            if any(ls.open_other == st.other and ls.ranges for ls in self._locks.values()):
+                raise StateError(Nfsstat4.NFS4ERR_LOCKS_HELD)
+            for other in [o for o, ls in self._locks.items() if ls.open_other == st.other]:
+                del self._locks[other]
             st.closed = True
             st.seqid += 1
             return st
@@ -526,7 +567,128 @@ class Nfs4State:
                 raise StateError(Nfsstat4.NFS4ERR_OPENMODE)
             return st
 
+    # ------------------------------------------------------------ byte-range locks
+
+    @staticmethod
+    def _range(offset: int, length: int) -> tuple[int, int]:
+        """[start, end) of a lock request (RFC 7530 §16.10.4: length all ones = to EOF)."""
+        if length == 0:
+            raise StateError(Nfsstat4.NFS4ERR_INVAL)
+        if length == _ALL_ONES:
+            return offset, 1 << 64
+        if offset + length > 1 << 64:
+            raise StateError(Nfsstat4.NFS4ERR_INVAL)
+        return offset, offset + length
+
+    def lock_owner(self, clientid: int, owner: bytes) -> OpenOwner:
+        """Return (making it) a lock-owner (its seqid kept as an open-owner's is)."""
+        with self._lock:
+            self.client(clientid)
+            key = (clientid, owner)
+            found = self._lock_owners.get(key)
+            if found is None:
+                found = self._lock_owners[key] = OpenOwner(key, confirmed=True)
+            return found
+
+    def locks_of(self, sid: Stateid4) -> LockState:
+        """The lock state a lock stateid names (BAD / STALE / OLD stateid, EXPIRED)."""
+        with self._lock:
+            if len(sid.other) != 12:
+                raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+            boot, client, _ = _OTHER.unpack(sid.other)
+            if boot != self._boot:
+                raise StateError(Nfsstat4.NFS4ERR_STALE_STATEID)
+            ls = self._locks.get(sid.other)
+            if ls is None:
+                if self._boot << 32 | client in self._expired:
+                    raise StateError(Nfsstat4.NFS4ERR_EXPIRED)
+                raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+            if sid.seqid < ls.seqid:
+                raise StateError(Nfsstat4.NFS4ERR_OLD_STATEID)
+            if sid.seqid > ls.seqid:
+                raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+            self.client(ls.owner[0])
+            return ls
+
+    def lock_state_for(self, open_sid: Stateid4, fid: int, owner: OpenOwner) -> LockState:
+        """The lock state of ``owner`` on the file of an open (a new lock-owner's first LOCK)."""
+        with self._lock:
+            st = self._current(open_sid, fid)
+            if owner.key[0] != st.owner[0]:
+                raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+            for ls in self._locks.values():
+                if ls.owner == owner.key and ls.fid == fid:
+                    return ls
+            ls = LockState(self._other(owner.key[0]), 0, fid, owner.key, st.other)
+            self._locks[ls.other] = ls
+            return ls
+
+    def _conflict(
+        self, fid: int, owner: tuple[int, bytes], start: int, end: int, write: bool
+    ) -> Conflict | None:
+        for ls in self._locks.values():
+            if ls.fid != fid or ls.owner == owner:
+                continue
+            for lo, hi, w in ls.ranges:
+                if lo < end and start < hi and (write or w):
+                    length = _ALL_ONES if hi == 1 << 64 else hi - lo
+                    return Conflict(lo, length, w, ls.owner)
+        return None
+
+    def lock(self, ls: LockState, offset: int, length: int, *, write: bool) -> Conflict | None:
+        """Take a lock for ``ls``'s owner; the conflicting lock if another owner holds one
+        (nothing taken), else None (the stateid's seqid goes up)."""
+        start, end = self._range(offset, length)
+        with self._lock:
+            found = self._conflict(ls.fid, ls.owner, start, end, write)
+            if found is not None:
+                return found
+            ls.ranges = [*_cut(ls.ranges, start, end), (start, end, write)]
+            ls.seqid += 1
+            return None
+
+    def test_lock(
+        self, fid: int, owner: tuple[int, bytes], offset: int, length: int, *, write: bool
+    ) -> Conflict | None:
+        """LOCKT: the lock that would deny this request, if any."""
+        start, end = self._range(offset, length)
+        with self._lock:
+            return self._conflict(fid, owner, start, end, write)
+
+    def unlock(self, ls: LockState, offset: int, length: int) -> None:
+        """LOCKU: release the range (the stateid's seqid goes up)."""
+        start, end = self._range(offset, length)
+        with self._lock:
+            ls.ranges = _cut(ls.ranges, start, end)
+            ls.seqid += 1
+
+    def release_lock_owner(self, clientid: int, owner: bytes) -> None:
+        """RELEASE_LOCKOWNER: forget a lock-owner that holds no locks (LOCKS_HELD)."""
+        with self._lock:
+            self.client(clientid)
+            key = (clientid, owner)
+            held = [o for o, ls in self._locks.items() if ls.owner == key]
+            if any(self._locks[o].ranges for o in held):
+                raise StateError(Nfsstat4.NFS4ERR_LOCKS_HELD)
+            for other in held:
+                del self._locks[other]
+            self._lock_owners.pop(key, None)
+
     def opens(self) -> list[OpenState]:
         """Every open not closed."""
         with self._lock:
             return [st for st in self._opens.values() if not st.closed]
+
+
+def _cut(ranges: list[tuple[int, int, bool]], start: int, end: int) -> list[tuple[int, int, bool]]:
+    """``ranges`` without [start, end) (a range across it is split in two)."""
+    out: list[tuple[int, int, bool]] = []
+    for lo, hi, w in ranges:
+        if hi <= start or end <= lo:
+            out.append((lo, hi, w))
+            continue
+        if lo < start:
+            out.append((lo, start, w))
+        if end < hi:
+            out.append((end, hi, w))
+    return out

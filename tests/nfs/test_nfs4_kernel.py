@@ -272,3 +272,20 @@ def test_an_edit_spanning_a_server_restart_is_reclaimed_and_applied_at_its_close
     assert len(_ops_since(db, before)) == 1, _ops_since(db, before)
     got = db.to_arrow().sort_by("id")
     assert got.column("name").to_pylist() == [f"r{i}" for i in range(1, n + 1)]
+
+
+def test_locks_between_processes_of_one_client(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    out, err, rc = _run(
+        db,
+        """
+        touch lockfile
+        flock lockfile -c 'echo HELD; sleep 6' &
+        sleep 3
+        flock -n lockfile true; echo "SECOND $?"
+        wait
+        flock -n lockfile true; echo "AFTER $?"
+        """,
+    )
+    assert rc == 0, err
+    assert "HELD" in out and "SECOND 1" in out and "AFTER 0" in out, (out, err)

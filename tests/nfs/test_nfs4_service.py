@@ -387,3 +387,28 @@ def test_readdir_pages_list_every_entry_once(memfs: MemoryFs) -> None:
     tiny = o.ReaddirArgs(0, bytes(8), 10, 20, bitmap_of([Fattr4Id.TYPE]))
     res = c.compound(op(OpNum4.OP_PUTROOTFH), op(OpNum4.OP_READDIR, tiny))
     assert res.status == Nfsstat4.NFS4ERR_TOOSMALL
+
+
+def test_locks_over_the_wire(memfs: MemoryFs) -> None:
+    c = v4(build_dispatcher(memfs))
+    fh, sid = c.open("/l.txt", 3, create=o.OpenFlag4(o.UNCHECKED4, createattrs=Fattr4()))
+    owner_a, owner_b = StateOwner4(c.clientid, b"a"), StateOwner4(c.clientid, b"b")
+
+    def lock(owner: StateOwner4, offset: int, length: int) -> o.Compound4Res:
+        new = o.OpenToLockOwner4(next(c.seqid), sid, 0, owner)
+        args = o.LockArgs(2, False, offset, length, o.Locker4(new))
+        return c.compound(op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)), op(OpNum4.OP_LOCK, args))
+
+    got = lock(owner_a, 0, 10)
+    assert got.status == Nfsstat4.NFS4_OK
+    lsid = got.results[-1].body
+    denied = lock(owner_b, 5, 1)
+    assert denied.status == Nfsstat4.NFS4ERR_DENIED
+    assert denied.results[-1].body == o.Lock4Denied(0, 10, 2, owner_a)
+    test = o.LocktArgs(1, 0, 1, owner_b)
+    assert c.compound(op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)), op(OpNum4.OP_LOCKT, test)).status == (
+        Nfsstat4.NFS4ERR_DENIED
+    )
+    unlock = o.LockuArgs(2, 1, lsid, 0, 10)
+    c.ok(op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)), op(OpNum4.OP_LOCKU, unlock))
+    assert lock(owner_b, 5, 1).status == Nfsstat4.NFS4_OK

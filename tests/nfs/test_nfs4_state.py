@@ -328,3 +328,32 @@ def test_clients_with_state_are_recorded_and_only_they_reclaim_after_a_restart(
     second.expire()
     assert records.read_text() == ""
     assert not Nfs4State(clock=clock, boot=3, records=records).in_grace()
+
+
+def test_byte_range_locks_conflict_split_and_go_with_their_client(clock: FakeClock) -> None:
+    state = new_state(clock)
+    clientid = confirmed_client(state)
+    opener = state.owner(clientid, b"o")
+    st_, _ = state.open(opener, 10, BOTH, 0)
+    sid = state.open_confirm(st_.stateid(), 10).stateid()
+    a = state.lock_state_for(sid, 10, state.lock_owner(clientid, b"proc a"))
+    b = state.lock_state_for(sid, 10, state.lock_owner(clientid, b"proc b"))
+    assert state.lock(a, 0, 100, write=True) is None
+    found = state.lock(b, 50, 10, write=False)
+    assert found is not None and (found.offset, found.length, found.write) == (0, 100, True)
+    assert state.lock(b, 100, 0xFFFFFFFFFFFFFFFF, write=False) is None  # to EOF, no overlap
+    state.unlock(a, 40, 20)  # splits [0, 100) into [0, 40) and [60, 100)
+    assert state.test_lock(10, b.owner, 45, 10, write=True) is None
+    assert state.test_lock(10, b.owner, 30, 20, write=False) is not None
+    assert state.lock(a, 200, 10, write=False) is None  # reads share
+    assert state.lock(a, 300, 10, write=True) is not None  # b's read lock to EOF
+    assert status_of(state.lock, a, 0, 0, write=True) == Nfsstat4.NFS4ERR_INVAL
+    assert status_of(state.close, sid, 10) == Nfsstat4.NFS4ERR_LOCKS_HELD
+    assert status_of(state.release_lock_owner, clientid, b"proc a") == Nfsstat4.NFS4ERR_LOCKS_HELD
+    old = a.stateid()
+    state.unlock(a, 0, 0xFFFFFFFFFFFFFFFF)
+    assert status_of(state.locks_of, old) == Nfsstat4.NFS4ERR_OLD_STATEID
+    state.release_lock_owner(clientid, b"proc a")
+    clock.advance(91)
+    state.expire()
+    assert status_of(state.locks_of, b.stateid()) == Nfsstat4.NFS4ERR_EXPIRED
