@@ -60,15 +60,32 @@ def _privileged(argv: list[str], injected: str | None) -> list[str]:
 
 
 def mount_argv(
-    port: int, mount_point: str, *, host: str = "127.0.0.1", platform: str = sys.platform
+    port: int,
+    mount_point: str,
+    *,
+    host: str = "127.0.0.1",
+    platform: str = sys.platform,
+    vers: str = "3",
 ) -> list[str]:
     """Return the command that mounts the share served on ``host:port`` at ``mount_point``.
 
     NFSv3 over TCP, MOUNT on the same port (no portmapper), no lock manager (``nolock``)
     and, on Linux, no NFSACL (``noacl``); a hard mount, so an interrupted server never
-    turns into silent I/O errors.
+    turns into silent I/O errors. ``vers="4.0"`` (Linux): NFSv4.0 on the same port, where
+    an edit is exactly an open (docs/nfs-writes.md).
     """
     injected = os.environ.get(MOUNT_PROGRAM_ENV) or None
+    if vers == "4.0" and platform != "darwin":
+        argv = [
+            injected or "mount",
+            "-t",
+            "nfs",
+            "-o",
+            f"vers=4.0,proto=tcp,port={port}",
+            f"{host}:/",
+            mount_point,
+        ]
+        return _privileged(argv, injected)
     if platform == "darwin":
         argv = [
             injected or "mount_nfs",
@@ -177,10 +194,20 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
         unmount_error: str | None = None
         try:
             with _stop_on_signals(stop) as received:
-                argv = mount_argv(server.port, where)
-                code, detail = _run(argv)
+                # NFSv4.0 where the OS client has it (an edit is an open), else NFSv3
+                argv, vers = mount_argv(server.port, where), "3"
+                code, detail = 1, ""
+                if sys.platform.startswith("linux"):
+                    argv4 = mount_argv(server.port, where, vers="4.0")
+                    code, detail = _run(argv4)
+                    if code == 0:
+                        argv, vers = argv4, "4.0"
+                    else:
+                        logger.info("NFSv4.0 mount failed (%s); mounting NFSv3", detail or code)
+                if code != 0:
+                    code, detail = _run(argv)
                 mounted = code == 0
-                _report_mount(db.uri, server.port, where, argv, code, detail)
+                _report_mount(db.uri, server.port, where, argv, code, detail, vers)
                 _notify(f"READY=1\nSTATUS=serving {db.uri} on 127.0.0.1:{server.port}\n")
                 while not stop.wait(1.0):
                     if not server.is_ready():
@@ -217,7 +244,9 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
         raise click.ClickException(unmount_error)
 
 
-def _report_mount(uri: str, port: int, where: str, argv: list[str], code: int, detail: str) -> None:
+def _report_mount(
+    uri: str, port: int, where: str, argv: list[str], code: int, detail: str, vers: str = "3"
+) -> None:
     opts = get_options()
     if opts.json:
         echo_json(
@@ -229,10 +258,11 @@ def _report_mount(uri: str, port: int, where: str, argv: list[str], code: int, d
                 "mount_point": where,
                 "mount": _shell(argv),
                 "mount_exit": code,
+                "nfs_version": vers,
             }
         )
     elif code == 0:
-        click.echo(f"Mounted {uri} at {where} (NFSv3 on 127.0.0.1:{port})")
+        click.echo(f"Mounted {uri} at {where} (NFSv{vers} on 127.0.0.1:{port})")
         click.echo(f"  ls {where}")
         click.echo(f"  cat {where}/data/data.csv")
         click.echo("Press Ctrl-C to unmount and stop.")

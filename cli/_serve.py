@@ -76,6 +76,9 @@ def mount_commands(host: str, port: int) -> dict[str, str]:
             f"sudo mount -t nfs -o vers=3,proto=tcp,port={port},mountport={port},"
             f"mountproto=tcp,nolock,noacl {where}:/ {LINUX_MOUNT_POINT}"
         ),
+        "linux_v4": (
+            f"sudo mount -t nfs -o vers=4.0,proto=tcp,port={port} {where}:/ {LINUX_MOUNT_POINT}"
+        ),
         "macos": (
             f"sudo mount -t nfs -o vers=3,tcp,port={port},mountport={port},nolocks,resvport "
             f"{where}:/ {MACOS_MOUNT_POINT}"
@@ -443,10 +446,12 @@ def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:
 
 
 def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, str]) -> None:
-    click.echo(f"Serving {uri} over NFSv3 on {host}:{port} ({mode})")
+    click.echo(f"Serving {uri} over NFSv3 and NFSv4.0 on {host}:{port} ({mode})")
     click.echo("")
-    click.echo("Mount on Linux:")
+    click.echo("Mount on Linux (NFSv4.0: an edit applies when the file is closed):")
     click.echo(f"  sudo mkdir -p {LINUX_MOUNT_POINT}")
+    click.echo(f"  {mounts['linux_v4']}")
+    click.echo("or NFSv3 (an edit applies once its writer is idle):")
     click.echo(f"  {mounts['linux']}")
     click.echo("Mount on macOS:")
     click.echo(f"  sudo mkdir -p {MACOS_MOUNT_POINT}")

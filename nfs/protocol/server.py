@@ -1,4 +1,4 @@
-"""The asyncio transport: NFSv3 + MOUNT (+ optional portmap) on one TCP port.
+"""The asyncio transport: NFSv3, NFSv4.0 + MOUNT (+ optional portmap) on one TCP port.
 
 `NfsServer` runs an event loop in a background thread that accepts connections
 and reads them: a reader callback per connection feeds the bytes to a
@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from nfs.protocol.nfs3.service import DEFAULT_LIMITS, Nfs3Limits
+from nfs.protocol.nfs4.state import Nfs4State
 from nfs.protocol.record import (
     DEFAULT_MAX_RECORD_SIZE,
     RecordError,
@@ -150,6 +151,8 @@ class NfsServer:
             ``nfs.protocol.identity.IdentityPolicy``); None trusts the credentials as sent.
         autostart: start serving in the constructor, as the original project's
             ``NfsServer(db, port)`` did; with False, call `start` (or use ``with``).
+        nfs4_state: the NFSv4 clients, opens and leases (``nfs.protocol.nfs4.state.Nfs4State``:
+            its clock and lease); a new one by default.
 
     Raises:
         OSError: with ``autostart``, the port cannot be bound.
@@ -175,6 +178,7 @@ class NfsServer:
         resources: ResourceLimits = DEFAULT_RESOURCES,
         credential_policy: CredentialPolicy | None = None,
         autostart: bool = True,
+        nfs4_state: Nfs4State | None = None,
     ) -> None:
         self.vfs = make_vfs(vfs)
         self.host = host
@@ -199,6 +203,7 @@ class NfsServer:
             portmap_port=(lambda: self.port) if portmapper else None,
             limits=limits,
             credential_policy=credential_policy,
+            nfs4_state=nfs4_state,
         )
         self.ready = threading.Event()
         self._started = threading.Event()

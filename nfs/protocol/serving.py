@@ -8,6 +8,7 @@ and URLs for a server at host:port. `nfs.protocol.server` re-exports the public 
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from nfs.protocol.nfs3.handles import HandleCodec
 from nfs.protocol.nfs3.program import nfs3_program
 from nfs.protocol.nfs3.service import DEFAULT_LIMITS, Nfs3Limits, Nfs3Service
 from nfs.protocol.nfs3.types import NFS_PROGRAM, NFS_V3, NfsProc3
+from nfs.protocol.nfs4.service import Nfs4Service, nfs4_program
+from nfs.protocol.nfs4.state import Nfs4State
 from nfs.protocol.portmap import PortmapService
 from nfs.protocol.rpc import CredentialPolicy, Dispatcher
 from nfs.protocol.vfs import Vfs
@@ -156,8 +159,9 @@ def build_dispatcher(
     limits: Nfs3Limits = DEFAULT_LIMITS,
     credential_policy: CredentialPolicy | None = None,
     reply_cache: DuplicateRequestCache | None = None,
+    nfs4_state: Nfs4State | None = None,
 ) -> Dispatcher:
-    """Wire NFSv3 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
+    """Wire NFSv3, NFSv4.0 and MOUNT v3 (and the port mapper if `portmap_port` is given) over `vfs`.
 
     Args:
         vfs: the file system to serve.
@@ -168,6 +172,9 @@ def build_dispatcher(
             ``nfs.protocol.identity.IdentityPolicy``: root squash, privileged ports).
         reply_cache: the duplicate-request cache; by default a new one for
             `NFS3_NON_IDEMPOTENT` (knfsd's bounds: 120 s per reply).
+        nfs4_state: the NFSv4 client and open state (leases, grace); by default a new one
+            recording its clients in the Vfs's ``state_dir`` when it has one (a restart
+            then gives them a grace period to reclaim their opens), else without grace.
     """
     handles = HandleCodec(vfs)
     nfs = Nfs3Service(vfs, handles=handles, write_verifier=write_verifier, limits=limits)
@@ -176,9 +183,30 @@ def build_dispatcher(
         credential_policy=credential_policy,
         reply_cache=reply_cache or DuplicateRequestCache(NFS3_NON_IDEMPOTENT),
     )
+    # NFSv4.0 beside v3: the same Vfs, handles and credential policy (nfs.protocol.nfs4)
+    dispatcher.register(
+        nfs4_program(
+            Nfs4Service(
+                vfs,
+                handles=handles,
+                write_verifier=nfs.write_verifier,
+                limits=limits,
+                state=nfs4_state or _nfs4_state(vfs),
+            )
+        )
+    )
     if portmap_port is not None:
         dispatcher.register(PortmapService(portmap_port).rpc_program())
     return dispatcher
+
+
+def _nfs4_state(vfs: Vfs) -> Nfs4State:
+    """NFSv4 state keeping its client records in the Vfs's ``state_dir`` (TableFs has one),
+    so a restart gives a grace period to the clients that held state; none without one."""
+    state_dir = getattr(vfs, "state_dir", None)
+    if isinstance(state_dir, (str, os.PathLike)) and os.path.isdir(state_dir):
+        return Nfs4State(records=os.path.join(state_dir, "nfs4-clients"))
+    return Nfs4State(grace_seconds=0)
 
 
 def nfs_url(host: str, port: int, path: str = "/") -> str:

@@ -41,8 +41,10 @@ __all__ = [
     "ACCESS3_LOOKUP",
     "ACCESS3_MODIFY",
     "ACCESS3_READ",
+    "BOUNDED_PEER_PREFIX",
     "DirEntry",
     "DirPage",
+    "EditBounds",
     "FileId",
     "FsStat",
     "NfsError",
@@ -163,6 +165,31 @@ class VfsCapabilities:
     name_max: int = 255
     time_delta_ns: int = 1
     case_insensitive: bool = False
+
+
+BOUNDED_PEER_PREFIX: Final = "nfs4:"
+"""A `CallContext.peer` that starts with this is a client that tells when its edits end
+(NFSv4: OPEN ... CLOSE). A Vfs that stages writes applies such a caller's edit only at
+`EditBounds.finish` (or drops it at `EditBounds.discard`), never on its own (an idle
+period, a FILE_SYNC WRITE)."""
+
+
+@runtime_checkable
+class EditBounds(Protocol):
+    """What a Vfs that stages writes offers a protocol that knows when an edit ends."""
+
+    def finish(self, fid: FileId, ctx: CallContext) -> object:
+        """Apply the caller's staged edit of ``fid`` now (NFSv4 CLOSE of the open that wrote).
+
+        Raises:
+            NfsError: the edit was refused (NFS3ERR_INVAL) or failed (NFS3ERR_IO).
+        """
+        ...
+
+    def discard(self, fid: FileId, ctx: CallContext) -> bool:
+        """Drop the caller's staged edit of ``fid`` unapplied, with its journal (the
+        client's lease expired); whether there was one."""
+        ...
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from nfs.protocol.vfs import (
     ACCESS3_MODIFY,
     ACCESS3_READ,
     DirPage,
+    EditBounds,
     FileId,
     FsStat,
     NfsError,
@@ -152,9 +153,15 @@ class TableAccessVfs:
 
     Attributes:
         write_verifier: the inner Vfs's ``write_verifier``, when it has one.
+        finish: the inner Vfs's `nfs.protocol.vfs.EditBounds` ``finish``, when it has one.
+        discard: likewise ``discard``.
+        state_dir: the inner Vfs's ``state_dir`` (None if it has none).
     """
 
     write_verifier: Callable[[], bytes]
+    finish: Callable[[FileId, CallContext], object]
+    discard: Callable[[FileId, CallContext], bool]
+    state_dir: object
 
     def __init__(
         self,
@@ -167,6 +174,10 @@ class TableAccessVfs:
         own_verifier = getattr(inner, "write_verifier", None)
         if callable(own_verifier):  # the inner Vfs's WRITE/COMMIT verifier (see nfs.protocol.vfs)
             self.write_verifier = own_verifier
+        if isinstance(inner, EditBounds):  # NFSv4 CLOSE / lease expiry (see nfs.protocol.vfs)
+            self.finish = inner.finish
+            self.discard = inner.discard
+        self.state_dir = getattr(inner, "state_dir", None)  # NFSv4 client records
         self._entries = entries
         self._map = user_map
         self._permissions = permissions

@@ -34,8 +34,8 @@ from nfs.table.region import (
     same_bytes,
 )
 from nfs.table.staging import Base, BytesBase, read_all
-from posixlake.database import DatabaseOps
 from posixlake.csvcodec import CsvFormatError, parse_csv
+from posixlake.database import DatabaseOps
 from posixlake.errors import DuplicateKeyError, InvalidOperation
 
 __all__ = [

@@ -63,8 +63,8 @@ from nfs.table.segstore import (
     SegmentStore,
     default_cache_dir,
 )
-from posixlake.database import DatabaseOps
 from posixlake.csvcodec import iter_render_csv, render_csv
+from posixlake.database import DatabaseOps
 from posixlake.delta import DataFile, DeltaLog, Snapshot, loaded_log, log_at, snapshot_of
 from posixlake.errors import InvalidOperation, IoError, NotFound, VersionError
 from posixlake.storage import table_filesystem

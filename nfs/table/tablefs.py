@@ -62,6 +62,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from nfs.protocol.nfs3 import Fattr3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
@@ -318,8 +319,20 @@ class TableFs:
     # ------------------------------------------------------------ edits and lifecycle
 
     def finish(self, fid: FileId, ctx: CallContext) -> Applied | None:
-        """Apply the caller's staged edit of ``fid`` now (see `WriteRules.finish`)."""
+        """Apply the caller's staged edit of ``fid`` now (see `WriteRules.finish`); an
+        NFSv4 CLOSE (``nfs.protocol.vfs.EditBounds``)."""
         return self._rules.finish(fid, ctx)
+
+    def discard(self, fid: FileId, ctx: CallContext) -> bool:
+        """Drop the caller's staged edit of ``fid`` unapplied (see `WriteRules.discard`):
+        an NFSv4 client whose lease expired."""
+        return self._rules.discard(fid, ctx)
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the journal and the rest of the server's state live (the NFSv4 service
+        keeps its clients there too, for their reclaims after a restart)."""
+        return self._s.state_dir
 
     def poll(self) -> None:
         """Apply the stagings of writers that are done (idle), give up abandoned ones."""

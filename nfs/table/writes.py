@@ -25,6 +25,7 @@ from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
     ACCESS3_DELETE,
     ACCESS3_MODIFY,
+    BOUNDED_PEER_PREFIX,
     FileId,
     NfsError,
 )
@@ -487,9 +488,10 @@ class WriteRules:
         now = self._s.clock()
         for w in list(self._s.writers.values()):
             idle = now - w.staging.touched
-            if idle >= self._s.abandon and not self.complete(w):
+            bounded = w.key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: applied at CLOSE
+            if idle >= self._s.abandon and (bounded or not self.complete(w)):
                 self.abandon_writer(w)
-            elif idle >= self._s.idle and self.complete(w):
+            elif idle >= self._s.idle and self.complete(w) and not bounded:
                 try:
                     self.apply_writer(w)
                 except NfsError as err:
@@ -528,9 +530,22 @@ class WriteRules:
                 return None
             return self.apply_writer(w)
 
+    def discard(self, fid: FileId, ctx: CallContext) -> bool:
+        """Drop the caller's staged edit of ``fid`` unapplied, with its journal (an NFSv4
+        client whose lease expired); whether there was one. Logged at WARNING."""
+        with self._s.lock:
+            w = self._s.writers.get(WriterKey.of(ctx)) if fid == DATA_CSV_ID else None
+            if w is None:
+                return False
+            logger.warning("data.csv: the edit of %s was dropped unapplied: %s", w.key, "expired")
+            self._s.drop(w)
+            return True
+
     def abandon_writer(self, w: Writer) -> None:
         if w.coverage.holes():
             what = "has a range no WRITE filled"
+        elif w.key.peer.startswith(BOUNDED_PEER_PREFIX):
+            what = "was never closed"
         elif w.staging.written:
             what = "ends mid-line"
         else:
@@ -564,7 +579,8 @@ class WriteRules:
             if stable == StableHow.UNSTABLE:
                 self.check_lines(w)
                 return len(data), StableHow.UNSTABLE
-            if self.is_append(w.staging) and not w.coverage.holes():
+            bounded = w.key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: at CLOSE
+            if self.is_append(w.staging) and not w.coverage.holes() and not bounded:
                 self.apply_writer(w)  # whole new rows: an INSERT, nothing half-written
             else:  # a rewrite: applied once its writer is done (idle)
                 self.check_lines(w)

@@ -86,16 +86,16 @@ def test_mount_serves_mounts_waits_and_unmounts(
     proc = start_mount(table, where)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # printed once the mount program has returned
-    assert first.startswith(f"Mounted {table} at {where} (NFSv3 on 127.0.0.1:"), first
+    assert first.startswith(f"Mounted {table} at {where} (NFSv4.0 on 127.0.0.1:"), first
     assert os.path.isdir(where)  # created
-    (mounted,) = calls(fake_programs)
+    (mounted,) = calls(fake_programs)  # NFSv4.0 worked: no NFSv3 mount tried
     port = _port(mounted)
     assert mounted == [
         "fake-mount",
         "-t",
         "nfs",
         "-o",
-        f"vers=3,proto=tcp,port={port},mountport={port},mountproto=tcp,nolock,noacl",
+        f"vers=4.0,proto=tcp,port={port}",
         "127.0.0.1:/",
         where,
     ]
@@ -122,7 +122,9 @@ def test_mount_failure_keeps_serving(
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0
     assert "Warning: mounting failed (exit 32)" in err and "mount by hand with: " in err
-    assert [c[0] for c in calls(fake_programs)] == ["fake-mount"]  # nothing to unmount
+    tried = calls(fake_programs)  # NFSv4.0, then NFSv3; nothing to unmount
+    assert [c[0] for c in tried] == ["fake-mount", "fake-mount"]
+    assert [c[4].split(",")[0] for c in tried] == ["vers=4.0", "vers=3"]
 
 
 def test_mount_reports_a_failed_unmount(

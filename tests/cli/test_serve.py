@@ -44,6 +44,7 @@ def test_mount_commands() -> None:
     assert mount_commands("127.0.0.1", 2049) == {
         "linux": "sudo mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,"
         "nolock,noacl 127.0.0.1:/ /mnt/posixlake",
+        "linux_v4": "sudo mount -t nfs -o vers=4.0,proto=tcp,port=2049 127.0.0.1:/ /mnt/posixlake",
         "macos": "sudo mount -t nfs -o vers=3,tcp,port=2049,mountport=2049,nolocks,resvport "
         "127.0.0.1:/ /Volumes/posixlake",
         "nfs_ls": "nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=2049&mountport=2049'",
@@ -120,11 +121,13 @@ def test_serve_in_process_until_a_signal(
         assert isinstance(listing, bytes) and b"data" in listing.split()
     lines = result.stdout.splitlines()
     banner = re.fullmatch(
-        rf"Serving {re.escape(table)} over NFSv3 on 127.0.0.1:(\d+) \(read-write\)", lines[0]
+        rf"Serving {re.escape(table)} over NFSv3 and NFSv4.0 on 127.0.0.1:(\d+) \(read-write\)",
+        lines[0],
     )
     assert banner is not None, lines[0]
     port = int(banner.group(1))
     assert mount_commands("127.0.0.1", port)["linux"] in result.stdout
+    assert mount_commands("127.0.0.1", port)["linux_v4"] in result.stdout
     assert mount_commands("127.0.0.1", port)["macos"] in result.stdout
     assert mount_commands("127.0.0.1", port)["nfs_cat"] in result.stdout
     assert mount_commands("127.0.0.1", port)["nfs_ls"] in result.stdout

@@ -84,6 +84,8 @@ PROTOCOL: dict[str, set[str]] = {
         "protocol.nfs3.program",
         "protocol.nfs3.service",
         "protocol.nfs3.types",
+        "protocol.nfs4.service",
+        "protocol.nfs4.state",
         "protocol.portmap",
         "protocol.rpc",
         "protocol.vfs",
@@ -91,11 +93,31 @@ PROTOCOL: dict[str, set[str]] = {
     "protocol.sender": set(),  # the write side of a connection (sockets, threads, no asyncio)
     "protocol.server": {
         "protocol.nfs3.service",
+        "protocol.nfs4.state",
         "protocol.record",
         "protocol.rpc",
         "protocol.sender",
         "protocol.serving",
         "protocol.vfs",
+    },
+    # NFSv4.0 beside v3 (nfs/protocol/nfs4/)
+    "protocol.nfs4": set(),
+    "protocol.nfs4.types": {"protocol.nfs3.codec", "protocol.xdr"},
+    "protocol.nfs4.ops": {"protocol.nfs3.codec", "protocol.nfs4.types", "protocol.xdr"},
+    "protocol.nfs4.state": {"protocol.nfs4.ops", "protocol.nfs4.types"},
+    "protocol.nfs4.attrs": {"protocol.nfs3.types", "protocol.nfs4.types", "protocol.vfs"},
+    "protocol.nfs4.service": {
+        "protocol.nfs3.handles",
+        "protocol.nfs3.service",
+        "protocol.nfs3.types",
+        "protocol.nfs4",
+        "protocol.nfs4.attrs",
+        "protocol.nfs4.ops",
+        "protocol.nfs4.state",
+        "protocol.nfs4.types",
+        "protocol.rpc",
+        "protocol.vfs",
+        "protocol.xdr",
     },
 }
 

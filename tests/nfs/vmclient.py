@@ -128,6 +128,7 @@ def run_in_vm(
     env: Mapping[str, str] | None = None,
     merge: bool = False,
     rpcbind: bool = False,
+    vers: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Boot the VM, mount the server on 127.0.0.1:`port` at /mnt and run `script` there.
 
@@ -143,6 +144,7 @@ def run_in_vm(
         merge: merge stderr into stdout.
         rpcbind: give the kernel no ports: it asks the port mapper on host port 111
             (serve one with ``NfsServer(..., portmapper=True, portmap_port=111)``).
+        vers: the NFS version to mount ("3" by default; "4.0", "4.1": no MOUNT protocol).
 
     Returns:
         The finished process: the script's exit status (125: the VM could not
@@ -157,6 +159,8 @@ def run_in_vm(
         cmd += ["--rpcbind"] if rpcbind else ["--port", str(port)]
         if mount_port is not None:
             cmd += ["--mount-port", str(mount_port)]
+        if vers is not None:
+            cmd += ["--vers", vers]
         if user is not None:
             cmd += ["--user", str(user)]
         if opts:
