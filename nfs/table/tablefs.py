@@ -2,9 +2,12 @@
 
 The tree (see docs/design.md, "The NFS face")::
 
-    /data/data.csv           the table at its current version (read / write)
-    /schema.sql              CREATE TABLE for the table (read-only)
-    /versions/<N>/data.csv   the table at version N (read-only time travel)
+    /data/data.csv              the table at its current version (read / write)
+    /schema.sql                 CREATE TABLE for the table (read-only)
+    /changes.csv                the changes of each commit since the server started,
+                                growing as commits land (read-only; ``tail -f``)
+    /versions/<N>/data.csv      the table at version N (read-only time travel)
+    /versions/<N>/changes.csv   the changes commit N made (read-only)
 
 plus a scratch area with full POSIX semantics (a :class:`~nfs.table.scratchfs.ScratchFs` on disk
 under the state directory) for every other file or directory a client creates in ``/`` or ``/data``: editors' and
@@ -25,7 +28,9 @@ collaborator, all holding one :class:`~nfs.table.state.TableState`:
 - :class:`~nfs.table.writes.WriteRules` (``writes.py``): WRITE and COMMIT of data.csv and
   when a staging applies;
 - :class:`~nfs.table.stagings.Stagings` (``stagings.py``): each writer's staging and journal;
-- :class:`~nfs.table.recovery.Recovery` (``recovery.py``): journals of an earlier server.
+- :class:`~nfs.table.recovery.Recovery` (``recovery.py``): journals of an earlier server;
+- :class:`~nfs.table.changes.Changes` (``changes.py``): ``changes.csv`` and
+  ``versions/<N>/changes.csv``, from the change feed.
 
 Writes to ``data.csv`` follow the rules in docs/nfs-writes.md (the versions shown and the
 error map are :mod:`nfs.table.state`'s; path-based helpers in :mod:`nfs.table.pathops`):
@@ -68,6 +73,7 @@ from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import DirPage, FileId, FsStat, VfsCapabilities
 from nfs.table.apply import Applied
 from nfs.table.attrs import Attributes
+from nfs.table.changes import Changes
 from nfs.table.journal import JournalDir
 from nfs.table.names import Names
 from nfs.table.pathops import PathOps
@@ -78,6 +84,7 @@ from nfs.table.scratchfs import DEFAULT_SCRATCH_QUOTA_BYTES
 from nfs.table.segments import DEFAULT_CACHE_BYTES
 from nfs.table.stagings import Stagings
 from nfs.table.state import (
+    CHANGES_ID,
     DATA_CSV_ID,
     DATA_DIR_ID,
     DEFAULT_ABANDON_SECONDS,
@@ -89,6 +96,7 @@ from nfs.table.state import (
     TableState,
     caller_of,
     default_state_dir,
+    is_changes,
     nfs_error,
     version_of,
 )
@@ -97,6 +105,7 @@ from nfs.table.writes import WriteRules
 from posixlake import DatabaseOps
 
 __all__ = [
+    "CHANGES_ID",
     "DATA_CSV_ID",
     "DATA_DIR_ID",
     "DEFAULT_ABANDON_SECONDS",
@@ -176,7 +185,8 @@ class TableFs:
         self._reads = Reads(self._s)
         self._stagings = Stagings(self._s, self._reads)
         self._rules = WriteRules(self._s, self._reads, self._stagings)
-        self._attrs = Attributes(self._s, self._reads, self._rules)
+        self._changes = Changes(self._s, self._reads)
+        self._attrs = Attributes(self._s, self._reads, self._rules, self._changes)
         self._names = Names(self._s, self._reads, self._rules)
         with self._s.lock:
             Recovery(self._s, self._reads, self._stagings).recover()
@@ -290,6 +300,8 @@ class TableFs:
         """Read; the table's files are served from their cached bytes without copying."""
         with self._s.lock:
             self._rules.poll_locked()
+            if is_changes(fid):
+                return self._changes.read(fid, offset, count, ctx)
             return self._reads.read(fid, offset, count, ctx)
 
     def read_nowait(
@@ -362,6 +374,7 @@ class TableFs:
                 )
             s.writers.clear()
             s.scratch.close()
+            self._changes.close()
 
     @property
     def unfinished_at_close(self) -> int:

@@ -116,9 +116,11 @@ TABLE: dict[str, set[str]] = {
     "table.scratchfs": set(),
     "table.access": set(),
     "table.pathops": set(),
+    "table.changelog": set(),  # the growing changes.csv's bytes (from posixlake.feed)
     # the one state object, and the collaborators of TableFs that share it (one job each)
     "table.state": {
         "table.apply",
+        "table.changelog",
         "table.journal",
         "table.render_cache",
         "table.scratchfs",
@@ -159,7 +161,14 @@ TABLE: dict[str, set[str]] = {
         "table.state",
         "table.writers",
     },
-    "table.attrs": {"table.reads", "table.state", "table.writers", "table.writes"},
+    "table.changes": {"table.apply", "table.changelog", "table.reads", "table.state"},
+    "table.attrs": {
+        "table.changes",
+        "table.reads",
+        "table.state",
+        "table.writers",
+        "table.writes",
+    },
     "table.names": {
         "table.reads",
         "table.staging",
@@ -171,6 +180,7 @@ TABLE: dict[str, set[str]] = {
     "table.tablefs": {
         "table.apply",
         "table.attrs",
+        "table.changes",
         "table.journal",
         "table.names",
         "table.pathops",
