@@ -315,7 +315,7 @@ def serve(
             if listen is not None:
                 from cli._control import serving_plane
 
-                plane = serving_plane(db, server, listen, http_token)
+                plane = serving_plane(db, server, listen, http_token, share=fs)
             with _stop_on_signals(stop) as received:
                 mounts = mount_commands(host, server.port)
                 if opts.json:

@@ -278,6 +278,10 @@ class TableState:
         self.version_changes: Bounded[tuple[int, int], bytes] = Bounded(KEEP_VERSION_CHANGES)
         """/versions/<N>/changes.csv by (table generation, N), the last few read."""
         self.times: dict[int, Nfstime3] = {}
+        self.read_bytes = 0
+        """Bytes READ returned (every file of the share), for metrics."""
+        self.written_bytes = 0
+        """Bytes WRITE accepted (every file of the share), for metrics."""
         self.stop = threading.Event()
         self.timer: threading.Thread | None = None
 

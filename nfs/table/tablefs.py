@@ -62,11 +62,13 @@ File ids are fixed for the table's own entries (so handles survive restarts: see
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from nfs.protocol.nfs3 import Fattr3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
@@ -116,12 +118,38 @@ __all__ = [
     "VERSIONS_ID",
     "PathOps",
     "TableFs",
+    "TableFsStats",
     "default_state_dir",
     "nfs_error",
     "version_of",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableFsStats:
+    """A TableFs's counters (`TableFs.stats`).
+
+    Attributes:
+        read_bytes: bytes READ returned since start (every file of the share).
+        written_bytes: bytes WRITE accepted since start.
+        staged_writers: writers with a staged, unapplied edit of data.csv now.
+        staged_bytes: the size of their staged content.
+        journaled_bytes: the size of their journals on disk.
+        render_cache_hits: renderings of a version found in the cache.
+        render_cache_misses: renderings that had to be built (from cached segments).
+        changes_csv_bytes: the size of /changes.csv (0 until first looked at).
+    """
+
+    read_bytes: int
+    written_bytes: int
+    staged_writers: int
+    staged_bytes: int
+    journaled_bytes: int
+    render_cache_hits: int
+    render_cache_misses: int
+    changes_csv_bytes: int
 
 
 class TableFs:
@@ -301,14 +329,20 @@ class TableFs:
         with self._s.lock:
             self._rules.poll_locked()
             if is_changes(fid):
-                return self._changes.read(fid, offset, count, ctx)
-            return self._reads.read(fid, offset, count, ctx)
+                got: tuple[bytes | memoryview, bool] = self._changes.read(fid, offset, count, ctx)
+            else:
+                got = self._reads.read(fid, offset, count, ctx)
+            self._s.read_bytes += len(got[0])
+            return got
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
     ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (see `Reads.read_nowait`)."""
-        return self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
+        got = self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
+        if got is not None:
+            self._s.read_bytes += len(got[0])  # racy by at most a concurrent count: metrics
+        return got
 
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
@@ -316,7 +350,9 @@ class TableFs:
         """Write: data.csv writes are staged for the caller (see `WriteRules.write`)."""
         with self._s.lock:
             self._rules.poll_locked()
-            return self._rules.write(fid, offset, data, stable, ctx)
+            done = self._rules.write(fid, offset, data, stable, ctx)
+            self._s.written_bytes += done[0]
+            return done
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT: make the caller's staged data.csv durable; apply nothing."""
@@ -375,6 +411,28 @@ class TableFs:
             s.writers.clear()
             s.scratch.close()
             self._changes.close()
+
+    def stats(self) -> TableFsStats:
+        """Return the share's counters (for metrics; cheap: no IO but a stat per journal)."""
+        s = self._s
+        with s.lock:
+            writers = list(s.writers.values())
+            staged = sum(w.staging.size for w in writers)
+            journaled = 0
+            for w in writers:
+                if w.journal is not None:
+                    with contextlib.suppress(OSError):  # discarded meanwhile: none
+                        journaled += w.journal.path.stat().st_size
+            return TableFsStats(
+                read_bytes=s.read_bytes,
+                written_bytes=s.written_bytes,
+                staged_writers=len(writers),
+                staged_bytes=staged,
+                journaled_bytes=journaled,
+                render_cache_hits=s.cache.hits,
+                render_cache_misses=s.cache.misses,
+                changes_csv_bytes=s.changes.size if s.changes is not None else 0,
+            )
 
     @property
     def unfinished_at_close(self) -> int:

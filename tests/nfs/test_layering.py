@@ -35,7 +35,13 @@ PROTOCOL: dict[str, set[str]] = {
     "protocol.record": set(),
     "protocol.rpcauth": {"protocol.xdr"},
     "protocol.drc": set(),
-    "protocol.rpc": {"protocol.drc", "protocol.rpcauth", "protocol.xdr"},  # re-exports rpcauth
+    "protocol.observe": set(),  # a call observer and its counters
+    "protocol.rpc": {
+        "protocol.drc",
+        "protocol.observe",
+        "protocol.rpcauth",
+        "protocol.xdr",
+    },  # re-exports rpcauth
     "protocol.nfs3.codec": {"protocol.xdr"},
     "protocol.nfs3.types": {"protocol.nfs3.codec", "protocol.xdr"},
     "protocol.nfs3.args": {"protocol.nfs3.codec", "protocol.nfs3.types", "protocol.xdr"},
