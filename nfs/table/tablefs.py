@@ -120,6 +120,7 @@ __all__ = [
     "TableFs",
     "TableFsStats",
     "default_state_dir",
+    "is_changes",
     "nfs_error",
     "version_of",
 ]
