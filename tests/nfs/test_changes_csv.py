@@ -290,3 +290,39 @@ def test_every_look_extends_the_last(
             )
     assert _rows(w.seen) == want
     fs.close()
+
+
+def test_changes_vacuumed_before_anyone_looked_end_the_file_with_eio(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    fs = _fs(db, tmp_path, Clock())
+    shown = fs.paths.read_file("/changes.csv")
+    db.insert([{"id": 3, "name": "c"}])  # v2 adds file F
+    db.delete_rows_where("id = 3")  # v3 removes F
+    db.vacuum(0)  # F is deleted: the changes of v2 cannot be read any more
+    for call in (
+        lambda: fs.paths.getattr("/changes.csv"),
+        lambda: fs.paths.read_file("/changes.csv"),
+        lambda: fs.paths.read_file("/changes.csv", count=len(shown)),
+    ):
+        assert _status(call) == Nfsstat3.NFS3ERR_IO  # never a silent gap
+    # one commit's file says it is gone; the others still read
+    assert _status(lambda: fs.paths.getattr("/versions/2/changes.csv")) == Nfsstat3.NFS3ERR_NOENT
+    assert _rows(fs.paths.read_file("/versions/1/changes.csv"))[0] == (1, "insert", 1, "a")
+    fs.close()
+
+
+def test_a_table_restored_onto_its_path_starts_a_new_file(tmp_path: Path) -> None:
+    db = _table(tmp_path / "t")
+    db.backup(tmp_path / "bk")  # v1: rows 1 and 2
+    db.insert([{"id": 3, "name": "gone"}])  # v2
+    clock = Clock()
+    fs = _fs(db, tmp_path, clock)
+    old_gen = fs.generation(CHANGES_ID)
+    assert _rows(fs.paths.read_file("/changes.csv")) == [(2, "insert", 3, "gone")]
+    DatabaseOps.restore(tmp_path / "bk", db.uri, overwrite=True)  # another process
+    clock.advance(1)  # the view checks the log after its version_ttl
+    assert fs.generation(CHANGES_ID) != old_gen  # old handles: NFS3ERR_STALE
+    restored = fs.paths.read_file("/changes.csv")
+    assert restored.startswith(HEADER)
+    assert _rows(restored) == [(1, "insert", 1, "a"), (1, "insert", 2, "b, c")]
+    fs.close()
