@@ -16,6 +16,7 @@ catch up) and decides what to do when it cannot grow (:class:`LogEnded`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -76,10 +77,12 @@ class ChangeLog:
         # owned for the log's life (closed by close())
         self._file = tempfile.TemporaryFile(dir=directory, prefix="changes-")  # noqa: SIM115
         self._guard = threading.Lock()  # only against close() racing a read
-        header = header_of(self.columns)
-        self._file.write(header)
-        self._file.flush()
-        self.size = len(header)
+        self.size = 0
+        try:
+            self.append(header_of(self.columns))
+        except BaseException:
+            self._file.close()
+            raise
         self.last_version = self.start - 1
         """The newest commit whose changes are in the file (``start - 1``: none yet)."""
 
@@ -96,6 +99,8 @@ class ChangeLog:
         Raises:
             LogEnded: a commit's columns differ from the header's (nothing of it appended).
             ChangesExpired: a commit's changes can no longer be read.
+            OSError: the file could not be written (that commit's changes are not in it,
+                and the feed has passed it: the log cannot go on).
             PosixLakeError: the table cannot be read (the table replaced under the feed:
                 InvalidOperation).
         """
@@ -118,11 +123,18 @@ class ChangeLog:
         return done
 
     def append(self, data: bytes) -> None:
-        if data:
-            self._file.seek(0, os.SEEK_END)
-            self._file.write(data)
-            self._file.flush()
-            self.size += len(data)
+        """Write ``data`` at the end (all of it, or the size stays and OSError is raised)."""
+        fd = self._file.fileno()
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], self.size + done)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self.size)
+            raise
+        self.size += len(data)
 
     def read(self, offset: int, count: int) -> tuple[bytes, bool]:
         """Return up to ``count`` bytes at ``offset`` and whether they reach the end."""

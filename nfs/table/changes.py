@@ -23,16 +23,18 @@ header's (schema evolution) and when the table is replaced under the server (a r
 onto its path). A commit whose changes can no longer be read (VACUUM removed its files
 before anyone looked) ends the log: every later call on it fails with ``NFS3ERR_IO`` and
 the error is logged, naming the oldest version still available; changes are never
-skipped silently. A server restart starts a log from the then-current version.
+skipped silently. The same if its file cannot be written (the state directory full:
+NFS3ERR_NOSPC, else NFS3ERR_IO). A server restart starts a log from the then-current version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from nfs.protocol.nfs3 import Nfsstat3, Nfstime3
 from nfs.protocol.rpc import CallContext
-from nfs.protocol.vfs import FileId
+from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.apply import arrow_schema, table_identity
 from nfs.table.changelog import ChangeLog, LogEnded, render_batch
 from nfs.table.reads import Reads
@@ -42,6 +44,7 @@ from nfs.table.state import (
     nfs_error,
     short_hash,
     status_error,
+    storage_error,
     version_changes_of,
 )
 from posixlake.errors import InvalidOperation, PosixLakeError
@@ -89,6 +92,10 @@ class Changes:
                     Nfsstat3.NFS3ERR_IO, f"changes.csv cannot grow: {err}"
                 )
                 raise s.changes_error from err
+            except OSError as err:  # the state directory is full or failing
+                logger.error("changes.csv ends: its file cannot be written: %s", err)
+                s.changes_error = storage_error(err)
+                raise s.changes_error from err
             except InvalidOperation as err:  # the feed found the table replaced
                 self._restart(self._reads.version(), str(err))
                 continue
@@ -107,6 +114,9 @@ class Changes:
             raise nfs_error(err) from err
         try:
             return ChangeLog(feed, arrow_schema(s.db).names, s.state_dir / "changes")
+        except OSError as err:
+            feed.close()
+            raise storage_error(err) from err
         except BaseException:
             feed.close()
             raise
@@ -135,8 +145,13 @@ class Changes:
         s.changes_mtime = (last, Nfstime3.from_ns(when))
 
     def generation(self) -> bytes:
-        """/changes.csv's handle generation, after catching up (a new log, a new one)."""
-        self.log()
+        """/changes.csv's handle generation, after catching up (a new log, a new one).
+
+        A log that cannot catch up (no "read", an expired commit) keeps its generation:
+        the call on the handle gets that error itself.
+        """
+        with contextlib.suppress(NfsError):
+            self.log()
         return self._s.changes_gen
 
     def close(self) -> None:
