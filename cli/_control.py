@@ -98,6 +98,9 @@ class ControlPlane:
             no token; refused for a non-loopback ``host``).
         ready: returns None when ready, else the reason (e.g. the NFS server is down).
         nfs_stats: returns the NFS server's counters (``NfsServer.stats``), if one runs.
+        nfs_calls: returns the NFS calls by procedure (``CallStats.snapshot`` of the
+            observer on the server's dispatcher), if one runs.
+        share_stats: returns the served share's counters (``TableFs.stats``), per table.
 
     Raises:
         ValueError: a non-loopback ``host`` without a token.
@@ -112,6 +115,8 @@ class ControlPlane:
         token: str | None = None,
         ready: Callable[[], str | None] = lambda: None,
         nfs_stats: Callable[[], Any] | None = None,
+        nfs_calls: Callable[[], Mapping[str, Any]] | None = None,
+        share_stats: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         if not is_loopback(host) and not token:
             raise ValueError(
@@ -125,7 +130,13 @@ class ControlPlane:
         self._ready = ready
         self.feeds = FeedBoard()
         self.registry = build_registry(
-            ServeCollector(tables, nfs_stats=nfs_stats, feeds=self.feeds)
+            ServeCollector(
+                tables,
+                nfs_stats=nfs_stats,
+                nfs_calls=nfs_calls,
+                share_stats=share_stats,
+                feeds=self.feeds,
+            )
         )
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -398,23 +409,37 @@ def check_listen(listen: str, token: str | None) -> tuple[str, int]:
 
 
 def serving_plane(
-    db: DatabaseOps, server: Any, listen: tuple[str, int], token: str | None
+    db: DatabaseOps,
+    server: Any,
+    listen: tuple[str, int],
+    token: str | None,
+    *,
+    share: Any = None,
 ) -> ControlPlane:
     """Start the control plane of ``posixlake serve`` for one table and its NFS server.
+
+    The server's dispatcher gets a call observer (``nfs.protocol.observe.CallStats``:
+    calls and latency by procedure); ``share`` (the TableFs) gives the share's counters.
 
     Raises:
         IoError: the address cannot be bound.
     """
+    from nfs.protocol.observe import CallStats
     from posixlake.errors import IoError
 
+    calls = CallStats()
+    server.dispatcher.observer = calls
+    name = table_name(db.uri)
     host, port = listen
     plane = ControlPlane(
-        lambda: {table_name(db.uri): db},
+        lambda: {name: db},
         host=host,
         port=port,
         token=token,
         ready=lambda: None if server.is_ready() else "the NFS server is not accepting calls",
         nfs_stats=server.stats,
+        nfs_calls=calls.snapshot,
+        share_stats=(lambda: {name: share.stats()}) if share is not None else None,
     )
     try:
         return plane.start()

@@ -3,8 +3,11 @@
 One collector reads, at each scrape, what the served tables and the NFS server already
 count: ``DatabaseOps.get_metrics()`` (commits, conflicts, retries, errors, rows, latency
 percentiles per operation), the NFS server's connection counters (``NfsServer.stats()``),
-and the change feeds the HTTP API has open (their lag). Nothing is counted twice and
-nothing is counted on the NFS hot path: a scrape costs one ``get_metrics`` per table.
+the calls by procedure its dispatcher's observer counted (``nfs.protocol.observe.CallStats``:
+a histogram of their latency), the share's counters (``TableFs.stats()``: bytes read and
+written, staged and journaled bytes, rendering cache hits) and the change feeds the HTTP
+API has open (their lag). Nothing is counted twice; the NFS hot path only adds to
+counters (a lock and a few additions per call): a scrape costs one ``get_metrics`` per table.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from prometheus_client import (
     CollectorRegistry,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -58,6 +66,34 @@ _NFS_STATS: Final = (
     ("evicted_connections", "counter", "idle connections closed to make room"),
     ("idle_closed", "counter", "connections closed by the idle timeout"),
     ("accept_errors", "counter", "accept() failures"),
+)
+
+
+#: TableFsStats fields: (field, metric name, kind, help)
+_SHARE_STATS: Final[tuple[tuple[str, str, Any, str], ...]] = (
+    ("read_bytes", "read_bytes", CounterMetricFamily, "bytes NFS READs returned"),
+    ("written_bytes", "written_bytes", CounterMetricFamily, "bytes NFS WRITEs accepted"),
+    ("staged_writers", "staged_writers", GaugeMetricFamily, "writers with a staged edit"),
+    ("staged_bytes", "staged_bytes", GaugeMetricFamily, "bytes of staged, unapplied edits"),
+    (
+        "journaled_bytes",
+        "journaled_bytes",
+        GaugeMetricFamily,
+        "bytes of the staged edits' journals on disk",
+    ),
+    (
+        "render_cache_hits",
+        "render_cache_hits",
+        CounterMetricFamily,
+        "renderings of a version found in the rendering cache",
+    ),
+    (
+        "render_cache_misses",
+        "render_cache_misses",
+        CounterMetricFamily,
+        "renderings of a version built (from cached segments)",
+    ),
+    ("changes_csv_bytes", "changes_csv_bytes", GaugeMetricFamily, "the size of changes.csv"),
 )
 
 
@@ -102,16 +138,24 @@ class ServeCollector(Collector):
         tables: Callable[[], Mapping[str, DatabaseOps]],
         *,
         nfs_stats: Callable[[], Any] | None = None,
+        nfs_calls: Callable[[], Mapping[str, Any]] | None = None,
+        share_stats: Callable[[], Mapping[str, Any]] | None = None,
         feeds: FeedBoard | None = None,
     ) -> None:
         self._tables = tables
         self._nfs_stats = nfs_stats
+        self._nfs_calls = nfs_calls
+        self._share_stats = share_stats
         self._feeds = feeds
 
     def collect(self) -> Iterator[Metric]:
         yield from self._table_metrics()
         if self._nfs_stats is not None:
             yield from self._nfs_metrics(self._nfs_stats())
+        if self._nfs_calls is not None:
+            yield from self._call_metrics(self._nfs_calls())
+        if self._share_stats is not None:
+            yield from self._share_metrics(self._share_stats())
         if self._feeds is not None:
             yield from self._feed_metrics()
 
@@ -162,6 +206,40 @@ class ServeCollector(Collector):
                 g = GaugeMetricFamily(f"posixlake_nfs_{field}", text)
                 g.add_metric([], value)
                 yield g
+
+    def _call_metrics(self, by_procedure: Mapping[str, Any]) -> Iterator[Metric]:
+        """NFS (and MOUNT) calls by procedure: a latency histogram and failures
+        (``nfs.protocol.observe.ProcedureStats``)."""
+        from nfs.protocol.observe import LATENCY_BUCKETS
+
+        latency = HistogramMetricFamily(
+            "posixlake_nfs_call_seconds",
+            "NFS and MOUNT calls by procedure and how long each took to run",
+            labels=["procedure"],
+        )
+        failed = CounterMetricFamily(
+            "posixlake_nfs_call_failures",
+            "calls that ended in an RPC error or a server fault (not NFS statuses)",
+            labels=["procedure"],
+        )
+        bounds = [f"{b:g}" for b in LATENCY_BUCKETS] + ["+Inf"]
+        for name, p in sorted(by_procedure.items()):
+            latency.add_metric(
+                [name], list(zip(bounds, (float(n) for n in p.buckets), strict=True)), p.seconds
+            )
+            failed.add_metric([name], float(p.failed))
+        yield from (latency, failed)
+
+    def _share_metrics(self, by_table: Mapping[str, Any]) -> Iterator[Metric]:
+        """The served shares' counters (``nfs.table.tablefs.TableFsStats``)."""
+        families = {
+            field: (kind(f"posixlake_nfs_{name}", text, labels=["table"]))
+            for field, name, kind, text in _SHARE_STATS
+        }
+        for table, st in sorted(by_table.items()):
+            for field, family in families.items():
+                family.add_metric([table], float(getattr(st, field)))
+        yield from families.values()
 
     def _feed_metrics(self) -> Iterator[Metric]:
         assert self._feeds is not None

@@ -318,7 +318,7 @@ def serve(
             if listen is not None:
                 from cli._control import serving_plane
 
-                plane = serving_plane(db, server, listen, http_token)
+                plane = serving_plane(db, server, listen, http_token, share=fs)
             with _stop_on_signals(stop) as received:
                 mounts = mount_commands(host, server.port)
                 if opts.json:
@@ -412,13 +412,14 @@ def open_table_view(fs: Vfs, db: DatabaseOps, *, max_rows: int = OPEN_AT_START_R
 def table_entries() -> TableEntries:
     """Where ``nfs.table.tablefs.TableFs`` keeps the table's own files (for per-user checks)."""
     from nfs.table.access import TableEntries
-    from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, version_of
+    from nfs.table.tablefs import DATA_CSV_ID, DATA_DIR_ID, is_changes, version_of
 
-    def is_version_file(fid: FileId) -> bool:
+    def holds_rows(fid: FileId) -> bool:
+        """/versions/<N>/data.csv, /changes.csv and /versions/<N>/changes.csv."""
         version = version_of(fid)  # /versions/<N>/data.csv: (N, True)
-        return version is not None and version[1]
+        return (version is not None and version[1]) or is_changes(fid)
 
-    return TableEntries(DATA_DIR_ID, "data.csv", DATA_CSV_ID, is_version_file)
+    return TableEntries(DATA_DIR_ID, "data.csv", DATA_CSV_ID, holds_rows)
 
 
 def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:

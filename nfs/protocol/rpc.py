@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, NewType, Protocol, TypeVar
 
 from nfs.protocol.drc import DuplicateRequestCache, InProgress, RequestKey
+from nfs.protocol.observe import CallObserver, CallOutcome
 from nfs.protocol.rpcauth import (
     AUTH_NONE_BODY,
     MAX_AUTH_BYTES,
@@ -434,6 +435,8 @@ class Dispatcher:
             procedure runs (an `AuthError` it raises is answered AUTH_ERROR).
         reply_cache: the duplicate-request cache of the procedures it covers
             (None: every call runs, retransmissions too).
+        observer: told of every call a procedure ran (`nfs.protocol.observe`); also
+            settable later (``dispatcher.observer = CallStats()``).
     """
 
     def __init__(
@@ -442,9 +445,11 @@ class Dispatcher:
         *,
         credential_policy: CredentialPolicy | None = None,
         reply_cache: DuplicateRequestCache | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         self._credential_policy = credential_policy
         self.reply_cache = reply_cache
+        self.observer = observer
         self._programs: dict[tuple[int, int], RpcProgram] = {}
         self._versions: dict[int, list[int]] = {}
         for program in programs:
@@ -514,15 +519,23 @@ class Dispatcher:
 
     def _run(self, call: _Call) -> list[bytes | memoryview]:
         """Run a decoded call and return its reply (never raises)."""
+        observer = self.observer
+        started = observer.clock() if observer is not None else 0.0
+        outcome: CallOutcome = "ok"
         try:
             result = call.procedure.run(call.args, call.ctx)
             p = reply_accepted(call.xid)
             result.pack(p)
         except RpcError as err:
+            outcome = "rpc_error"
             return reply_accepted(call.xid, err.stat).get_buffers()
         except Exception:  # the RPC boundary: a bug must not kill the connection
+            outcome = "system_err"
             logger.exception("xid %#x %s failed", call.xid, call.procedure.name)
             return reply_accepted(call.xid, AcceptStat.SYSTEM_ERR).get_buffers()
+        finally:
+            if observer is not None:
+                observer.call_done(call.procedure.name, observer.clock() - started, outcome)
         return p.get_buffers()
 
     def handle_parts_nowait(
@@ -540,12 +553,16 @@ class Dispatcher:
             return None
         if call.key is not None:  # a cached procedure: the full path (never nowait)
             return None
+        observer = self.observer
+        started = observer.clock() if observer is not None else 0.0
         try:
             result = call.procedure.run_nowait(call.args, call.ctx)
             if result is None:
                 return None
             p = reply_accepted(call.xid)
             result.pack(p)
+            if observer is not None:
+                observer.call_done(call.procedure.name, observer.clock() - started, "ok")
         except RpcError:
             return None
         except Exception:  # the RPC boundary, as in handle_parts

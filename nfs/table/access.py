@@ -2,8 +2,8 @@
 
 `UserMap` + `TableAccessVfs`: map the AUTH_SYS uid (after `nfs.protocol.identity`'s
 root squash) to a posixlake user (``--map-uid 1000=ana``; ``*=name`` for any other
-uid), and check that user's roles on the table's own files: reading ``data.csv`` or a
-version needs "read"; changing ``data.csv`` (WRITE, a truncation, a RENAME onto it,
+uid), and check that user's roles on the table's own files: reading ``data.csv``, a
+version or a change file (``changes.csv``) needs "read"; changing ``data.csv`` (WRITE, a truncation, a RENAME onto it,
 REMOVE) needs "write" ("write" and "delete" to remove or truncate it). The change
 itself is still committed by the serving user, so a mapped user can never do more
 than the serving user. Without a map every caller acts as the serving user.
@@ -128,7 +128,8 @@ class TableEntries:
         data_dir: the directory holding the table file.
         data_name: the table file's name in `data_dir`.
         data_file: the table file's id.
-        read_only_files: ids of other files whose content is table data (versions).
+        read_only_files: ids of other files whose content is table data (versions, change
+            files).
     """
 
     data_dir: FileId

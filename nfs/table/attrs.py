@@ -20,8 +20,10 @@ from nfs.protocol.vfs import (
     FsStat,
     VfsCapabilities,
 )
+from nfs.table.changes import Changes
 from nfs.table.reads import Reads
 from nfs.table.state import (
+    CHANGES_ID,
     DATA_CSV_ID,
     DATA_DIR_ID,
     DIR_SIZE,
@@ -33,7 +35,9 @@ from nfs.table.state import (
     SCRATCH_BASE,
     VERSIONS_ID,
     TableState,
+    is_changes,
     status_error,
+    version_changes_of,
     version_of,
 )
 from nfs.table.writers import WriterKey
@@ -45,10 +49,13 @@ __all__ = ["Attributes"]
 class Attributes:
     """Ids, attributes, SETATTR, ACCESS and FSSTAT of the table's tree."""
 
-    def __init__(self, state: TableState, reads: Reads, rules: WriteRules) -> None:
+    def __init__(
+        self, state: TableState, reads: Reads, rules: WriteRules, changes: Changes
+    ) -> None:
         self._s = state
         self._reads = reads
         self._rules = rules
+        self._changes = changes
 
     def capabilities(self) -> VfsCapabilities:
         """Return the static properties (read-only for a user without "write")."""
@@ -63,7 +70,9 @@ class Attributes:
 
         Directories and the immutable ``/versions/<N>/data.csv`` keep their handles for
         good; ``data.csv`` and ``schema.sql`` across a restart only while the table has
-        not changed since the previous boot began; scratch entries per boot only.
+        not changed since the previous boot began; ``changes.csv`` while it is the same
+        log (same table, same first version: see :mod:`nfs.table.changes`); scratch
+        entries per boot only.
 
         Raises:
             NfsError: NFS3ERR_STALE for an unknown id.
@@ -72,6 +81,14 @@ class Attributes:
             return self._s.table_gen
         if fid in (DATA_CSV_ID, SCHEMA_ID):
             return self._s.file_gen
+        if fid == CHANGES_ID:
+            with self._s.lock:
+                return self._changes.generation()
+        n = version_changes_of(fid)
+        if n is not None:
+            with self._s.lock:
+                self._reads.check_version(n)
+            return self._s.table_gen
         ver = version_of(fid)
         if ver is not None:
             with self._s.lock:
@@ -134,6 +151,9 @@ class Attributes:
             )
         if fid == VERSIONS_ID:
             return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(self._reads.version()))
+        if is_changes(fid):
+            size, mtime = self._changes.size_and_time(fid)
+            return self.file_attrs(fid, 0o444, size, mtime)
         ver = version_of(fid)
         if ver is not None:
             n, is_file = ver
@@ -173,15 +193,15 @@ class Attributes:
 
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
         """Set attributes: a size on data.csv stages a truncation, its mode, owner and times
-        are accepted and ignored (``touch``, ``cp -p``); schema.sql and /versions refuse any
-        change (NFS3ERR_ROFS); scratch entries behave as POSIX.
+        are accepted and ignored (``touch``, ``cp -p``); schema.sql, the change files and
+        /versions refuse any change (NFS3ERR_ROFS); scratch entries behave as POSIX.
         """
         if fid == DATA_CSV_ID:
             if attrs.size is not None:
                 self._rules.writable()
                 self._rules.truncate(attrs.size, ctx)
             return self.of(fid, ctx)
-        if fid in (SCHEMA_ID, VERSIONS_ID) or version_of(fid) is not None:
+        if fid in (SCHEMA_ID, VERSIONS_ID) or version_of(fid) is not None or is_changes(fid):
             if attrs != Sattr3():
                 raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only")
             return self.of(fid, ctx)
@@ -206,6 +226,8 @@ class Attributes:
             return mask & (read | write)
         if fid == SCHEMA_ID:
             return mask & ACCESS3_READ
+        if is_changes(fid):
+            return mask & read
         if fid == VERSIONS_ID:
             return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
         ver = version_of(fid)

@@ -1,6 +1,7 @@
 """The names of a TableFs's tree: LOOKUP, READDIR, CREATE, MKDIR, REMOVE, RMDIR, RENAME.
 
-Owns: the table's fixed entries (``/data/data.csv``, ``/schema.sql``, ``/versions/<N>``)
+Owns: the table's fixed entries (``/data/data.csv``, ``/schema.sql``, ``/changes.csv``,
+``/versions/<N>`` with its ``data.csv`` and ``changes.csv``)
 merged with the scratch area's, what may be created, removed or renamed where (the
 table's own entries stay; ``/versions`` is read-only), and the version each scratch file
 was made at. Removing data.csv and renaming a file onto it are writes: they go to the
@@ -20,6 +21,8 @@ from nfs.protocol.vfs import (
 from nfs.table.reads import Reads
 from nfs.table.staging import BytesBase
 from nfs.table.state import (
+    CHANGES_CSV,
+    CHANGES_ID,
     COOKIE_OFFSET,
     DATA_CSV,
     DATA_CSV_ID,
@@ -28,8 +31,10 @@ from nfs.table.state import (
     ROOT_STATIC,
     SCHEMA_ID,
     VERSION_BASE,
+    VERSION_CHANGES_BASE,
     VERSIONS_ID,
     TableState,
+    is_changes,
     status_error,
     version_of,
 )
@@ -75,8 +80,10 @@ class Names:
                 return VERSIONS_ID
             if name == DATA_CSV:
                 return FileId(dir_id + 1)
+            if name == CHANGES_CSV:
+                return FileId(VERSION_CHANGES_BASE + n)
             raise status_error(Nfsstat3.NFS3ERR_NOENT)
-        if dir_id in (DATA_CSV_ID, SCHEMA_ID):
+        if dir_id in (DATA_CSV_ID, SCHEMA_ID, CHANGES_ID) or is_changes(dir_id):
             raise status_error(Nfsstat3.NFS3ERR_NOTDIR)
         return self._s.scratch.lookup(dir_id, name, ctx)
 
@@ -98,9 +105,10 @@ class Names:
                 (1, dir_id, "."),
                 (2, VERSIONS_ID, ".."),
                 (3, FileId(dir_id + 1), DATA_CSV),
+                (4, FileId(VERSION_CHANGES_BASE + n), CHANGES_CSV),
             ]
             return self.page(names, after, max_entries)
-        if dir_id in (DATA_CSV_ID, SCHEMA_ID):
+        if dir_id in (DATA_CSV_ID, SCHEMA_ID) or is_changes(dir_id):
             raise status_error(Nfsstat3.NFS3ERR_NOTDIR)
         page = self._s.scratch.readdir(dir_id, after=after, max_entries=max_entries, ctx=ctx)
         extra: list[tuple[int, FileId, str]] = []
@@ -162,7 +170,7 @@ class Names:
             if static in (DATA_DIR_ID, VERSIONS_ID):
                 raise status_error(Nfsstat3.NFS3ERR_ISDIR)
             if attrs.size is not None:
-                if static == SCHEMA_ID:
+                if static in (SCHEMA_ID, CHANGES_ID):
                     raise status_error(Nfsstat3.NFS3ERR_ROFS)
                 self._rules.writable()
                 self._rules.truncate(attrs.size, ctx)
@@ -203,8 +211,8 @@ class Names:
                 self._s.drop(own)
             self._rules.apply(BytesBase(b""), self._reads.version(), BytesBase(b""))
             return
-        if static == SCHEMA_ID:
-            raise status_error(Nfsstat3.NFS3ERR_ACCES, "schema.sql is read-only")
+        if static in (SCHEMA_ID, CHANGES_ID):
+            raise status_error(Nfsstat3.NFS3ERR_ACCES, f"{name} is read-only")
         if static is not None:
             raise status_error(Nfsstat3.NFS3ERR_ISDIR)
         fid = self.lookup_scratch(dir_id, name, ctx)

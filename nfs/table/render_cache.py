@@ -166,6 +166,10 @@ class RenderCache(Generic[R]):
         self._entries: OrderedDict[int, R] = OrderedDict()
         self._lock = threading.Lock()
         self._rendering: dict[int, threading.Lock] = {}
+        self.hits = 0
+        """`get` calls answered from the cache."""
+        self.misses = 0
+        """`get` calls that rendered (or failed to)."""
 
     def get(self, version: int) -> R:
         """Return the rendering of ``version``, rendering it on a miss.
@@ -177,13 +181,16 @@ class RenderCache(Generic[R]):
             hit = self._entries.get(version)
             if hit is not None:
                 self._entries.move_to_end(version)
+                self.hits += 1
                 return hit
             gate = self._rendering.setdefault(version, threading.Lock())
         with gate:
             with self._lock:
                 hit = self._entries.get(version)
                 if hit is not None:
+                    self.hits += 1
                     return hit
+                self.misses += 1
             try:
                 rendering = self._build(version)
             except BaseException:

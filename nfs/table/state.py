@@ -34,6 +34,7 @@ from nfs.protocol.vfs import (
     current_caller,
 )
 from nfs.table.apply import table_identity
+from nfs.table.changelog import ChangeLog
 from nfs.table.journal import JournalDir
 from nfs.table.render_cache import RenderCache
 from nfs.table.scratchfs import ScratchFs
@@ -53,6 +54,7 @@ from posixlake.errors import (
 )
 
 __all__ = [
+    "CHANGES_ID",
     "DATA_CSV_ID",
     "DATA_DIR_ID",
     "DEFAULT_ABANDON_SECONDS",
@@ -73,15 +75,20 @@ DATA_DIR_ID: Final = FileId(2)
 DATA_CSV_ID: Final = FileId(3)
 SCHEMA_ID: Final = FileId(4)
 VERSIONS_ID: Final = FileId(5)
+CHANGES_ID: Final = FileId(6)
+"""/changes.csv: the changes of the commits since the server started, growing."""
 VERSION_BASE: Final = 1 << 40
 """/versions/<N> is ``VERSION_BASE + 2N``, its data.csv ``VERSION_BASE + 2N + 1``."""
 VERSION_END: Final = 1 << 61
+VERSION_CHANGES_BASE: Final = VERSION_END
+"""/versions/<N>/changes.csv is ``VERSION_CHANGES_BASE + N`` (below ``SCRATCH_BASE``)."""
 SCRATCH_BASE: Final = 1 << 62
 """Scratch files and directories get ids from here up (fresh per boot)."""
 
 DATA_CSV: Final = "data.csv"
 SCHEMA: Final = "schema.sql"
-ROOT_STATIC: Final = {"schema.sql": SCHEMA_ID, "versions": VERSIONS_ID}
+CHANGES_CSV: Final = "changes.csv"
+ROOT_STATIC: Final = {"schema.sql": SCHEMA_ID, "versions": VERSIONS_ID, CHANGES_CSV: CHANGES_ID}
 """Entries of / that are not in the scratch tree ("data" is, as a directory with a fixed id)."""
 COOKIE_OFFSET: Final = 2
 """MemoryFs's readdir cookies are id + 2; the table's own entries follow the same rule."""
@@ -91,6 +98,7 @@ DIR_MODE: Final = 0o777
 RO_DIR_MODE: Final = 0o555
 DIR_SIZE: Final = 4096
 KEEP_SHADOWS: Final = 4
+KEEP_VERSION_CHANGES: Final = 8
 RECENT_COMMITS: Final = 64
 STALE_SEARCH: Final = 16
 """How many versions back a write from a client with an unknown view is matched against."""
@@ -255,7 +263,25 @@ class TableState:
         self.unfinished_at_close = 0
         """Staged writes `TableFs.close` kept in the journal for the next start."""
         self.schema_text: tuple[int, bytes] | None = None
+        # /changes.csv (see nfs.table.changes): from the version shown at start on; the
+        # log is opened at the first look; a new log (new columns, the table replaced)
+        # gets a new handle generation
+        self.changes: ChangeLog | None = None
+        self.changes_start = self.known_version
+        self.changes_gen = short_hash(b"changes", ident, str(self.changes_start).encode())
+        self.changes_of = self.generation
+        """The table generation the log follows."""
+        self.changes_mtime: tuple[int, Nfstime3] | None = None
+        """The last version /changes.csv shows and its mtime (see Changes._stamp)."""
+        self.changes_error: NfsError | None = None
+        """Why the log cannot grow (a version's changes expired): every call on it fails."""
+        self.version_changes: Bounded[tuple[int, int], bytes] = Bounded(KEEP_VERSION_CHANGES)
+        """/versions/<N>/changes.csv by (table generation, N), the last few read."""
         self.times: dict[int, Nfstime3] = {}
+        self.read_bytes = 0
+        """Bytes READ returned (every file of the share), for metrics."""
+        self.written_bytes = 0
+        """Bytes WRITE accepted (every file of the share), for metrics."""
         self.stop = threading.Event()
         self.timer: threading.Thread | None = None
 
@@ -266,6 +292,18 @@ class TableState:
         if w.journal is not None:
             w.journal.discard()
             w.journal = None
+
+
+def version_changes_of(fid: FileId) -> int | None:
+    """N for the id of /versions/<N>/changes.csv, else None."""
+    if VERSION_CHANGES_BASE <= fid < SCRATCH_BASE:
+        return int(fid - VERSION_CHANGES_BASE)
+    return None
+
+
+def is_changes(fid: FileId) -> bool:
+    """Whether ``fid`` is /changes.csv or a /versions/<N>/changes.csv (read-only files)."""
+    return fid == CHANGES_ID or version_changes_of(fid) is not None
 
 
 def version_of(fid: FileId) -> tuple[int, bool] | None:

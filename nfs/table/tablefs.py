@@ -2,9 +2,12 @@
 
 The tree (see docs/design.md, "The NFS face")::
 
-    /data/data.csv           the table at its current version (read / write)
-    /schema.sql              CREATE TABLE for the table (read-only)
-    /versions/<N>/data.csv   the table at version N (read-only time travel)
+    /data/data.csv              the table at its current version (read / write)
+    /schema.sql                 CREATE TABLE for the table (read-only)
+    /changes.csv                the changes of each commit since the server started,
+                                growing as commits land (read-only; ``tail -f``)
+    /versions/<N>/data.csv      the table at version N (read-only time travel)
+    /versions/<N>/changes.csv   the changes commit N made (read-only)
 
 plus a scratch area with full POSIX semantics (a :class:`~nfs.table.scratchfs.ScratchFs` on disk
 under the state directory) for every other file or directory a client creates in ``/`` or ``/data``: editors' and
@@ -25,7 +28,9 @@ collaborator, all holding one :class:`~nfs.table.state.TableState`:
 - :class:`~nfs.table.writes.WriteRules` (``writes.py``): WRITE and COMMIT of data.csv and
   when a staging applies;
 - :class:`~nfs.table.stagings.Stagings` (``stagings.py``): each writer's staging and journal;
-- :class:`~nfs.table.recovery.Recovery` (``recovery.py``): journals of an earlier server.
+- :class:`~nfs.table.recovery.Recovery` (``recovery.py``): journals of an earlier server;
+- :class:`~nfs.table.changes.Changes` (``changes.py``): ``changes.csv`` and
+  ``versions/<N>/changes.csv``, from the change feed.
 
 Writes to ``data.csv`` follow the rules in docs/nfs-writes.md (the versions shown and the
 error map are :mod:`nfs.table.state`'s; path-based helpers in :mod:`nfs.table.pathops`):
@@ -57,11 +62,13 @@ File ids are fixed for the table's own entries (so handles survive restarts: see
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from nfs.protocol.nfs3 import Fattr3, Sattr3, StableHow
@@ -69,6 +76,7 @@ from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import DirPage, FileId, FsStat, VfsCapabilities
 from nfs.table.apply import Applied
 from nfs.table.attrs import Attributes
+from nfs.table.changes import Changes
 from nfs.table.journal import JournalDir
 from nfs.table.names import Names
 from nfs.table.pathops import PathOps
@@ -79,6 +87,7 @@ from nfs.table.scratchfs import DEFAULT_SCRATCH_QUOTA_BYTES
 from nfs.table.segments import DEFAULT_CACHE_BYTES
 from nfs.table.stagings import Stagings
 from nfs.table.state import (
+    CHANGES_ID,
     DATA_CSV_ID,
     DATA_DIR_ID,
     DEFAULT_ABANDON_SECONDS,
@@ -90,6 +99,7 @@ from nfs.table.state import (
     TableState,
     caller_of,
     default_state_dir,
+    is_changes,
     nfs_error,
     version_of,
 )
@@ -98,6 +108,7 @@ from nfs.table.writes import WriteRules
 from posixlake.database import DatabaseOps
 
 __all__ = [
+    "CHANGES_ID",
     "DATA_CSV_ID",
     "DATA_DIR_ID",
     "DEFAULT_ABANDON_SECONDS",
@@ -108,12 +119,39 @@ __all__ = [
     "VERSIONS_ID",
     "PathOps",
     "TableFs",
+    "TableFsStats",
     "default_state_dir",
+    "is_changes",
     "nfs_error",
     "version_of",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableFsStats:
+    """A TableFs's counters (`TableFs.stats`).
+
+    Attributes:
+        read_bytes: bytes READ returned since start (every file of the share).
+        written_bytes: bytes WRITE accepted since start.
+        staged_writers: writers with a staged, unapplied edit of data.csv now.
+        staged_bytes: the size of their staged content.
+        journaled_bytes: the size of their journals on disk.
+        render_cache_hits: renderings of a version found in the cache.
+        render_cache_misses: renderings that had to be built (from cached segments).
+        changes_csv_bytes: the size of /changes.csv (0 until first looked at).
+    """
+
+    read_bytes: int
+    written_bytes: int
+    staged_writers: int
+    staged_bytes: int
+    journaled_bytes: int
+    render_cache_hits: int
+    render_cache_misses: int
+    changes_csv_bytes: int
 
 
 class TableFs:
@@ -177,7 +215,8 @@ class TableFs:
         self._reads = Reads(self._s)
         self._stagings = Stagings(self._s, self._reads)
         self._rules = WriteRules(self._s, self._reads, self._stagings)
-        self._attrs = Attributes(self._s, self._reads, self._rules)
+        self._changes = Changes(self._s, self._reads)
+        self._attrs = Attributes(self._s, self._reads, self._rules, self._changes)
         self._names = Names(self._s, self._reads, self._rules)
         with self._s.lock:
             Recovery(self._s, self._reads, self._stagings).recover()
@@ -291,13 +330,21 @@ class TableFs:
         """Read; the table's files are served from their cached bytes without copying."""
         with self._s.lock:
             self._rules.poll_locked()
-            return self._reads.read(fid, offset, count, ctx)
+            if is_changes(fid):
+                got: tuple[bytes | memoryview, bool] = self._changes.read(fid, offset, count, ctx)
+            else:
+                got = self._reads.read(fid, offset, count, ctx)
+            self._s.read_bytes += len(got[0])
+            return got
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
     ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (see `Reads.read_nowait`)."""
-        return self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
+        got = self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
+        if got is not None:
+            self._s.read_bytes += len(got[0])  # racy by at most a concurrent count: metrics
+        return got
 
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
@@ -305,7 +352,9 @@ class TableFs:
         """Write: data.csv writes are staged for the caller (see `WriteRules.write`)."""
         with self._s.lock:
             self._rules.poll_locked()
-            return self._rules.write(fid, offset, data, stable, ctx)
+            done = self._rules.write(fid, offset, data, stable, ctx)
+            self._s.written_bytes += done[0]
+            return done
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT: make the caller's staged data.csv durable; apply nothing."""
@@ -375,6 +424,29 @@ class TableFs:
                 )
             s.writers.clear()
             s.scratch.close()
+            self._changes.close()
+
+    def stats(self) -> TableFsStats:
+        """Return the share's counters (for metrics; cheap: no IO but a stat per journal)."""
+        s = self._s
+        with s.lock:
+            writers = list(s.writers.values())
+            staged = sum(w.staging.size for w in writers)
+            journaled = 0
+            for w in writers:
+                if w.journal is not None:
+                    with contextlib.suppress(OSError):  # discarded meanwhile: none
+                        journaled += w.journal.path.stat().st_size
+            return TableFsStats(
+                read_bytes=s.read_bytes,
+                written_bytes=s.written_bytes,
+                staged_writers=len(writers),
+                staged_bytes=staged,
+                journaled_bytes=journaled,
+                render_cache_hits=s.cache.hits,
+                render_cache_misses=s.cache.misses,
+                changes_csv_bytes=s.changes.size if s.changes is not None else 0,
+            )
 
     @property
     def unfinished_at_close(self) -> int:

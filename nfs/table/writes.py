@@ -49,6 +49,7 @@ from nfs.table.state import (
     STALE_SEARCH,
     VERSIONS_ID,
     TableState,
+    is_changes,
     nfs_error,
     status_error,
     version_of,
@@ -590,7 +591,7 @@ class WriteRules:
         ver = version_of(fid)
         if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID) or (ver is not None and not ver[1]):
             raise status_error(Nfsstat3.NFS3ERR_ISDIR)
-        if fid == SCHEMA_ID or ver is not None:
+        if fid == SCHEMA_ID or ver is not None or is_changes(fid):
             raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only file")
         return self._s.scratch.write(fid, offset, data, stable, ctx)
 
@@ -612,7 +613,7 @@ class WriteRules:
             self._stagings.make_durable(w)
             w.flushed = True
             return
-        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID):
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, SCHEMA_ID) or is_changes(fid):
             return
         ver = version_of(fid)
         if ver is not None:

@@ -20,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cli._control import ControlPlane, check_listen, parse_listen
+from nfs.protocol.nfs3 import StableHow
 from posixlake import DatabaseOps
 from tests.cli.conftest import Cli
 
@@ -237,3 +238,44 @@ def test_a_client_going_away_closes_its_change_stream(tmp_path: Path) -> None:
         assert plane.feeds.wait_count(1, WAIT)
         conn.close()  # nothing was committed: the stream was waiting
         assert plane.feeds.wait_count(0, WAIT)
+
+
+def test_nfs_calls_bytes_and_cache_hits_are_metrics(tmp_path: Path) -> None:
+    """NFS calls by procedure (a latency histogram), bytes read and written through NFS,
+    staged bytes and rendering cache hits: counted inside nfs/, exported by /metrics."""
+    from cli._control import serving_plane
+    from nfs.protocol.server import NfsServer
+    from nfs.table.tablefs import TableFs
+    from tests.nfs.rpcclient import RpcClient
+
+    db = _table(tmp_path / "t")
+    fs = TableFs(db, idle_timer=False, state_dir=tmp_path / "state", segment_cache=tmp_path / "s")
+    with NfsServer(fs) as server:
+        plane = serving_plane(db, server, ("127.0.0.1", 0), None, share=fs)
+        try:
+            with RpcClient("127.0.0.1", server.port) as c:
+                c.mount("/")
+                shown = c.read_file("/data/data.csv")
+                again = c.read_file("/data/data.csv")
+                changes = c.read_file("/changes.csv")
+                fh = c.walk("/data/data.csv")
+                c.write(fh, len(shown), b"3,c\n", StableHow.UNSTABLE)  # staged, not applied
+                found = samples(get(plane.url + "/metrics")[1])
+        finally:
+            plane.stop()
+        fs.close()
+    t = (("table", "t"),)
+    read = found[("posixlake_nfs_read_bytes_total", t)]
+    assert read == len(shown) + len(again) + len(changes)
+    assert found[("posixlake_nfs_written_bytes_total", t)] == 4
+    assert found[("posixlake_nfs_staged_writers", t)] == 1
+    assert found[("posixlake_nfs_staged_bytes", t)] == len(shown) + 4
+    assert found[("posixlake_nfs_render_cache_hits_total", t)] >= 1  # the second read
+    assert found[("posixlake_nfs_changes_csv_bytes", t)] == len(changes)
+    reads = (("procedure", "NFSPROC3_READ"),)
+    assert found[("posixlake_nfs_call_seconds_count", reads)] == 3
+    assert found[("posixlake_nfs_call_seconds_bucket", (("le", "+Inf"), *reads))] == 3
+    assert found[("posixlake_nfs_call_seconds_sum", reads)] > 0
+    assert found[("posixlake_nfs_call_seconds_count", (("procedure", "NFSPROC3_WRITE"),))] == 1
+    assert found[("posixlake_nfs_call_seconds_count", (("procedure", "MOUNTPROC3_MNT"),))] == 1
+    assert found[("posixlake_nfs_call_failures_total", reads)] == 0

@@ -262,6 +262,7 @@ def test_installed_serve_answers_nfs_clients_and_stops_on_sigterm(
     listing = nfs("nfs-ls", url(port, "/"))
     assert listing.returncode == 0, listing.stderr
     assert {line.split()[-1] for line in listing.stdout.decode().splitlines()} == {
+        "changes.csv",
         "data",
         "schema.sql",
         "versions",

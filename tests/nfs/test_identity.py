@@ -181,6 +181,7 @@ def test_a_read_user_reads_but_cannot_change_the_table(server: NfsServer, db: Da
     with _client(server, BOB) as bob:
         fh = bob.walk("/data/data.csv")
         assert bob.read_file(fh).startswith(b"id,name\n1,one\n")
+        assert bob.read_file("/changes.csv").startswith(b"_commit_version,")
         size = bob.attrs(fh).size
         assert bob.write(fh, size, b"3,x\n", StableHow.FILE_SYNC).status == Nfsstat3.NFS3ERR_ACCES
         assert bob.setattr(fh, Sattr3(size=0)).status == Nfsstat3.NFS3ERR_ACCES
@@ -202,6 +203,8 @@ def test_an_unmapped_uid_gets_nothing_of_the_table(server: NfsServer, db: Databa
         fh = eve.walk("/data/data.csv")
         assert eve.read(fh).status == Nfsstat3.NFS3ERR_ACCES
         assert eve.read(eve.walk("/versions/1/data.csv")).status == Nfsstat3.NFS3ERR_ACCES
+        assert eve.read(eve.walk("/changes.csv")).status == Nfsstat3.NFS3ERR_ACCES
+        assert eve.read(eve.walk("/versions/1/changes.csv")).status == Nfsstat3.NFS3ERR_ACCES
         assert eve.read_file("/schema.sql").startswith(b"CREATE TABLE")
     with _client(server, 0) as root:  # root is squashed to nobody: unmapped too
         fh = root.walk("/data/data.csv")

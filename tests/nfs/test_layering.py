@@ -35,7 +35,13 @@ PROTOCOL: dict[str, set[str]] = {
     "protocol.record": set(),
     "protocol.rpcauth": {"protocol.xdr"},
     "protocol.drc": set(),
-    "protocol.rpc": {"protocol.drc", "protocol.rpcauth", "protocol.xdr"},  # re-exports rpcauth
+    "protocol.observe": set(),  # a call observer and its counters
+    "protocol.rpc": {
+        "protocol.drc",
+        "protocol.observe",
+        "protocol.rpcauth",
+        "protocol.xdr",
+    },  # re-exports rpcauth
     "protocol.nfs3.codec": {"protocol.xdr"},
     "protocol.nfs3.types": {"protocol.nfs3.codec", "protocol.xdr"},
     "protocol.nfs3.args": {"protocol.nfs3.codec", "protocol.nfs3.types", "protocol.xdr"},
@@ -138,9 +144,11 @@ TABLE: dict[str, set[str]] = {
     "table.scratchfs": set(),
     "table.access": set(),
     "table.pathops": set(),
+    "table.changelog": set(),  # the growing changes.csv's bytes (from posixlake.feed)
     # the one state object, and the collaborators of TableFs that share it (one job each)
     "table.state": {
         "table.apply",
+        "table.changelog",
         "table.journal",
         "table.render_cache",
         "table.scratchfs",
@@ -181,7 +189,14 @@ TABLE: dict[str, set[str]] = {
         "table.state",
         "table.writers",
     },
-    "table.attrs": {"table.reads", "table.state", "table.writers", "table.writes"},
+    "table.changes": {"table.apply", "table.changelog", "table.reads", "table.state"},
+    "table.attrs": {
+        "table.changes",
+        "table.reads",
+        "table.state",
+        "table.writers",
+        "table.writes",
+    },
     "table.names": {
         "table.reads",
         "table.staging",
@@ -193,6 +208,7 @@ TABLE: dict[str, set[str]] = {
     "table.tablefs": {
         "table.apply",
         "table.attrs",
+        "table.changes",
         "table.journal",
         "table.names",
         "table.pathops",

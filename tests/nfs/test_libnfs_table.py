@@ -79,7 +79,7 @@ def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
 def test_nfs_ls(server: NfsServer, db: DatabaseOps) -> None:
     top = run("nfs-ls", server.nfs_url("/")).stdout.decode()
     names = [line.split()[-1] for line in top.splitlines() if line.strip()]
-    assert sorted(names) == ["data", "schema.sql", "versions"]
+    assert sorted(names) == ["changes.csv", "data", "schema.sql", "versions"]
     listing = run("nfs-ls", server.nfs_url("/data")).stdout.decode()
     (line,) = [ln for ln in listing.splitlines() if ln.endswith("data.csv")]
     assert int(line.split()[4]) == len(render_csv(db.to_arrow()))  # the exact size

@@ -176,7 +176,7 @@ def test_read_tools_sizes_mtimes_and_the_scratch_area(fruit: DatabaseOps) -> Non
     assert out["SCRATCH2"] == "hello data.csv"
     assert out["SCRATCH3"] == "same"
     assert out["SCRATCH4"] == "300000" and out["SCRATCH5"] == "10"
-    assert out["SCRATCH6"] == "data schema.sql versions"
+    assert out["SCRATCH6"] == "changes.csv data schema.sql versions"
     assert out["TOUCH"] == "ok"
     assert fruit.version == v  # reading, scratch files and touch changed nothing
 

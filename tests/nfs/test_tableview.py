@@ -127,10 +127,10 @@ def status(exc: pytest.ExceptionInfo[NfsError]) -> Nfsstat3:
 
 def test_tree(fs: TableFs, db: DatabaseOps) -> None:
     p = fs.paths
-    assert p.readdir("/") == ["data", "schema.sql", "versions"]
+    assert p.readdir("/") == ["data", "schema.sql", "versions", "changes.csv"]
     assert p.readdir("/data") == ["data.csv"]
     assert p.readdir("/versions") == [str(v) for v in range(db.version + 1)]
-    assert p.readdir("/versions/0") == ["data.csv"]
+    assert p.readdir("/versions/0") == ["data.csv", "changes.csv"]
     assert p.resolve("/") == ROOT_ID and p.resolve("/data") == DATA_DIR_ID
     assert p.resolve("/data/data.csv") == DATA_CSV_ID and p.resolve("/schema.sql") == SCHEMA_ID
     assert p.resolve("/versions") == VERSIONS_ID
@@ -701,7 +701,7 @@ def test_scratch_files_have_posix_semantics(fs: TableFs, db: DatabaseOps) -> Non
     assert p.read_file("/notes.txt") == b"HELLO"
     p.mkdir("/data/tmp")
     p.rename("/notes.txt", "/data/tmp/n.txt")
-    assert p.readdir("/") == ["data", "schema.sql", "versions"]
+    assert p.readdir("/") == ["data", "schema.sql", "versions", "changes.csv"]
     assert p.readdir("/data/tmp") == ["n.txt"]
     assert p.getattr("/data/tmp/n.txt").fileid >= SCRATCH_BASE
     p.remove_file("/data/tmp/n.txt")

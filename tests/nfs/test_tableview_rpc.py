@@ -63,7 +63,7 @@ def rows(db: DatabaseOps) -> list[tuple[Any, ...]]:
 
 
 def test_listing_and_reading(client: RpcClient, db: DatabaseOps) -> None:
-    assert client.listdir("/") == ["data", "schema.sql", "versions"]
+    assert client.listdir("/") == ["data", "schema.sql", "versions", "changes.csv"]
     assert client.listdir("/data", plus=True) == ["data.csv"]
     assert client.listdir("/versions", plus=True) == [str(v) for v in range(db.version + 1)]
     data = client.read_file("/data/data.csv", chunk=7)
@@ -76,7 +76,7 @@ def test_listing_and_reading(client: RpcClient, db: DatabaseOps) -> None:
 def test_the_share_alias_and_subdirectory_mounts(server: NfsServer, db: DatabaseOps) -> None:
     with RpcClient("127.0.0.1", server.port) as c:
         c.mount("/share")
-        assert c.listdir("/") == ["data", "schema.sql", "versions"]
+        assert c.listdir("/") == ["data", "schema.sql", "versions", "changes.csv"]
         c.mount("/data")
         assert c.read_file("/data.csv") == render_csv(db.to_arrow())
 
@@ -259,6 +259,6 @@ def test_parallel_clients(server: NfsServer, db: DatabaseOps) -> None:
     with RpcClient("127.0.0.1", server.port) as c:
         c.mount("/")
         assert sorted(c.listdir("/")) == sorted(
-            ["data", "schema.sql", "versions", "done0", "done1", "done2"]
+            ["data", "schema.sql", "versions", "changes.csv", "done0", "done1", "done2"]
         )
         assert sorted(c.listdir("/data")) == ["data.csv", "up0.csv", "up1.csv", "up2.csv"]
