@@ -18,6 +18,7 @@ DataFusion's ``IS NOT DISTINCT FROM`` uses); nested values compare by content.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -209,60 +210,70 @@ _MAX_RANGES: Final = 16
 
 
 def _ranges(delete: pa.Table, columns: Sequence[str], prefix: str = "") -> list[str]:
-    """Return a predicate per integer and string column of ``delete`` that its values meet.
+    """Return a predicate per integer, string and date column of ``delete`` that its values meet.
 
-    Up to ``_MAX_RANGES`` distinct values: ``c IN (...)``; more integers: ``c >= lo AND
-    c <= hi`` ranges OR-ed, split at the widest gaps between the values that are at least
-    1/64 of their span (rows far apart,
+    Up to ``_MAX_RANGES`` distinct values: ``c IN (...)``; more integers or dates: ``c >=
+    lo AND c <= hi`` ranges OR-ed, split at the widest gaps between the values that are at
+    least 1/64 of their span (rows far apart,
     as two edits at both ends of a file, are two narrow ranges, not one range spanning
-    the table); more strings: one range. The rows to delete meet these, so a match or a
-    read narrowed by them finds the same rows; delta-rs and DataFusion prune the files by
-    their statistics with them (a one-row replace in a table of 10M rows reads one file
-    instead of every file: ~7x faster). Columns with NULLs (a range would exclude them)
-    or of other types are skipped.
+    the table); more strings: one range. A column whose deleted values include NULL gets
+    ``c IS NULL OR ...`` (only ``c IS NULL`` when all are NULL). The rows to delete meet
+    these, so a match or a read narrowed by them finds the same rows; delta-rs and
+    DataFusion prune the files by their statistics (min, max, null count) with them (a
+    one-row replace in a table of 10M rows reads one file instead of every file: ~7x
+    faster). Other types (floats, whose NaN no range holds, timestamps, decimals, nested)
+    are skipped.
     """
     clauses = []
     for name in columns:
         column = delete.column(name)
         kind = column.type
-        integer = pa.types.is_integer(kind)
-        if column.null_count or not (
-            integer or pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        ):
-            continue
-        values = pc.unique(column.combine_chunks())
-        values = values.take(pc.array_sort_indices(values))
-        if len(values) == 0:
+        date = pa.types.is_date32(kind)
+        ordered = pa.types.is_integer(kind) or date
+        if not (ordered or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             continue
         ident = f"{prefix}{quote_ident(name)}"
+        values = pc.unique(column.combine_chunks()).drop_null()
+        values = values.take(pc.array_sort_indices(values))
+        nulls = f"{ident} IS NULL" if column.null_count else None
+        if len(values) == 0:
+            if nulls:
+                clauses.append(nulls)
+            continue
         if len(values) <= _MAX_RANGES:
             listed = ", ".join(_literal(v) for v in values.to_pylist())
-            clauses.append(f"{ident} IN ({listed})")
-            continue
-        last = len(values) - 1
-        cuts: list[int] = []
-        if integer:  # the widest gaps: between values[i] and values[i + 1]
-            gaps = pc.subtract(
-                values.slice(1).cast(pa.float64(), safe=False),
-                values.slice(0, last).cast(pa.float64(), safe=False),
-            )
-            widest = pc.array_sort_indices(gaps, order="descending")[: _MAX_RANGES - 1]
-            span = values[last].as_py() - values[0].as_py()
-            cuts = sorted(i for i in widest.to_pylist() if gaps[i].as_py() * 64 >= span)
-        spans, start = [], 0
-        for cut in [*cuts, last]:
-            low, high = values[start].as_py(), values[cut].as_py()
-            spans.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
-            start = cut + 1
-        clauses.append(
-            spans[0] if len(spans) == 1 else "(" + " OR ".join(f"({x})" for x in spans) + ")"
-        )
+            clause = f"{ident} IN ({listed})"
+        else:
+            clause = _spans(values.cast(pa.int32()) if date else values, values, ident, ordered)
+        clauses.append(f"({nulls} OR {clause})" if nulls else clause)
     return clauses
 
 
-def _literal(value: int | str) -> str:
+def _spans(numbers: pa.Array, values: pa.Array, ident: str, ordered: bool) -> str:
+    """``ident`` within OR-ed ranges of the sorted ``values`` (``numbers``: their ordinals)."""
+    last = len(values) - 1
+    cuts: list[int] = []
+    if ordered:  # the widest gaps: between values[i] and values[i + 1]
+        gaps = pc.subtract(
+            numbers.slice(1).cast(pa.float64(), safe=False),
+            numbers.slice(0, last).cast(pa.float64(), safe=False),
+        )
+        widest = pc.array_sort_indices(gaps, order="descending")[: _MAX_RANGES - 1]
+        span = numbers[last].as_py() - numbers[0].as_py()
+        cuts = sorted(i for i in widest.to_pylist() if gaps[i].as_py() * 64 >= span)
+    spans, start = [], 0
+    for cut in [*cuts, last]:
+        low, high = values[start].as_py(), values[cut].as_py()
+        spans.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
+        start = cut + 1
+    return spans[0] if len(spans) == 1 else "(" + " OR ".join(f"({x})" for x in spans) + ")"
+
+
+def _literal(value: int | str | datetime.date) -> str:
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, datetime.date):
+        return f"CAST('{value.isoformat()}' AS DATE)"
     return "'" + value.replace("'", "''") + "'"
 
 

@@ -1,0 +1,161 @@
+"""replace_rows and data files: what a one-row change after a dense rewrite reads and rewrites.
+
+A row change rewrites every file holding a matched row (delta-rs writes no deletion
+vectors), so the files a MERGE writes must stay small (``delta.targetFileSize`` on the
+tables posixlake creates) and the MERGE must skip, by the files' statistics, the files
+that cannot hold a row it deletes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+
+from posixlake import DatabaseOps
+
+_DAY0 = datetime.date(2020, 1, 1)
+
+
+def _active_files(path: Path) -> list[str]:
+    return sorted(DeltaTable(str(path)).file_uris())
+
+
+def _commit_actions(path: Path, version: int) -> dict[str, list[dict[str, Any]]]:
+    actions: dict[str, list[dict[str, Any]]] = {"add": [], "remove": []}
+    text = (path / "_delta_log" / f"{version:020d}.json").read_text()
+    for line in text.splitlines():
+        action = json.loads(line)
+        for kind in actions:
+            if kind in action:
+                actions[kind].append(action[kind])
+    return actions
+
+
+def _merge_metrics(path: Path) -> dict[str, Any]:
+    metrics: dict[str, Any] = DeltaTable(str(path)).history(1)[0]["operationMetrics"]
+    return metrics
+
+
+def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+def test_tables_posixlake_creates_target_small_files(tmp_path: Path) -> None:
+    db = DatabaseOps.create(tmp_path / "ours", {"id": "Int64"}, engine="local")
+    config = DeltaTable(str(tmp_path / "ours")).metadata().configuration
+    assert config["delta.targetFileSize"] == str(32 << 20)  # 32 MiB, as docs/design.md says
+    db.close()
+
+
+def test_a_table_someone_else_created_keeps_its_properties(tmp_path: Path) -> None:
+    """posixlake never sets delta.targetFileSize on a table it did not create."""
+    path = tmp_path / "theirs"
+    write_deltalake(str(path), pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    db = DatabaseOps.open(path, engine="local")
+    db.insert([{"id": 4}])
+    assert db.replace_rows(delete=[{"id": 1}], insert=[{"id": 5}]) == (1, 1)
+    db.close()
+    assert "delta.targetFileSize" not in DeltaTable(str(path)).metadata().configuration
+
+
+def test_one_row_replace_after_a_dense_rewrite_touches_only_the_file_holding_it(
+    tmp_path: Path,
+) -> None:
+    """After a dense rewrite (a quarter of the rows, as ``sed -i`` does) in files of the
+    table's target size, a one-row replace removes only the file holding that row and scans
+    only it (and the files its statistics do not rule out), even when the row's only
+    prunable values are a date and a NULL (no integer or string to narrow the MERGE by)."""
+    path = tmp_path / "t"
+    db = DatabaseOps.create(
+        path, {"day": "Date32", "note": "String", "qty": "Float64"}, engine="local"
+    )
+    # the test's stand-in for 32 MiB: a few KiB, so that a few thousand rows make files
+    DeltaTable(str(path)).alter.set_table_properties({"delta.targetFileSize": "10000"})
+    n = 4000
+    for start in range(0, n, 1000):  # four inserts, each a range of days
+        days = [_DAY0 + datetime.timedelta(days=i) for i in range(start, start + 1000)]
+        db.insert(
+            {
+                "day": days,
+                "note": [None if i % 2 else f"n{i}" for i in range(start, start + 1000)],
+                "qty": [i / 4 for i in range(start, start + 1000)],
+            }
+        )
+    before = db.to_arrow()
+    index = pc.cast(pc.multiply(before["qty"], 4), pa.int64())  # row i has qty i / 4
+    dense = before.filter(pc.equal(pc.bit_wise_and(index, 3), 0))
+    changed = dense.set_column(2, "qty", pc.negate(dense["qty"]))
+    assert db.replace_rows(delete=dense, insert=changed) == (dense.num_rows, dense.num_rows)
+    after_dense = db.to_arrow()
+    files = _active_files(path)
+    assert len(files) >= 4  # the dense rewrite wrote files of the target size, not one
+
+    row = {"day": _DAY0 + datetime.timedelta(days=2501), "note": None, "qty": 2501 / 4}
+    holding = [
+        f
+        for f in files
+        if _bag(pq.read_table(f.removeprefix("file://")).select(["day", "note", "qty"]))[
+            tuple(row.values())
+        ]
+    ]
+    assert len(holding) == 1
+    version = db.version
+    assert db.replace_rows(delete=[row], insert=[{**row, "qty": -1.0}]) == (1, 1)
+    assert db.version == version + 1
+
+    removed = _commit_actions(path, version + 1)["remove"]
+    assert [Path(str(path), r["path"]).as_uri() for r in removed] == [
+        Path(h.removeprefix("file://")).as_uri() for h in holding
+    ]
+    # the MERGE read only the files whose statistics admit the row (the one holding it,
+    # and the files of the dense rewrite's new rows, which span every day), none other
+    stats = pa.table(DeltaTable(str(path), version=version).get_add_actions(flatten=True))
+    admit = pc.and_(
+        pc.and_(
+            pc.less_equal(stats["min.day"], row["day"]),
+            pc.greater_equal(stats["max.day"], row["day"]),
+        ),
+        pc.greater(stats["null_count.note"], 0),
+    )
+    admitted = pc.sum(pc.cast(admit, pa.int64())).as_py()
+    assert admitted < len(files)
+    metrics = _merge_metrics(path)
+    assert metrics["num_target_files_scanned"] == admitted
+    assert metrics["num_target_files_skipped_during_scan"] == len(files) - admitted
+    expected = _bag(after_dense)
+    expected -= Counter([tuple(row.values())])
+    expected += Counter([(row["day"], None, -1.0)])
+    assert _bag(db.to_arrow().select(["day", "note", "qty"])) == expected
+    db.close()
+
+
+def test_range_predicates_cover_dates_and_nulls() -> None:
+    from posixlake.delta._rows import _ranges
+
+    few = pa.table(
+        {
+            "d": pa.array([datetime.date(2024, 1, 2), None, datetime.date(2024, 1, 1)]),
+            "n": pa.array([None, None, None], pa.string()),
+            "i": pa.array([1, None, 3], pa.int64()),
+            "f": pa.array([1.5, None, 2.5]),
+        }
+    )
+    assert _ranges(few, ["d", "n", "i", "f"], "t.") == [
+        "(t.\"d\" IS NULL OR t.\"d\" IN (CAST('2024-01-01' AS DATE), CAST('2024-01-02' AS DATE)))",
+        't."n" IS NULL',
+        '(t."i" IS NULL OR t."i" IN (1, 3))',
+    ]
+    days = [_DAY0 + datetime.timedelta(days=i) for i in [*range(20), *range(5000, 5020)]]
+    (clause,) = _ranges(pa.table({"d": days}), ["d"])
+    assert clause == (
+        "((\"d\" >= CAST('2020-01-01' AS DATE) AND \"d\" <= CAST('2020-01-20' AS DATE)) OR "
+        "(\"d\" >= CAST('2033-09-09' AS DATE) AND \"d\" <= CAST('2033-09-28' AS DATE)))"
+    )
