@@ -82,11 +82,14 @@ def _candidates(current: pa.Table, delete: pa.Table) -> pa.Table:
     return current
 
 
-def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tuple[pa.Table, int]:
+def _merge_source(
+    current: pa.Table, delete: pa.Table, insert: pa.Table
+) -> tuple[pa.Table, int, bool]:
     """Build the MERGE source: distinct rows to match (DELETE), surviving copies + inserts.
 
     Returns:
-        (source with the ``_OP`` column, number of rows that will really be deleted)
+        (source with the ``_OP`` column, number of rows that will really be deleted,
+        whether each row of ``delete`` is distinct and in ``current`` exactly once)
     """
     wanted = Counter(_keys(delete))
     cand = _candidates(current, delete)
@@ -107,7 +110,8 @@ def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tupl
     matches = cand.take(pa.array(match_idx, pa.int64()))
     survivors = cand.take(pa.array(survivor_idx, pa.int64()))
     parts = [_tagged(matches, "DELETE"), _tagged(survivors, "INSERT"), _tagged(insert, "INSERT")]
-    return pa.concat_tables(parts), deleted
+    once = all(n == 1 and present[k] == 1 for k, n in wanted.items())
+    return pa.concat_tables(parts), deleted, once
 
 
 def replace_rows(
@@ -164,15 +168,17 @@ def replace_rows(
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     log._check_rewrite_safe("replace rows")
     log.check_new_rows(insert, "replace rows")
+    in_place = None if log.partition_columns else _in_place(delete, insert, key)
     with log.lock:
         counted = {"deleted": 0}
 
         def attempt() -> tuple[dict[str, Any], int | None]:
             if key:
                 source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
+                once = in_place is not None and _keys_once(log, delete, key)
             else:
                 current = log.read_columns(None, filter_sql=where)
-                source, counted["deleted"] = _merge_source(current, delete, insert)
+                source, counted["deleted"], once = _merge_source(current, delete, insert)
                 if require_present and counted["deleted"] < delete.num_rows:
                     raise ConcurrentChange(
                         f"{delete.num_rows - counted['deleted']} of the rows this write "
@@ -181,6 +187,18 @@ def replace_rows(
                     )
             if source.num_rows == 0:
                 return {}, None
+            if in_place is not None and once:
+                # each row to replace is in the table once: rewrite it in place (UPDATE)
+                condition, sets = in_place
+                result, version = log._committed(
+                    lambda: log.table.update(
+                        updates=sets,
+                        predicate=condition,
+                        commit_properties=log._props(metadata),
+                    )
+                )
+                counted["deleted"] = int(result.get("num_updated_rows", 0) or 0)
+                return result, version
             result, version = log._committed(
                 lambda: (
                     log.table.merge(
@@ -203,6 +221,108 @@ def replace_rows(
 
         _, version = log._retrying("replace rows", attempt)
     return RowsReplaced(counted["deleted"], insert.num_rows, version)
+
+
+_MAX_IN_PLACE: Final = 16
+"""Rows a replace rewrites in place (one UPDATE) at most; more go through the MERGE."""
+
+_SQL_TYPES: Final = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "REAL",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.string(): "VARCHAR",
+}
+
+
+def _in_place(
+    delete: pa.Table, insert: pa.Table, key: Sequence[str] | None
+) -> tuple[str, dict[str, str]] | None:
+    """Return an UPDATE ``(predicate, column -> SQL)`` doing this replace, or None.
+
+    A replace of ``n`` rows by ``n`` rows (an edit of a few lines, by key or as whole rows)
+    is, when each row to delete is in the table exactly once (the caller checks that on
+    the version it commits on), an UPDATE of those rows: row ``i`` of ``delete`` becomes
+    row ``i`` of ``insert`` (by key: the row of ``insert`` with its key). delta-rs' UPDATE
+    rewrites a file 2-3x faster than its MERGE. Only for up to ``_MAX_IN_PLACE`` rows of
+    types whose SQL literals are exact (integers, strings, booleans, dates, finite
+    non-zero floats: NaN and -0.0 compare by Arrow's total order in the MERGE, a literal
+    might not); otherwise None (the MERGE does it).
+    """
+    n = delete.num_rows
+    if not 0 < n == insert.num_rows <= _MAX_IN_PLACE:
+        return None
+    types = {f.name: f.type for f in delete.schema}
+    if any(t not in _SQL_TYPES for t in types.values()):
+        return None
+    before, after = delete.to_pylist(), insert.to_pylist()
+    for row in (*before, *after):
+        for value in row.values():
+            if isinstance(value, float) and not (math.isfinite(value) and value != 0.0):
+                return None
+    names = delete.column_names
+    if key:
+        keys = [tuple(r[c] for c in key) for r in before]
+        by_key = {tuple(r[c] for c in key): r for r in after}
+        if len(set(keys)) != n or set(by_key) != set(keys) or any(None in k for k in keys):
+            return None
+        pairs = [(old, by_key[k]) for old, k in zip(before, keys, strict=True)]
+    else:
+        pairs = list(zip(before, after, strict=True))
+    matched = list(key or names)
+    whens = [" AND ".join(_equals(c, old[c], types[c]) for c in matched) for old, _ in pairs]
+    sets: dict[str, str] = {}
+    for c in names:
+        if c in matched and key:
+            continue
+        if all(row_key(old[c]) == row_key(new[c]) for old, new in pairs):
+            continue  # unchanged
+        values = [_sql_value(new[c], types[c]) for _, new in pairs]
+        cases = " ".join(f"WHEN {w} THEN {v}" for w, v in zip(whens, values, strict=True))
+        sets[quote_ident(c)] = values[0] if n == 1 else f"CASE {cases} END"
+    if not sets:
+        return None
+    rows = whens[0] if n == 1 else " OR ".join(f"({w})" for w in whens)
+    return " AND ".join([*_ranges(delete, matched), f"({rows})"]), sets
+
+
+def _keys_once(log: DeltaLog, delete: pa.Table, key: Sequence[str]) -> bool:
+    """Return whether each key of ``delete`` is held by exactly one row of the table."""
+    where = " AND ".join(_ranges(delete, key)) or None
+    wanted = {tuple(r.values()) for r in delete.select(list(key)).to_pylist()}
+    held = Counter(
+        k
+        for k in (tuple(r.values()) for r in log.read_columns(key, filter_sql=where).to_pylist())
+        if k in wanted
+    )
+    return all(held[k] == 1 for k in wanted)
+
+
+def _sql_value(value: Any, kind: pa.DataType) -> str:
+    """An exact SQL literal of ``value`` typed ``kind`` (one of ``_SQL_TYPES``)."""
+    sql = _SQL_TYPES[kind]
+    if value is None:
+        return f"CAST(NULL AS {sql})"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return _literal(value)
+    if isinstance(value, float):
+        return f"CAST('{value!r}' AS {sql})"
+    if isinstance(value, datetime.date):
+        return _literal(value)
+    return f"CAST('{int(value)}' AS {sql})"
+
+
+def _equals(column: str, value: Any, kind: pa.DataType) -> str:
+    ident = quote_ident(column)
+    if value is None:
+        return f"{ident} IS NULL"
+    return f"{ident} = {_sql_value(value, kind)}"
 
 
 _MAX_RANGES: Final = 16

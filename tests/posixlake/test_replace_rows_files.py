@@ -25,7 +25,9 @@ _DAY0 = datetime.date(2020, 1, 1)
 
 
 def _active_files(path: Path) -> list[str]:
-    return sorted(DeltaTable(str(path)).file_uris())
+    return sorted(
+        Path(u.removeprefix("file://")).as_uri() for u in DeltaTable(str(path)).file_uris()
+    )
 
 
 def _commit_actions(path: Path, version: int) -> dict[str, list[dict[str, Any]]]:
@@ -98,25 +100,26 @@ def test_one_row_replace_after_a_dense_rewrite_touches_only_the_file_holding_it(
     files = _active_files(path)
     assert len(files) >= 4  # the dense rewrite wrote files of the target size, not one
 
-    row = {"day": _DAY0 + datetime.timedelta(days=2501), "note": None, "qty": 2501 / 4}
-    holding = [
-        f
-        for f in files
-        if _bag(pq.read_table(f.removeprefix("file://")).select(["day", "note", "qty"]))[
-            tuple(row.values())
-        ]
-    ]
+    holding = _holding(files, {"day": _DAY0 + datetime.timedelta(days=2501), "note": None})
     assert len(holding) == 1
+    # a one-row change (what an edit of one line becomes): rewritten in place
+    row = {"day": _DAY0 + datetime.timedelta(days=2501), "note": None, "qty": 2501 / 4}
     version = db.version
     assert db.replace_rows(delete=[row], insert=[{**row, "qty": -1.0}]) == (1, 1)
     assert db.version == version + 1
+    assert _removed(path, version + 1) == holding
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "UPDATE"
 
-    removed = _commit_actions(path, version + 1)["remove"]
-    assert [Path(str(path), r["path"]).as_uri() for r in removed] == [
-        Path(h.removeprefix("file://")).as_uri() for h in holding
-    ]
-    # the MERGE read only the files whose statistics admit the row (the one holding it,
-    # and the files of the dense rewrite's new rows, which span every day), none other
+    # one row replaced by two (a MERGE): it reads only the files whose statistics admit
+    # the row (the one holding it, and the files of the dense rewrite's new rows, which
+    # span every day), none other, and removes only the file holding it
+    files = _active_files(path)
+    holding = _holding(files, {"day": row["day"], "note": None})
+    version = db.version
+    changed = {**row, "qty": -1.0}
+    two = [{**row, "qty": -2.0}, {**row, "qty": -3.0}]
+    assert db.replace_rows(delete=[changed], insert=two) == (1, 2)
+    assert _removed(path, version + 1) == holding
     stats = pa.table(DeltaTable(str(path), version=version).get_add_actions(flatten=True))
     admit = pc.and_(
         pc.and_(
@@ -132,9 +135,30 @@ def test_one_row_replace_after_a_dense_rewrite_touches_only_the_file_holding_it(
     assert metrics["num_target_files_skipped_during_scan"] == len(files) - admitted
     expected = _bag(after_dense)
     expected -= Counter([tuple(row.values())])
-    expected += Counter([(row["day"], None, -1.0)])
+    expected += Counter([(row["day"], None, -2.0), (row["day"], None, -3.0)])
     assert _bag(db.to_arrow().select(["day", "note", "qty"])) == expected
     db.close()
+
+
+def _holding(files: list[str], values: dict[str, Any]) -> list[str]:
+    """The files (URIs) holding a row with these values."""
+    out = []
+    for f in files:
+        t = pq.read_table(Path(f.removeprefix("file://")))
+        mask = None
+        for c, v in values.items():
+            m = pc.is_null(t[c]) if v is None else pc.equal(t[c], v)
+            mask = m if mask is None else pc.and_(mask, m)
+        if pc.any(mask).as_py():
+            out.append(f)
+    return out
+
+
+def _removed(path: Path, version: int) -> list[str]:
+    """The files (URIs) the commit of ``version`` removed."""
+    return sorted(
+        Path(str(path), r["path"]).as_uri() for r in _commit_actions(path, version)["remove"]
+    )
 
 
 def test_range_predicates_cover_dates_and_nulls() -> None:
@@ -159,3 +183,82 @@ def test_range_predicates_cover_dates_and_nulls() -> None:
         "((\"d\" >= CAST('2020-01-01' AS DATE) AND \"d\" <= CAST('2020-01-20' AS DATE)) OR "
         "(\"d\" >= CAST('2033-09-09' AS DATE) AND \"d\" <= CAST('2033-09-28' AS DATE)))"
     )
+
+
+_TYPES = {
+    "i8": "Int8",
+    "i32": "Int32",
+    "i64": "Int64",
+    "f32": "Float32",
+    "f64": "Float64",
+    "b": "Boolean",
+    "d": "Date32",
+    "s": "String",
+}
+
+
+def _typed_row(i: int, **changes: Any) -> dict[str, Any]:
+    row = {
+        "i8": -128 + i,
+        "i32": 2**31 - 1 - i,
+        "i64": -(2**63) + i,
+        "f32": 0.1 + i,
+        "f64": 1e300 / (i + 1),
+        "b": i % 2 == 0,
+        "d": _DAY0 + datetime.timedelta(days=i),
+        "s": f"it's \\\\ {i} \\n 'ü'",
+    }
+    return {**row, **changes}
+
+
+def test_a_few_changed_rows_are_rewritten_in_place_exactly(tmp_path: Path) -> None:
+    """n rows replaced by n rows, each in the table once: one UPDATE whose literals keep
+    every value exact (extremes, quotes, backslashes, NULLs, float32); rows repeated, and
+    values a literal cannot match exactly (NaN, 0.0), go through the MERGE."""
+    db = DatabaseOps.create(tmp_path / "t", _TYPES, engine="local")
+    rows = [_typed_row(i) for i in range(6)]
+    rows[5] = {c: None for c in _TYPES}
+    db.insert([*rows, rows[4]])  # row 4 twice
+    table = db.to_arrow()  # the values as stored (float32 rounded)
+    stored = table.to_pylist()
+    new = [
+        {**stored[1], "s": None, "f32": 2.5, "i64": 2**63 - 1},
+        {**stored[2], "d": None, "b": None, "s": "x'y"},
+        {**stored[5], "s": "was null", "i8": 127},
+    ]
+    version = db.version
+    assert db.replace_rows(delete=[stored[1], stored[2], stored[5]], insert=new) == (3, 3)
+    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    assert db.version == version + 1
+    want = Counter(_key(r) for r in [stored[0], stored[3], stored[4], stored[4], *new])
+    assert Counter(_key(r) for r in db.to_arrow().to_pylist()) == want
+    # a repeated row: one copy goes (MERGE), the other stays
+    assert db.replace_rows(delete=[stored[4]], insert=[{**stored[4], "s": "one"}]) == (1, 1)
+    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "MERGE"
+    got = Counter(_key(r) for r in db.to_arrow().to_pylist())
+    assert got[_key(stored[4])] == 1 and got[_key({**stored[4], "s": "one"})] == 1
+
+
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[c] for c in _TYPES)
+
+
+def test_in_place_by_key_and_keys_gone_meanwhile(tmp_path: Path) -> None:
+    """By key: a key held once is updated in place; a key no row holds (deleted by another
+    writer) makes the replace a MERGE, which inserts the new row."""
+    db = DatabaseOps.create(
+        tmp_path / "t", {"a": "Int64", "b": "String", "v": "Float64"}, engine="local"
+    )
+    db.insert([{"a": i, "b": f"k{i}", "v": i + 0.5} for i in range(10)])
+    key = ["a", "b"]
+    assert db.replace_rows(
+        delete=[{"a": 3, "b": "k3", "v": 3.5}], insert=[{"a": 3, "b": "k3", "v": -1.5}], key=key
+    ) == (1, 1)
+    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    db.delete_rows_where("a = 4")
+    assert db.replace_rows(
+        delete=[{"a": 4, "b": "k4", "v": 4.5}], insert=[{"a": 4, "b": "k4", "v": 9.5}], key=key
+    ) == (0, 1)
+    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "MERGE"
+    got = {(r["a"], r["b"]): r["v"] for r in db.to_arrow().to_pylist()}
+    assert got == {**{(i, f"k{i}"): i + 0.5 for i in range(10)}, (3, "k3"): -1.5, (4, "k4"): 9.5}
