@@ -279,8 +279,9 @@ def _in_place(
     for c in names:
         if c in matched and key:
             continue
-        if all(row_key(old[c]) == row_key(new[c]) for old, new in pairs):
-            continue  # unchanged
+        if not key and all(row_key(old[c]) == row_key(new[c]) for old, new in pairs):
+            continue  # the matched rows hold these values (by key, another writer may
+            # have changed them since: the new row's values are set, as the MERGE would)
         values = [_sql_value(new[c], types[c]) for _, new in pairs]
         cases = " ".join(f"WHEN {w} THEN {v}" for w, v in zip(whens, values, strict=True))
         sets[quote_ident(c)] = values[0] if n == 1 else f"CASE {cases} END"

@@ -247,18 +247,35 @@ def test_in_place_by_key_and_keys_gone_meanwhile(tmp_path: Path) -> None:
     """By key: a key held once is updated in place; a key no row holds (deleted by another
     writer) makes the replace a MERGE, which inserts the new row."""
     db = DatabaseOps.create(
-        tmp_path / "t", {"a": "Int64", "b": "String", "v": "Float64"}, engine="local"
+        tmp_path / "t", {"a": "Int64", "b": "String", "v": "Float64", "w": "String"}, engine="local"
     )
-    db.insert([{"a": i, "b": f"k{i}", "v": i + 0.5} for i in range(10)])
+    db.insert([{"a": i, "b": f"k{i}", "v": i + 0.5, "w": "x"} for i in range(10)])
     key = ["a", "b"]
     assert db.replace_rows(
-        delete=[{"a": 3, "b": "k3", "v": 3.5}], insert=[{"a": 3, "b": "k3", "v": -1.5}], key=key
+        delete=[{"a": 3, "b": "k3", "v": 3.5, "w": "x"}],
+        insert=[{"a": 3, "b": "k3", "v": -1.5, "w": "x"}],
+        key=key,
     ) == (1, 1)
     assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
     db.delete_rows_where("a = 4")
     assert db.replace_rows(
-        delete=[{"a": 4, "b": "k4", "v": 4.5}], insert=[{"a": 4, "b": "k4", "v": 9.5}], key=key
+        delete=[{"a": 4, "b": "k4", "v": 4.5, "w": "x"}],
+        insert=[{"a": 4, "b": "k4", "v": 9.5, "w": "x"}],
+        key=key,
     ) == (0, 1)
     assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "MERGE"
-    got = {(r["a"], r["b"]): r["v"] for r in db.to_arrow().to_pylist()}
-    assert got == {**{(i, f"k{i}"): i + 0.5 for i in range(10)}, (3, "k3"): -1.5, (4, "k4"): 9.5}
+    # another writer changed a value the edit leaves as it read it: the new row wins whole
+    db.update("a = 5", values={"v": 100.0})
+    assert db.replace_rows(
+        delete=[{"a": 5, "b": "k5", "v": 5.5, "w": "x"}],
+        insert=[{"a": 5, "b": "k5", "v": 5.5, "w": "y"}],
+        key=key,
+    ) == (1, 1)
+    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    got = {(r["a"], r["b"]): (r["v"], r["w"]) for r in db.to_arrow().to_pylist()}
+    assert got == {
+        **{(i, f"k{i}"): (i + 0.5, "x") for i in range(10)},
+        (3, "k3"): (-1.5, "x"),
+        (4, "k4"): (9.5, "x"),
+        (5, "k5"): (5.5, "y"),
+    }
