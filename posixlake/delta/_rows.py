@@ -12,6 +12,14 @@ survive (a row present three times of which one is deleted) are re-inserted in t
 MERGE, together with ``I``, as source rows that never match. Each attempt reads the rows
 it counts from the version it commits on, so a retry after a conflict recounts.
 
+A few rows replaced by as many (an edit of a few lines; at most ``_MAX_IN_PLACE``), each
+in the table exactly once on that version (by key: each key held by one row), are one
+delta-rs UPDATE instead: the same result, and delta-rs' UPDATE rewrites a file 2-3x
+faster than its MERGE. Values whose SQL literal might not compare as Arrow's total order
+does (NaN, zeros), types without an exact literal, and partitioned tables keep the MERGE.
+Both are narrowed by :func:`_ranges`, so delta-rs reads only the files whose statistics
+admit the rows.
+
 Row identity: NaN equals NaN and -0.0 differs from 0.0, as in Arrow's total order (which
 DataFusion's ``IS NOT DISTINCT FROM`` uses); nested values compare by content.
 """
