@@ -20,7 +20,8 @@ by plain ``write_deltalake``. Then:
 
 Reported: medians, the ratio posixlake / delta-rs (1.00 = the same cost), the MB of the
 files each change rewrote (removed from the table), and the peak RSS of each side's
-changes (VmHWM, reset before each change; it includes the process' RSS before it).
+changes (VmHWM, reset before each change; it includes the process' RSS before it, so
+the increase over that RSS is printed too: "+N").
 ``--target-file-size 0`` removes ``delta.targetFileSize`` from posixlake's table (delta-rs'
 100 MiB default: the layout before posixlake set it). Measurements, not tests: nothing here
 asserts a time. The machine may be shared: the load average is printed.
@@ -82,17 +83,19 @@ def file_sizes(path: str) -> dict[str, int]:
     return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), strict=True))
 
 
-def timed(path: str, fn: Callable[[], Any]) -> tuple[float, float, float]:
-    """Run ``fn``; return (seconds, MB of files it removed from the table, peak RSS MB)."""
+def timed(path: str, fn: Callable[[], Any]) -> tuple[float, float, float, float]:
+    """Run ``fn``; return (seconds, MB of files it removed from the table, peak RSS MB,
+    peak RSS MB over the RSS before the call)."""
     before = file_sizes(path)
     reset_peak_rss()
+    rss = status_mb("VmRSS")
     t = time.perf_counter()
     fn()
     seconds = time.perf_counter() - t
     peak = status_mb("VmHWM")
     after = file_sizes(path)
     removed = sum(size for p, size in before.items() if p not in after) / 1e6
-    return seconds, removed, peak
+    return seconds, removed, peak, peak - rss
 
 
 def one_size(rows: int, keyed: bool, runs: int, root: Path, target: int | None) -> dict[str, Any]:
@@ -123,7 +126,7 @@ def one_size(rows: int, keyed: bool, runs: int, root: Path, target: int | None) 
         "ours_files_mb": sorted(round(s / 1e6, 1) for s in file_sizes(ours_path).values()),
         "plain_files_mb": sorted(round(s / 1e6, 1) for s in file_sizes(plain_path).values()),
     }
-    out: dict[str, list[tuple[float, float, float]]] = {"ours": [], "plain": [], "same": []}
+    out: dict[str, list[tuple[float, float, float, float]]] = {"ours": [], "plain": [], "same": []}
     for i in range(runs):
         row_id = rows * (2 * i + 1) // (2 * runs) + 1  # rows spread over the table
         row = db.query(f"SELECT * FROM data WHERE id = {row_id}").arrow()
@@ -151,8 +154,16 @@ def one_size(rows: int, keyed: bool, runs: int, root: Path, target: int | None) 
         result[f"{side}_all_s"] = [round(x[0], 2) for x in xs]
         result[f"{side}_rewritten_mb"] = statistics.median(x[1] for x in xs)
         result[f"{side}_peak_rss_mb"] = max(x[2] for x in xs)
+        result[f"{side}_peak_rss_over_mb"] = max(x[3] for x in xs)
     shutil.rmtree(root, ignore_errors=True)
     return result
+
+
+def side(r: dict[str, Any], name: str) -> str:
+    return (
+        f"rewrote {r[name + '_rewritten_mb']:.0f} MB, peak RSS "
+        f"{r[name + '_peak_rss_mb']:.0f} MB, +{r[name + '_peak_rss_over_mb']:.0f}"
+    )
 
 
 def main() -> None:
@@ -177,10 +188,9 @@ def main() -> None:
             results.append(r)
             print(
                 f"{rows:>11,} rows, {r['mode']:>4}: one-row change after a dense edit "
-                f"posixlake {r['ours_s']:.2f} s (rewrote {r['ours_rewritten_mb']:.0f} MB, "
-                f"peak RSS {r['ours_peak_rss_mb']:.0f} MB) | delta-rs UPDATE "
-                f"{r['plain_s']:.2f} s (rewrote {r['plain_rewritten_mb']:.0f} MB, peak RSS "
-                f"{r['plain_peak_rss_mb']:.0f} MB) | ratio {r['ours_s'] / r['plain_s']:.2f}x",
+                f"posixlake {r['ours_s']:.2f} s ({side(r, 'ours')}) | delta-rs UPDATE "
+                f"{r['plain_s']:.2f} s ({side(r, 'plain')}) | "
+                f"ratio {r['ours_s'] / r['plain_s']:.2f}x",
                 flush=True,
             )
             print(
