@@ -187,6 +187,7 @@ def test_range_predicates_cover_dates_and_nulls() -> None:
 
 _TYPES = {
     "i8": "Int8",
+    "i16": "Int16",
     "i32": "Int32",
     "i64": "Int64",
     "f32": "Float32",
@@ -200,6 +201,7 @@ _TYPES = {
 def _typed_row(i: int, **changes: Any) -> dict[str, Any]:
     row = {
         "i8": -128 + i,
+        "i16": 2**15 - 1 - i,
         "i32": 2**31 - 1 - i,
         "i64": -(2**63) + i,
         "f32": 0.1 + i,
