@@ -36,7 +36,8 @@ class Optimizer:
         """Rewrite small files into files of about ``target_size`` bytes, in one commit.
 
         Args:
-            target_size: bytes per output file (delta-rs' default, 100 MiB, when None).
+            target_size: bytes per output file (when None: the table's ``delta.targetFileSize``,
+                32 MiB on tables posixlake creates, else delta-rs' 100 MiB).
             partition_filters: limit to partitions, e.g. ``[("day", "=", "2024-01-01")]``.
         """
         table = self._table

@@ -12,12 +12,21 @@ survive (a row present three times of which one is deleted) are re-inserted in t
 MERGE, together with ``I``, as source rows that never match. Each attempt reads the rows
 it counts from the version it commits on, so a retry after a conflict recounts.
 
+A few rows replaced by as many (an edit of a few lines; at most ``_MAX_IN_PLACE``), each
+in the table exactly once on that version (by key: each key held by one row), are one
+delta-rs UPDATE instead: the same result, and delta-rs' UPDATE rewrites a file 2-3x
+faster than its MERGE. Values whose SQL literal might not compare as Arrow's total order
+does (NaN, zeros), types without an exact literal, and partitioned tables keep the MERGE.
+Both are narrowed by :func:`_ranges`, so delta-rs reads only the files whose statistics
+admit the rows.
+
 Row identity: NaN equals NaN and -0.0 differs from 0.0, as in Arrow's total order (which
 DataFusion's ``IS NOT DISTINCT FROM`` uses); nested values compare by content.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -81,11 +90,14 @@ def _candidates(current: pa.Table, delete: pa.Table) -> pa.Table:
     return current
 
 
-def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tuple[pa.Table, int]:
+def _merge_source(
+    current: pa.Table, delete: pa.Table, insert: pa.Table
+) -> tuple[pa.Table, int, bool]:
     """Build the MERGE source: distinct rows to match (DELETE), surviving copies + inserts.
 
     Returns:
-        (source with the ``_OP`` column, number of rows that will really be deleted)
+        (source with the ``_OP`` column, number of rows that will really be deleted,
+        whether each row of ``delete`` is distinct and in ``current`` exactly once)
     """
     wanted = Counter(_keys(delete))
     cand = _candidates(current, delete)
@@ -106,7 +118,8 @@ def _merge_source(current: pa.Table, delete: pa.Table, insert: pa.Table) -> tupl
     matches = cand.take(pa.array(match_idx, pa.int64()))
     survivors = cand.take(pa.array(survivor_idx, pa.int64()))
     parts = [_tagged(matches, "DELETE"), _tagged(survivors, "INSERT"), _tagged(insert, "INSERT")]
-    return pa.concat_tables(parts), deleted
+    once = all(n == 1 and present[k] == 1 for k, n in wanted.items())
+    return pa.concat_tables(parts), deleted, once
 
 
 def replace_rows(
@@ -163,15 +176,17 @@ def replace_rows(
     columns = {quote_ident(c): f"s.{quote_ident(c)}" for c in names}
     log._check_rewrite_safe("replace rows")
     log.check_new_rows(insert, "replace rows")
+    in_place = None if log.partition_columns else _in_place(delete, insert, key)
     with log.lock:
         counted = {"deleted": 0}
 
         def attempt() -> tuple[dict[str, Any], int | None]:
             if key:
                 source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
+                once = in_place is not None and _keys_once(log, delete, key)
             else:
                 current = log.read_columns(None, filter_sql=where)
-                source, counted["deleted"] = _merge_source(current, delete, insert)
+                source, counted["deleted"], once = _merge_source(current, delete, insert)
                 if require_present and counted["deleted"] < delete.num_rows:
                     raise ConcurrentChange(
                         f"{delete.num_rows - counted['deleted']} of the rows this write "
@@ -180,6 +195,18 @@ def replace_rows(
                     )
             if source.num_rows == 0:
                 return {}, None
+            if in_place is not None and once:
+                # each row to replace is in the table once: rewrite it in place (UPDATE)
+                condition, sets = in_place
+                result, version = log._committed(
+                    lambda: log.table.update(
+                        updates=sets,
+                        predicate=condition,
+                        commit_properties=log._props(metadata),
+                    )
+                )
+                counted["deleted"] = int(result.get("num_updated_rows", 0) or 0)
+                return result, version
             result, version = log._committed(
                 lambda: (
                     log.table.merge(
@@ -204,65 +231,178 @@ def replace_rows(
     return RowsReplaced(counted["deleted"], insert.num_rows, version)
 
 
+_MAX_IN_PLACE: Final = 16
+"""Rows a replace rewrites in place (one UPDATE) at most; more go through the MERGE."""
+
+_SQL_TYPES: Final = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "REAL",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.string(): "VARCHAR",
+}
+
+
+def _in_place(
+    delete: pa.Table, insert: pa.Table, key: Sequence[str] | None
+) -> tuple[str, dict[str, str]] | None:
+    """Return an UPDATE ``(predicate, column -> SQL)`` doing this replace, or None.
+
+    A replace of ``n`` rows by ``n`` rows (an edit of a few lines, by key or as whole rows)
+    is, when each row to delete is in the table exactly once (the caller checks that on
+    the version it commits on), an UPDATE of those rows: row ``i`` of ``delete`` becomes
+    row ``i`` of ``insert`` (by key: the row of ``insert`` with its key). delta-rs' UPDATE
+    rewrites a file 2-3x faster than its MERGE. Only for up to ``_MAX_IN_PLACE`` rows of
+    types whose SQL literals are exact (integers, strings, booleans, dates, finite
+    non-zero floats: NaN and -0.0 compare by Arrow's total order in the MERGE, a literal
+    might not); otherwise None (the MERGE does it).
+    """
+    n = delete.num_rows
+    if not 0 < n == insert.num_rows <= _MAX_IN_PLACE:
+        return None
+    types = {f.name: f.type for f in delete.schema}
+    if any(t not in _SQL_TYPES for t in types.values()):
+        return None
+    before, after = delete.to_pylist(), insert.to_pylist()
+    for row in (*before, *after):
+        for value in row.values():
+            if isinstance(value, float) and not (math.isfinite(value) and value != 0.0):
+                return None
+    names = delete.column_names
+    if key:
+        keys = [tuple(r[c] for c in key) for r in before]
+        by_key = {tuple(r[c] for c in key): r for r in after}
+        if len(set(keys)) != n or set(by_key) != set(keys) or any(None in k for k in keys):
+            return None
+        pairs = [(old, by_key[k]) for old, k in zip(before, keys, strict=True)]
+    else:
+        pairs = list(zip(before, after, strict=True))
+    matched = list(key or names)
+    whens = [" AND ".join(_equals(c, old[c], types[c]) for c in matched) for old, _ in pairs]
+    sets: dict[str, str] = {}
+    for c in names:
+        if c in matched and key:
+            continue
+        if not key and all(row_key(old[c]) == row_key(new[c]) for old, new in pairs):
+            continue  # the matched rows hold these values (by key, another writer may
+            # have changed them since: the new row's values are set, as the MERGE would)
+        values = [_sql_value(new[c], types[c]) for _, new in pairs]
+        cases = " ".join(f"WHEN {w} THEN {v}" for w, v in zip(whens, values, strict=True))
+        sets[quote_ident(c)] = values[0] if n == 1 else f"CASE {cases} END"
+    if not sets:
+        return None
+    rows = whens[0] if n == 1 else " OR ".join(f"({w})" for w in whens)
+    return " AND ".join([*_ranges(delete, matched), f"({rows})"]), sets
+
+
+def _keys_once(log: DeltaLog, delete: pa.Table, key: Sequence[str]) -> bool:
+    """Return whether each key of ``delete`` is held by exactly one row of the table."""
+    where = " AND ".join(_ranges(delete, key)) or None
+    wanted = {tuple(r.values()) for r in delete.select(list(key)).to_pylist()}
+    held = Counter(
+        k
+        for k in (tuple(r.values()) for r in log.read_columns(key, filter_sql=where).to_pylist())
+        if k in wanted
+    )
+    return all(held[k] == 1 for k in wanted)
+
+
+def _sql_value(value: Any, kind: pa.DataType) -> str:
+    """An exact SQL literal of ``value`` typed ``kind`` (one of ``_SQL_TYPES``)."""
+    sql = _SQL_TYPES[kind]
+    if value is None:
+        return f"CAST(NULL AS {sql})"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return _literal(value)
+    if isinstance(value, float):
+        return f"CAST('{value!r}' AS {sql})"
+    if isinstance(value, datetime.date):
+        return _literal(value)
+    return f"CAST('{int(value)}' AS {sql})"
+
+
+def _equals(column: str, value: Any, kind: pa.DataType) -> str:
+    ident = quote_ident(column)
+    if value is None:
+        return f"{ident} IS NULL"
+    return f"{ident} = {_sql_value(value, kind)}"
+
+
 _MAX_RANGES: Final = 16
 """Values (or value ranges) a predicate of :func:`_ranges` names per column, at most."""
 
 
 def _ranges(delete: pa.Table, columns: Sequence[str], prefix: str = "") -> list[str]:
-    """Return a predicate per integer and string column of ``delete`` that its values meet.
+    """Return a predicate per integer, string and date column of ``delete`` that its values meet.
 
-    Up to ``_MAX_RANGES`` distinct values: ``c IN (...)``; more integers: ``c >= lo AND
-    c <= hi`` ranges OR-ed, split at the widest gaps between the values that are at least
-    1/64 of their span (rows far apart,
+    Up to ``_MAX_RANGES`` distinct values: ``c IN (...)``; more integers or dates: ``c >=
+    lo AND c <= hi`` ranges OR-ed, split at the widest gaps between the values that are at
+    least 1/64 of their span (rows far apart,
     as two edits at both ends of a file, are two narrow ranges, not one range spanning
-    the table); more strings: one range. The rows to delete meet these, so a match or a
-    read narrowed by them finds the same rows; delta-rs and DataFusion prune the files by
-    their statistics with them (a one-row replace in a table of 10M rows reads one file
-    instead of every file: ~7x faster). Columns with NULLs (a range would exclude them)
-    or of other types are skipped.
+    the table); more strings: one range. A column whose deleted values include NULL gets
+    ``c IS NULL OR ...`` (only ``c IS NULL`` when all are NULL). The rows to delete meet
+    these, so a match or a read narrowed by them finds the same rows; delta-rs and
+    DataFusion prune the files by their statistics (min, max, null count) with them (a
+    one-row replace in a table of 10M rows reads one file instead of every file: ~7x
+    faster). Other types (floats, whose NaN no range holds, timestamps, decimals, nested)
+    are skipped.
     """
     clauses = []
     for name in columns:
         column = delete.column(name)
         kind = column.type
-        integer = pa.types.is_integer(kind)
-        if column.null_count or not (
-            integer or pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        ):
-            continue
-        values = pc.unique(column.combine_chunks())
-        values = values.take(pc.array_sort_indices(values))
-        if len(values) == 0:
+        date = pa.types.is_date32(kind)
+        ordered = pa.types.is_integer(kind) or date
+        if not (ordered or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             continue
         ident = f"{prefix}{quote_ident(name)}"
+        values = pc.unique(column.combine_chunks()).drop_null()
+        values = values.take(pc.array_sort_indices(values))
+        nulls = f"{ident} IS NULL" if column.null_count else None
+        if len(values) == 0:
+            if nulls:
+                clauses.append(nulls)
+            continue
         if len(values) <= _MAX_RANGES:
             listed = ", ".join(_literal(v) for v in values.to_pylist())
-            clauses.append(f"{ident} IN ({listed})")
-            continue
-        last = len(values) - 1
-        cuts: list[int] = []
-        if integer:  # the widest gaps: between values[i] and values[i + 1]
-            gaps = pc.subtract(
-                values.slice(1).cast(pa.float64(), safe=False),
-                values.slice(0, last).cast(pa.float64(), safe=False),
-            )
-            widest = pc.array_sort_indices(gaps, order="descending")[: _MAX_RANGES - 1]
-            span = values[last].as_py() - values[0].as_py()
-            cuts = sorted(i for i in widest.to_pylist() if gaps[i].as_py() * 64 >= span)
-        spans, start = [], 0
-        for cut in [*cuts, last]:
-            low, high = values[start].as_py(), values[cut].as_py()
-            spans.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
-            start = cut + 1
-        clauses.append(
-            spans[0] if len(spans) == 1 else "(" + " OR ".join(f"({x})" for x in spans) + ")"
-        )
+            clause = f"{ident} IN ({listed})"
+        else:
+            clause = _spans(values.cast(pa.int32()) if date else values, values, ident, ordered)
+        clauses.append(f"({nulls} OR {clause})" if nulls else clause)
     return clauses
 
 
-def _literal(value: int | str) -> str:
+def _spans(numbers: pa.Array, values: pa.Array, ident: str, ordered: bool) -> str:
+    """``ident`` within OR-ed ranges of the sorted ``values`` (``numbers``: their ordinals)."""
+    last = len(values) - 1
+    cuts: list[int] = []
+    if ordered:  # the widest gaps: between values[i] and values[i + 1]
+        gaps = pc.subtract(
+            numbers.slice(1).cast(pa.float64(), safe=False),
+            numbers.slice(0, last).cast(pa.float64(), safe=False),
+        )
+        widest = pc.array_sort_indices(gaps, order="descending")[: _MAX_RANGES - 1]
+        span = numbers[last].as_py() - numbers[0].as_py()
+        cuts = sorted(i for i in widest.to_pylist() if gaps[i].as_py() * 64 >= span)
+    spans, start = [], 0
+    for cut in [*cuts, last]:
+        low, high = values[start].as_py(), values[cut].as_py()
+        spans.append(f"{ident} >= {_literal(low)} AND {ident} <= {_literal(high)}")
+        start = cut + 1
+    return spans[0] if len(spans) == 1 else "(" + " OR ".join(f"({x})" for x in spans) + ")"
+
+
+def _literal(value: int | str | datetime.date) -> str:
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, datetime.date):
+        return f"CAST('{value.isoformat()}' AS DATE)"
     return "'" + value.replace("'", "''") + "'"
 
 

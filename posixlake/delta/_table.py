@@ -45,7 +45,7 @@ from posixlake.errors import (
 from posixlake.storage import is_local
 from posixlake.types import CommitInfo
 
-__all__ = ["CHECKPOINT_INTERVAL", "COMMIT_OPERATION_KEY", "LoadedTable"]
+__all__ = ["CHECKPOINT_INTERVAL", "COMMIT_OPERATION_KEY", "TARGET_FILE_SIZE", "LoadedTable"]
 
 logger = logging.getLogger("posixlake.delta._log")
 
@@ -55,6 +55,13 @@ COMMIT_OPERATION_KEY: Final = "posixlake.commitOperation"
 # a commit's cost grows with the commits since the last checkpoint, so this keeps
 # single-row inserts flat (see benchmarks/bench_api.py).
 CHECKPOINT_INTERVAL: Final = "10"
+# Tables we create write data files of at most ~32 MiB (``delta.targetFileSize``; delta-rs'
+# default is 100 MiB), in appends, DML, MERGE and OPTIMIZE alike. A change of one row
+# rewrites the whole file holding it (delta-rs writes no deletion vectors), and MERGE
+# (what an NFS overwrite becomes) costs ~3x delta-rs' UPDATE per byte rewritten: with
+# 100 MiB files a one-row change after a dense ``sed -i`` cost 3x a plain UPDATE at 10M
+# rows (see benchmarks/bench_rows.py). Tables created by others keep what they set.
+TARGET_FILE_SIZE: Final = str(32 << 20)
 _T = TypeVar("_T")
 
 
@@ -135,6 +142,7 @@ class LoadedTable:
                 name=name,
                 configuration={
                     "delta.checkpointInterval": CHECKPOINT_INTERVAL,
+                    "delta.targetFileSize": TARGET_FILE_SIZE,
                     **(configuration or {}),
                 },
                 storage_options=dict(storage_options) if storage_options else None,

@@ -365,7 +365,8 @@ def test_sed_i_with_key_updates_in_one_merge(kfs: TableFs, keyed: DatabaseOps) -
     _sed_i(kfs, b"2,b,20", b"2,B,21")
     assert keyed.version == v + 1
     assert rows(keyed) == [(1, "a", 10), (2, "B", 21), (3, "c", 30)]
-    assert "MERGE" in keyed.history(1)[0].operation
+    # one commit: one row changed, its key held once: replace_rows updates it in place
+    assert keyed.history(1)[0].operation == "UPDATE"
 
 
 def test_overwrite_with_key_inserts_updates_and_deletes_in_one_commit(
@@ -426,7 +427,7 @@ def test_many_unstable_chunks_and_one_commit_are_one_diff(db: DatabaseOps, clock
     assert db.version == v + 1
     assert db.query("SELECT name FROM data WHERE id = 777").fetchall() == [("row 777!",)]
     assert db.to_arrow().num_rows == 60_000 - 10 + 3
-    assert db.history(1)[0].operation == "MERGE"
+    assert db.history(1)[0].operation == "UPDATE"  # one row changed: replace_rows in place
 
 
 def test_commit_mid_line_is_held_until_idle(fs: TableFs, db: DatabaseOps, clock: Clock) -> None:

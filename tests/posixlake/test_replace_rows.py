@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,7 @@ _row = st.fixed_dictionaries(
             st.none(),
             st.sampled_from(["x", "y", "z, w", 'q"']),
         ),
+        "d": st.one_of(st.none(), st.dates(date(1999, 12, 30), date(2000, 1, 2))),
     }
 )
 
@@ -237,7 +239,9 @@ def test_matches_a_multiset_model(
     insert: list[dict[str, Any]],
 ) -> None:
     db = DatabaseOps.create(
-        tmp_path_factory.mktemp("h") / "t", {"a": "Int64", "b": "String"}, engine="local"
+        tmp_path_factory.mktemp("h") / "t",
+        {"a": "Int64", "b": "String", "d": "Date32"},
+        engine="local",
     )
     if start:
         db.insert(start)
