@@ -39,6 +39,8 @@ __all__ = [
     "UMOUNT_PROGRAM_ENV",
     "find_mount",
     "mount_argv",
+    "mount_attempts",
+    "mount_first",
     "unmount_argv",
 ]
 
@@ -71,11 +73,22 @@ def mount_argv(
 
     NFSv3 over TCP, MOUNT on the same port (no portmapper), no lock manager (``nolock``)
     and, on Linux, no NFSACL (``noacl``); a hard mount, so an interrupted server never
-    turns into silent I/O errors. ``vers="4.0"`` (Linux): NFSv4.0 on the same port, where
-    an edit is exactly an open (docs/nfs-writes.md).
+    turns into silent I/O errors. ``vers="4.0"``: NFSv4.0 on the same port, where an edit
+    is exactly an open (docs/nfs-writes.md); NFSv4 has no MOUNT protocol (no
+    ``mountport``) and its locks are operations of the protocol, which the server serves
+    (no ``nolock``).
     """
     injected = os.environ.get(MOUNT_PROGRAM_ENV) or None
-    if vers == "4.0" and platform != "darwin":
+    if vers == "4.0" and platform == "darwin":  # mount_nfs(8): vers=<num>[.<num>]
+        argv = [
+            injected or "mount_nfs",
+            "-o",
+            f"vers=4.0,tcp,port={port},resvport",
+            f"{host}:/",
+            mount_point,
+        ]
+        return _privileged(argv, injected)
+    if vers == "4.0":
         argv = [
             injected or "mount",
             "-t",
@@ -105,6 +118,34 @@ def mount_argv(
             mount_point,
         ]
     return _privileged(argv, injected)
+
+
+def mount_attempts(
+    port: int, mount_point: str, *, platform: str = sys.platform
+) -> list[tuple[list[str], str]]:
+    """Return the mounts to try, in order, each with its NFS version: NFSv4.0 first where
+    the OS client has it (Linux, macOS: an edit is exactly an open), then NFSv3."""
+    attempts = [(mount_argv(port, mount_point, platform=platform), "3")]
+    if platform.startswith("linux") or platform == "darwin":
+        attempts.insert(0, (mount_argv(port, mount_point, platform=platform, vers="4.0"), "4.0"))
+    return attempts
+
+
+def mount_first(attempts: list[tuple[list[str], str]]) -> tuple[list[str], str, int, str]:
+    """Run the mount commands of ``attempts`` in order until one succeeds.
+
+    Returns:
+        ``(argv, vers, exit code, stderr)`` of the one that succeeded, else of the last
+        one (the command to print for mounting by hand).
+    """
+    argv, vers = attempts[-1]
+    code, detail = 1, ""
+    for argv, vers in attempts:
+        code, detail = _run(argv)
+        if code == 0:
+            break
+        logger.info("NFSv%s mount failed (%s)", vers, detail or f"exit {code}")
+    return argv, vers, code, detail
 
 
 def unmount_argv(mount_point: str) -> list[str]:
@@ -195,17 +236,7 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
         try:
             with _stop_on_signals(stop) as received:
                 # NFSv4.0 where the OS client has it (an edit is an open), else NFSv3
-                argv, vers = mount_argv(server.port, where), "3"
-                code, detail = 1, ""
-                if sys.platform.startswith("linux"):
-                    argv4 = mount_argv(server.port, where, vers="4.0")
-                    code, detail = _run(argv4)
-                    if code == 0:
-                        argv, vers = argv4, "4.0"
-                    else:
-                        logger.info("NFSv4.0 mount failed (%s); mounting NFSv3", detail or code)
-                if code != 0:
-                    code, detail = _run(argv)
+                argv, vers, code, detail = mount_first(mount_attempts(server.port, where))
                 mounted = code == 0
                 _report_mount(db.uri, server.port, where, argv, code, detail, vers)
                 _notify(f"READY=1\nSTATUS=serving {db.uri} on 127.0.0.1:{server.port}\n")

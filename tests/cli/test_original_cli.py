@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli._mount import DEFAULT_PORT, find_mount, mount_argv
+from cli._mount import DEFAULT_PORT, find_mount, mount_argv, mount_attempts, mount_first
 from posixlake import DatabaseOps, security
 from posixlake.storage import AzureConfig
 from tests.cli.conftest import ROWS, Cli, rows, unchanged, version
@@ -164,6 +164,56 @@ def test_mount_defaults(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         "127.0.0.1:/",
         "/Volumes/pl",
     ]
+
+
+def test_mount_tries_nfsv4_on_macos_then_nfsv3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS: ``mount_nfs -o vers=4.0`` (no MOUNT protocol: no mountport; locks are NFSv4
+    operations: no nolocks), then the NFSv3 mount; Linux likewise with ``mount -t nfs``."""
+    monkeypatch.delenv("POSIXLAKE_MOUNT_PROGRAM", raising=False)
+    mac = mount_attempts(12049, "/Volumes/pl", platform="darwin")
+    assert [(argv[-5:], vers) for argv, vers in mac] == [
+        (
+            ["mount_nfs", "-o", "vers=4.0,tcp,port=12049,resvport", "127.0.0.1:/", "/Volumes/pl"],
+            "4.0",
+        ),
+        (
+            [
+                "mount_nfs",
+                "-o",
+                "vers=3,tcp,port=12049,mountport=12049,nolocks,resvport",
+                "127.0.0.1:/",
+                "/Volumes/pl",
+            ],
+            "3",
+        ),
+    ]
+    linux = mount_attempts(12049, "/mnt/pl", platform="linux")
+    assert [(argv[-3].split(",")[0], vers) for argv, vers in linux] == [
+        ("vers=4.0", "4.0"),
+        ("vers=3", "3"),
+    ]
+    other = mount_attempts(12049, "/mnt/pl", platform="freebsd14")  # v3 only
+    assert [vers for _argv, vers in other] == ["3"]
+
+
+@pytest.mark.parametrize("v4_works", [True, False])
+def test_mount_first_falls_back_to_nfsv3_on_macos(
+    tmp_path: Path, fake_programs: Path, monkeypatch: pytest.MonkeyPatch, v4_works: bool
+) -> None:
+    """The NFSv4.0 mount is tried first; when it fails (an older macOS, a refused vers=4)
+    the NFSv3 mount is run, and its command is what is reported."""
+    if not v4_works:  # the fake mount_nfs refuses vers=4.0, as a client without NFSv4
+        prog = tmp_path / "fake-mount"
+        prog.write_text(FAKE.replace("exit ", 'case "$*" in *vers=4.0*) exit 71;; esac\nexit '))
+    where = str(tmp_path / "pl")
+    argv, vers, code, _detail = mount_first(mount_attempts(4049, where, platform="darwin"))
+    tried = calls(fake_programs)
+    assert code == 0
+    assert [c[2].split(",")[0] for c in tried] == (
+        ["vers=4.0"] if v4_works else ["vers=4.0", "vers=3"]
+    )
+    assert vers == ("4.0" if v4_works else "3")
+    assert argv[1:] == tried[-1][1:] and argv[-1] == where
 
 
 def test_mount_of_a_missing_table_fails_before_serving(
