@@ -82,17 +82,22 @@ def test_a_v4_mount_lists_and_reads_what_v3_renders(tmp_path: Path) -> None:
     db = _table(tmp_path / "t")
     fs = TableFs(db)
     rendered = PathOps(fs).read_file("/data/data.csv")
+    root, data = (sorted(PathOps(fs).readdir(d)) for d in ("/", "/data"))
     with NfsServer(fs) as srv:
         res = run_in_vm(
             srv.port,
-            "grep ' /mnt ' /proc/mounts; ls -1 /mnt; ls -1 /mnt/data; cat /mnt/data/data.csv",
+            "grep ' /mnt ' /proc/mounts; ls -1 /mnt; echo --; ls -1 /mnt/data; echo --\n"
+            "cat /mnt/data/data.csv",
             vers="4.0",
         )
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    assert "nfs4" in lines[0] and "vers=4.0" in lines[0]
-    assert {"data", "schema.sql", "versions"} <= set(lines[1:4])
-    assert res.stdout.endswith(rendered.decode())
+    mount, rest = res.stdout.split("\n", 1)
+    listed_root, listed_data, content = rest.split("--\n")
+    assert "nfs4" in mount and "vers=4.0" in mount
+    assert {"data", "schema.sql", "versions"} <= set(root)
+    assert sorted(listed_root.split()) == root
+    assert sorted(listed_data.split()) == data
+    assert content == rendered.decode()
 
 
 def test_echo_append_sed_and_cp_are_one_version_each(tmp_path: Path) -> None:
