@@ -366,9 +366,26 @@ def test_a_fast_cat_of_300k_fixed_width_rows_is_one_version_at_close(tmp_path: P
     assert got.select(new.column_names).to_pylist() == new.to_pylist()
 
 
-def test_two_writers_on_two_mounts_each_keep_their_edit(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "b_uid",
+    [
+        1001,
+        pytest.param(
+            1000,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known gap: the server's NFSv4 writer is (client id, uid, gid), not the "
+                "open-owner, so one user's two mounts are one writer: B reads A's staged "
+                "half and its rename commits it (a version of 1000 rows)",
+            ),
+        ),
+    ],
+)
+def test_two_writers_on_two_mounts_each_keep_their_edit(tmp_path: Path, b_uid: int) -> None:
     """Two open-owners of one client: the guest mounts the share a second time
     (``nosharecache``: its own page cache and its own open-owners) and two users write.
+    (The same user on both mounts is two open-owners too, but one writer to the server:
+    that case is a known gap, marked xfail.)
 
     Writer A (uid 1000, /mnt) rewrites data.csv with row 2 changed: it writes the first
     half, flushes it (WRITE + COMMIT), and holds the file open. Meanwhile writer B
@@ -399,7 +416,7 @@ def test_two_writers_on_two_mounts_each_keep_their_edit(tmp_path: Path) -> None:
               tail -n +1002 /tmp/a.csv; } > data.csv
             echo "A $?"' > /tmp/a.out 2>&1 &
         until [ -e /tmp/a-half ]; do sleep 0.1; done
-        (cd /mnt2/data && as 1001 sed -i 's/^1500,n1500$/1500,b1500/' data.csv; echo "B $?")
+        (cd /mnt2/data && as $B_UID sed -i 's/^1500,n1500$/1500,b1500/' data.csv; echo "B $?")
         : > /tmp/b-done
         wait
         cat /tmp/a.out
@@ -410,7 +427,7 @@ def test_two_writers_on_two_mounts_each_keep_their_edit(tmp_path: Path) -> None:
             srv.port,
             textwrap.dedent(script),
             vers="4.0",
-            env={"PORT": str(srv.port)},
+            env={"PORT": str(srv.port), "B_UID": str(b_uid)},
             timeout=180,
         )
     assert res.returncode == 0, res.stderr
