@@ -83,6 +83,9 @@ def mount_commands(host: str, port: int) -> dict[str, str]:
             f"sudo mount -t nfs -o vers=3,tcp,port={port},mountport={port},nolocks,resvport "
             f"{where}:/ {MACOS_MOUNT_POINT}"
         ),
+        "macos_v4": (
+            f"sudo mount -t nfs -o vers=4.0,tcp,port={port},resvport {where}:/ {MACOS_MOUNT_POINT}"
+        ),
     }
 
 
@@ -454,8 +457,10 @@ def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, s
     click.echo(f"  {mounts['linux_v4']}")
     click.echo("or NFSv3 (an edit applies once its writer is idle):")
     click.echo(f"  {mounts['linux']}")
-    click.echo("Mount on macOS:")
+    click.echo("Mount on macOS (NFSv4.0):")
     click.echo(f"  sudo mkdir -p {MACOS_MOUNT_POINT}")
+    click.echo(f"  {mounts['macos_v4']}")
+    click.echo("or NFSv3:")
     click.echo(f"  {mounts['macos']}")
     click.echo("")
     click.echo(f"Then: cat {LINUX_MOUNT_POINT}/data/data.csv; unmount with sudo umount.")

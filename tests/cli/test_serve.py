@@ -47,6 +47,8 @@ def test_mount_commands() -> None:
         "linux_v4": "sudo mount -t nfs -o vers=4.0,proto=tcp,port=2049 127.0.0.1:/ /mnt/posixlake",
         "macos": "sudo mount -t nfs -o vers=3,tcp,port=2049,mountport=2049,nolocks,resvport "
         "127.0.0.1:/ /Volumes/posixlake",
+        "macos_v4": "sudo mount -t nfs -o vers=4.0,tcp,port=2049,resvport 127.0.0.1:/ "
+        "/Volumes/posixlake",
         "nfs_ls": "nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=2049&mountport=2049'",
         "nfs_cat": "nfs-cat 'nfs://127.0.0.1/data/data.csv?version=3&nfsport=2049&mountport=2049'",
     }
@@ -129,6 +131,7 @@ def test_serve_in_process_until_a_signal(
     assert mount_commands("127.0.0.1", port)["linux"] in result.stdout
     assert mount_commands("127.0.0.1", port)["linux_v4"] in result.stdout
     assert mount_commands("127.0.0.1", port)["macos"] in result.stdout
+    assert mount_commands("127.0.0.1", port)["macos_v4"] in result.stdout
     assert mount_commands("127.0.0.1", port)["nfs_cat"] in result.stdout
     assert mount_commands("127.0.0.1", port)["nfs_ls"] in result.stdout
     assert lines[-1] == f"Stopped. {table} is at version 1."
