@@ -29,9 +29,11 @@ from posixlake.engines.spark._frames import (
 from posixlake.engines.spark._io import (
     WriteSpec,
 )
+from posixlake.engines.spark._remote import connect_query
 from posixlake.engines.spark._session import (
     VALUE_CONFIG,
     build_session,
+    is_connect,
     parse_remote,
     preload,
     quiet,
@@ -234,11 +236,14 @@ class SparkCore:
             frame, _ = self.frame(log)
             spark = self.spark
             try:
-                with _VIEW_LOCK:
-                    frame.createOrReplaceTempView(VIEW)
-                    result = spark.sql(sql)  # analysed now: the view is resolved here
-                with quiet():
-                    table = result.toArrow()
+                if is_connect(spark):
+                    table = connect_query(spark, frame, sql, VIEW, lock=_VIEW_LOCK)
+                else:
+                    with _VIEW_LOCK:
+                        frame.createOrReplaceTempView(VIEW)
+                        result = spark.sql(sql)  # analysed now: the view is resolved here
+                    with quiet():
+                        table = result.toArrow()
             except spark_errors() as err:
                 raise translate_spark_error(err, what="query") from err
         except NotFound as err:

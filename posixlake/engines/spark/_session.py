@@ -348,17 +348,22 @@ def _connect_session(url: str, config: Mapping[str, str]) -> Any:
             f"Connect server {url} (its functions follow one mode per process)"
         )
     check_remote(url)
-    builder = sql.SparkSession.builder.remote(url)
-    for key, value in {**SESSION_CONF, **config}.items():
-        builder = builder.config(key, value)
+    settings = {**SESSION_CONF, **VALUE_CONFIG, **config}
     with _build_lock, quiet():
         try:
-            session = builder.getOrCreate()
+            session = _join(sql, url, settings)
         except spark_errors() as err:
-            raise SparkUnavailableError(
-                f"cannot start a session on the Spark Connect server {url}: {_first_line(str(err))}"
-            ) from err
+            renewed = _renewed(url, err)
+            if renewed is None:
+                raise SparkUnavailableError(
+                    f"cannot start a session on the Spark Connect server {url}: "
+                    f"{_first_line(str(err))}"
+                ) from err
+            url = renewed
+            session = _join(sql, url, settings)
         preload()
+    if ";session_id=" in url:  # a named session others join too: not ours to end
+        session.release_session_on_close = False
     quiet_pyspark_loggers()
     from posixlake.engines.spark._datasource import register_data_source
 
@@ -371,6 +376,31 @@ def _connect_session(url: str, config: Mapping[str, str]) -> Any:
         ) from err
     logger.debug("Spark Connect session ready on %s", url)
     return session
+
+
+def _join(sql: Any, url: str, settings: Mapping[str, str]) -> Any:
+    """Return a Connect session on ``url`` with ``settings`` (one Config call)."""
+    return sql.SparkSession.builder.remote(url).config(map=dict(settings)).getOrCreate()
+
+
+def _renewed(url: str, err: BaseException) -> str | None:
+    """Return the URL of a new leased session when the server closed the leased session
+    of ``url`` (it idled out), else None. The half-built session is dropped."""
+    if "SESSION_CLOSED" not in str(err):
+        return None
+    from posixlake.engines.spark._leases import renew_session
+
+    renewed = renew_session(url)
+    if renewed is None:
+        return None
+    from pyspark.sql.connect.session import SparkSession
+
+    broken = SparkSession._get_default_session()
+    if broken is not None:  # the client keeps the session whose first call failed
+        broken.release_session_on_close = False
+        broken.stop()
+    logger.debug("Spark Connect session of %s was closed: joining %s", url, renewed)
+    return renewed
 
 
 def parse_remote(url: str) -> tuple[str, int]:
