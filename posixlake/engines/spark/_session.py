@@ -350,17 +350,20 @@ def _connect_session(url: str, config: Mapping[str, str]) -> Any:
     check_remote(url)
     settings = {**SESSION_CONF, **VALUE_CONFIG, **config}
     with _build_lock, quiet():
-        try:
-            session = _join(sql, url, settings)
-        except spark_errors() as err:
-            renewed = _renewed(url, err)
-            if renewed is None:
-                raise SparkUnavailableError(
-                    f"cannot start a session on the Spark Connect server {url}: "
-                    f"{_first_line(str(err))}"
-                ) from err
-            url = renewed
-            session = _join(sql, url, settings)
+        session = None
+        for attempt in range(2):  # a closed leased session is replaced once
+            try:
+                session = _join(sql, url, settings)
+                break
+            except spark_errors() as err:
+                renewed = _renewed(url, err) if attempt == 0 else None
+                if renewed is None:
+                    raise SparkUnavailableError(
+                        f"cannot start a session on the Spark Connect server {url}: "
+                        f"{_first_line(str(err))}"
+                    ) from err
+                url = renewed
+        assert session is not None
         preload()
     if ";session_id=" in url:  # a named session others join too: not ours to end
         session.release_session_on_close = False
@@ -379,7 +382,7 @@ def _connect_session(url: str, config: Mapping[str, str]) -> Any:
 
 
 def _join(sql: Any, url: str, settings: Mapping[str, str]) -> Any:
-    """Return a Connect session on ``url`` with ``settings`` (one Config call)."""
+    """Return the Connect session on ``url`` with ``settings`` set in it."""
     return sql.SparkSession.builder.remote(url).config(map=dict(settings)).getOrCreate()
 
 
