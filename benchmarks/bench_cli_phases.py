@@ -68,7 +68,8 @@ with click.Context(cli.main.cli) as ctx:
     opts.engine, opts.spark_remote = "spark", remote
     db = open_table(table, computes=True)
     mark("open the table (Delta log)")
-    db.engine.spark
+    engine = db.engine  # the session the query runs in (older engines: .spark)
+    getattr(engine, "_session", lambda: engine.spark)()
     mark("Spark Connect session")
     result = db.query(sql)
     mark("query (plan, execute, fetch Arrow)")
