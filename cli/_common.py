@@ -208,11 +208,15 @@ def engine_accepted(func: F) -> F:
     )(func)
 
 
-def engine_kwargs(*, computes: bool = True) -> dict[str, Any]:
+def engine_kwargs(*, computes: bool = True, shared: bool = True) -> dict[str, Any]:
     """Return the ``engine``, ``master`` and ``remote`` arguments of the shared options.
 
     On the Spark engine without ``--spark-master`` or ``--spark-remote``, a running
-    ``posixlake spark`` server is used (a warm JVM) rather than a new JVM in this process.
+    ``posixlake spark`` server is used (a warm JVM) rather than a new JVM in this process,
+    and with ``shared`` one of its named sessions, leased to this process (warm code:
+    see :mod:`posixlake.engines.spark._leases`). Commands whose SQL may change a
+    session's state (``SET``, ``CREATE TEMPORARY VIEW``... and the shell) pass
+    ``shared=False``: they get a session of their own, which ends with them.
 
     Raises:
         click.UsageError: both ``--spark-master`` and ``--spark-remote``.
@@ -228,12 +232,14 @@ def engine_kwargs(*, computes: bool = True) -> dict[str, Any]:
     remote = opts.spark_remote
     name = (opts.engine or os.environ.get(ENGINE_ENV) or "spark").strip().lower()
     if name == "spark" and not remote and not opts.spark_master:
-        from posixlake.engines.spark import running_servers
+        from posixlake.engines.spark import lease_session, running_servers
 
         servers = running_servers()
         if servers:
             remote = servers[0].url
             logger.info("using the Spark Connect server at %s (posixlake spark start)", remote)
+            if shared:
+                remote = lease_session(remote, servers[0].port) or remote
     return {"engine": opts.engine, "master": opts.spark_master, "remote": remote}
 
 
@@ -483,13 +489,15 @@ def _user_from_command_line() -> bool:
 # -- opening -------------------------------------------------------------------------------
 
 
-def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
+def open_table(table: str, *, computes: bool = False, shared: bool = True) -> DatabaseOps:
     """Open TABLE with the shared options.
 
     Args:
         table: the TABLE argument.
         computes: the command runs queries or DML, so ``--engine`` applies; otherwise the
             local engine is used (no JVM start for metadata work).
+        shared: the command may run in a leased session of the running Connect server
+            (see :func:`engine_kwargs`).
     """
     from posixlake import DatabaseOps
     from posixlake.errors import AuthenticationError
@@ -497,7 +505,7 @@ def open_table(table: str, *, computes: bool = False) -> DatabaseOps:
 
     opts = get_options()
     uri = normalize_uri(table)
-    engine = engine_kwargs(computes=computes)
+    engine = engine_kwargs(computes=computes, shared=shared)
     storage = storage_for(uri)
     login = None
     if opts.user:

@@ -161,7 +161,8 @@ def query(
         )
     if get_options().json:
         fmt = "json"
-    with open_table(table, computes=True) as db:
+    # a SELECT changes no session state: it may run in a leased, warm session
+    with open_table(table, computes=True, shared=kind == "select") as db:
         result = db.query(sql, version=version, as_of=as_of)
     write_rows(result.arrow(), fmt, max_rows=max_rows, max_width=max_width)
 
@@ -234,8 +235,12 @@ def sql_cmd(
       posixlake sql /data/sales "MERGE INTO data t USING (VALUES (3, 'fig', 9)) AS s(id, item, qty)
         ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
     """
+    from posixlake.sql import statement_kind
+
     text = _statement_text(statement, table, "sql")
-    with open_table(table, computes=True) as db:
+    # SELECT and DML run as queries and DataFrame jobs; SET, CREATE... may change the
+    # session's state, so they get a session of their own
+    with open_table(table, computes=True, shared=statement_kind(text) != "other") as db:
         _run_statement(db, text, fmt, max_rows, max_width)
 
 
@@ -288,7 +293,7 @@ def shell(table: str, fmt: str, max_rows: int | None, max_width: int | None) -> 
         except (ImportError, OSError):
             pass
     failed = False
-    with open_table(table, computes=True) as db:
+    with open_table(table, computes=True, shared=False) as db:  # SET... must not outlive it
         if interactive:
             click.echo(
                 f"posixlake {db.engine.name} engine, table {table} (version {db.version}). "

@@ -218,7 +218,7 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
     opts = get_options()
     where = os.path.abspath(mount_point)
     stop = threading.Event()
-    with open_table(table, computes=True) as db:
+    with open_table(table, computes=True, shared=False) as db:  # runs for hours
         try:
             os.makedirs(where, exist_ok=True)
         except OSError as err:

@@ -279,7 +279,7 @@ def serve(
         user_map = UserMap.parse(map_uid) if map_uid else None
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--map-uid") from err
-    with open_table(table, computes=True) as db:
+    with open_table(table, computes=True, shared=False) as db:  # runs for hours
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
         try:
             fs = TableFs(

@@ -7,9 +7,13 @@ fails (a :class:`~posixlake.errors.PosixLakeError`; ``--verbose`` adds the trace
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import logging
+import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -301,10 +305,39 @@ cli_group: PosixLakeGroup = cli
 cli_group.add_lazy(LAZY_COMMANDS)
 
 
+def _exit_now(code: object) -> None:
+    """End a process that used a Spark Connect client without tearing the client down.
+
+    gRPC's C core takes 0.3-0.5 s to shut down at interpreter exit, time a user waits
+    for nothing once the command is done: when no other thread works, the exit handlers
+    run (logging, temporary files, PySpark's own), stdout and stderr are flushed, and
+    the process ends at once with the command's exit status.
+    """
+    if "pyspark.sql.connect.client" not in sys.modules:
+        return
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        return  # a message to print: the interpreter's own exit does it
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``posixlake`` command (the console-script entry point)."""
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="posixlake")
+    except SystemExit as done:
+        if argv is None:  # the command line itself, not a caller in Python
+            _exit_now(done.code)
+        raise
     except Exception as err:  # noqa: BLE001 - the CLI boundary (docs/design.md, "The command line")
         click.echo(
             f"Error: unexpected {type(err).__name__}: {_one_line(str(err))} "

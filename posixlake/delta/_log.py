@@ -32,7 +32,6 @@ from posixlake.delta._features import (
     file_commit_blockers,
     int96_out_of_range,
 )
-from posixlake.delta._sqlvalues import checked_arithmetic, microsecond_timestamps, null_blanks
 from posixlake.delta._table import CHECKPOINT_INTERVAL, COMMIT_OPERATION_KEY, LoadedTable
 from posixlake.delta._translate import NS_RANGE, _translated, quote_ident, translate
 from posixlake.errors import (
@@ -266,6 +265,13 @@ class DeltaLog(LoadedTable):
         Integer arithmetic is checked; timestamp literals past 2262 (which DataFusion
         types as nanoseconds) are rewritten in microseconds when DataFusion refuses them.
         """
+        # sqlglot (~0.1 s to import) only for DML: queries on the Spark engine never need it
+        from posixlake.delta._sqlvalues import (
+            checked_arithmetic,
+            microsecond_timestamps,
+            null_blanks,
+        )
+
         blanks = self.empty_string_partitions()
         if blanks:  # '' partition values another writer left are NULL (the protocol)
             texts = {k: null_blanks(v, blanks) or v for k, v in texts.items()}
@@ -292,6 +298,8 @@ class DeltaLog(LoadedTable):
     ) -> PosixLakeError:
         """Return ``err`` naming the column whose SET expression failed (found by
         evaluating each on the rows of ``predicate``), or ``err`` when none does alone."""
+        from posixlake.delta._sqlvalues import checked_arithmetic
+
         where = f" WHERE {predicate}" if predicate else ""
         schema = self.arrow_schema
         for quoted, expr in updates.items():

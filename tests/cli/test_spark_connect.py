@@ -9,7 +9,10 @@ CLI tests (which look for a running server there) never find it.
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +124,70 @@ def test_dml_and_imports_over_connect(server: Server, table: str, tmp_path: Path
         {"id": 2, "name": "b"},
         {"id": 3, "name": None},
     ]
+
+
+def _session_of(out: subprocess.CompletedProcess[str]) -> str:
+    """The Connect session a ``-vv`` command ran in."""
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = re.search(r"Spark Connect session ready on \S+;session_id=([0-9a-f-]{36})", out.stderr)
+    assert found is not None, out.stderr[-3000:]
+    return found.group(1)
+
+
+def _slot(server: Server) -> Path:
+    return Path(server.env["POSIXLAKE_STATE_DIR"]) / "spark" / f"connect-{server.port}.session-0"
+
+
+def test_commands_share_a_warm_session_of_the_server(server: Server, table: str) -> None:
+    """A command leases a named session of the server (its compiled code stays warm) and
+    leaves it open for the next command."""
+    sql = "SELECT count(*) AS n FROM data"
+    first = posixlake("-vv", "query", table, sql, "--json", env=server.env)
+    second = posixlake("-vv", "query", table, sql, "--json", env=server.env)
+    assert json.loads(first.stdout) == json.loads(second.stdout) == [{"n": 100}]
+    assert _session_of(first) == _session_of(second) == _slot(server).read_text()
+
+
+def test_a_closed_shared_session_is_replaced(server: Server, table: str) -> None:
+    """The server closed the leased session (an idle timeout): the next command gets a
+    new one, without an error."""
+    ran = posixlake("query", table, "SELECT 1 AS one", "--json", env=server.env)
+    assert ran.returncode == 0, ran.stderr
+    old = _slot(server).read_text()
+    close = (
+        "from pyspark.sql.connect.session import SparkSession\n"
+        f"SparkSession.builder.remote({server.url + '/;session_id=' + old!r}).create().stop()\n"
+    )
+    closed = subprocess.run(
+        [sys.executable, "-c", close], capture_output=True, text=True, check=False
+    )
+    assert closed.returncode == 0, closed.stderr
+    again = posixlake(
+        "-vv", "query", table, "SELECT count(*) AS n FROM data", "--json", env=server.env
+    )
+    assert json.loads(again.stdout) == [{"n": 100}]
+    assert _session_of(again) == _slot(server).read_text() != old
+
+
+def test_statements_that_change_a_session_run_in_their_own(server: Server, table: str) -> None:
+    """SET, CREATE TEMPORARY VIEW... do not run in a shared session: nothing they leave
+    reaches the next command."""
+    made = posixlake(
+        "query", table, "CREATE TEMPORARY VIEW leaked AS SELECT 1 AS x", env=server.env
+    )
+    assert made.returncode == 0, made.stderr
+    later = posixlake("query", table, "SELECT * FROM leaked", env=server.env)
+    assert later.returncode == 1 and "leaked" in later.stderr, later.stderr
+
+
+def test_decimals_are_exact_over_connect(server: Server, table: str) -> None:
+    """Sessions the command line opens on a Connect server compute decimals as the local
+    engine does (Spark's default would round this sum to 6 places: 2.000000)."""
+    sql = "SELECT CAST(1.0000000001 AS DECIMAL(38,10)) + CAST(1 AS DECIMAL(38,0)) AS x"
+    for flags in ((), ("--spark-remote", server.url)):  # a leased session, one of its own
+        out = posixlake("query", table, sql, "--json", *flags, env=server.env)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == [{"x": "2.0000000001"}]
 
 
 def test_a_spark_error_over_connect_is_one_line(server: Server, table: str) -> None:

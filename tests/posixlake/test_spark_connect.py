@@ -27,6 +27,7 @@ from posixlake.engines.spark import (
     start_server,
 )
 from posixlake.engines.spark._connect import state_dir
+from posixlake.engines.spark._leases import SESSION_SLOTS, lease_session, renew_session
 from posixlake.errors import InvalidOperation
 from tests.posixlake.conftest import classic_only, spark_connect_mode
 
@@ -112,3 +113,60 @@ def test_a_taken_port_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.Mon
         port = sock.getsockname()[1]
         with pytest.raises(InvalidOperation, match=f"port {port} on 127.0.0.1 is taken"):
             start_server(port=port)
+
+
+def test_a_named_session_is_leased_to_one_process_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commands share a server's named sessions (warm generated code), never at once."""
+    monkeypatch.setenv("POSIXLAKE_STATE_DIR", str(tmp_path))
+    url = "sc://127.0.0.1:15071"
+    mine = lease_session(url, 15071)
+    assert mine is not None and mine.startswith(f"{url}/;session_id=")
+    assert lease_session(url, 15071) == mine  # one lease per process, for its lifetime
+    holder = (
+        "import sys\n"
+        "from posixlake.engines.spark import lease_session\n"
+        f"print(lease_session({url!r}, 15071), flush=True)\n"
+        "sys.stdin.read()\n"  # holds the lease until told to exit
+    )
+    env = {**os.environ, "POSIXLAKE_STATE_DIR": str(tmp_path)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", holder],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(SESSION_SLOTS)
+    ]
+    try:
+        got = [p.stdout.readline().strip() for p in procs if p.stdout is not None]
+    finally:
+        for p in procs:
+            p.communicate("")
+    leased = [g for g in got if g != "None"]
+    assert len(leased) == SESSION_SLOTS - 1 and got.count("None") == 1  # all slots taken
+    assert len({mine, *leased}) == SESSION_SLOTS
+    # the leases end with their processes: the sessions (their ids) stay for the next ones
+    again = subprocess.run(
+        [sys.executable, "-c", holder], input="", capture_output=True, text=True, env=env
+    )
+    assert again.stdout.strip() in leased
+
+
+def test_a_closed_session_is_renewed_in_its_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POSIXLAKE_STATE_DIR", str(tmp_path))
+    url = "sc://127.0.0.1:15072"
+    leased = lease_session(url, 15072)
+    assert leased is not None
+    renewed = renew_session(leased)
+    assert renewed is not None and renewed != leased
+    assert renewed.startswith(f"{url}/;session_id=")
+    assert lease_session(url, 15072) == renewed
+    slot = state_dir() / "connect-15072.session-0"
+    assert renewed.endswith(slot.read_text())
+    assert renew_session(f"{url}/;session_id=00000000-0000-4000-8000-000000000000") is None

@@ -22,6 +22,7 @@ from posixlake.engines.spark._connect import (
     stop_server,
 )
 from posixlake.engines.spark._engine import MAX_ATTEMPTS, SparkEngine, StagedImport
+from posixlake.engines.spark._leases import lease_session
 from posixlake.engines.spark._session import (
     DEFAULT_CONNECT_PORT,
     DEFAULT_MASTER,
@@ -55,6 +56,7 @@ __all__ = [
     "check_remote",
     "find_server",
     "is_connect",
+    "lease_session",
     "register_data_source",
     "running_servers",
     "start_server",

@@ -8,6 +8,12 @@ is recorded as ``connect-<port>.json`` in ``<state dir>/spark`` (``$POSIXLAKE_ST
 else ``$XDG_STATE_HOME/posixlake``, else ``~/.local/state/posixlake``), next to the
 daemon's pid and log files, so that ``status``, ``stop`` and the command line's engine
 find it again.
+
+Commands share the server's Spark sessions too (:func:`._leases.lease_session`): a new Connect
+session is a new class loader on the server, so every query in it compiles its generated
+code again and runs it cold (about half the time of a short query). A few named sessions
+per server are leased to one process at a time with a file lock, so that no two commands
+use a session at once; when all are taken a command gets a session of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
+from posixlake.engines.spark._leases import SESSION_SLOTS, slot_path, state_dir
 from posixlake.engines.spark._session import (
     DEFAULT_CONNECT_PORT,
     DEFAULT_MASTER,
@@ -76,15 +83,6 @@ class ConnectServer:
     def url(self) -> str:
         """The URL a client connects to (``sc://127.0.0.1:PORT``)."""
         return f"sc://{HOST}:{self.port}"
-
-
-def state_dir() -> Path:
-    """Return where Connect servers are recorded (``<state dir>/spark``)."""
-    root = os.environ.get("POSIXLAKE_STATE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-        root = os.path.join(xdg, "posixlake")
-    return Path(root) / "spark"
 
 
 def _record(port: int) -> Path:
@@ -146,6 +144,9 @@ def _load(path: Path) -> ConnectServer | None:
 def _forget(port: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         _record(port).unlink()
+    for k in range(SESSION_SLOTS):
+        with contextlib.suppress(FileNotFoundError):
+            slot_path(port, k).unlink()
     pid_file = state_dir() / f"spark-{_ident(port)}-{CONNECT_CLASS}-1.pid"
     with contextlib.suppress(FileNotFoundError):
         pid_file.unlink()

@@ -29,9 +29,12 @@ from posixlake.engines.spark._frames import (
 from posixlake.engines.spark._io import (
     WriteSpec,
 )
+from posixlake.engines.spark._remote import connect_query
 from posixlake.engines.spark._session import (
     VALUE_CONFIG,
+    add_data_source,
     build_session,
+    is_connect,
     parse_remote,
     preload,
     quiet,
@@ -120,6 +123,7 @@ class SparkCore:
         self._spark = spark
         self._ui = ui
         self._owned = False
+        self._configured = False
         self._registered = False
         self._lock = threading.RLock()
         self._snapshots: OrderedDict[tuple[str, str, int], Snapshot] = OrderedDict()
@@ -131,30 +135,41 @@ class SparkCore:
 
     # -- session ----------------------------------------------------------------------
 
-    @property
-    def spark(self) -> Any:
-        """The SparkSession (built on first use)."""
+    def _session(self) -> Any:
+        """The session the engine's jobs run in (built on first use).
+
+        A session built here is not given the ``posixlake`` data source (registering it
+        is a call to a Connect server that the engine's own jobs never need): that is
+        done by :attr:`spark`, which hands the session out.
+        """
         with self._lock:
             if self._spark is None:
                 with _OWNED_LOCK:
                     running = _running_session()
                     self._spark = build_session(
-                        master=self._master, remote=self._remote, ui=self._ui
+                        master=self._master, remote=self._remote, ui=self._ui, data_source=False
                     )
                     key = id(self._spark)
                     # stop it on close only if we started it (or share one an engine started)
                     self._owned = running is None or key in _OWNED
                     if self._owned:
                         _OWNED[key] = _OWNED.get(key, 0) + 1
-            elif not self._registered:
-                from posixlake.engines.spark._datasource import register_data_source
-
+            elif not self._configured:  # a session given to the engine
                 preload()
-                register_data_source(self._spark)
                 for name, value in VALUE_CONFIG.items():
                     self._spark.conf.set(name, value)
-            self._registered = True
+            self._configured = True
             return self._spark
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession (built on first use), with the ``posixlake`` data source."""
+        session = self._session()
+        with self._lock:
+            if not self._registered:
+                add_data_source(session)
+                self._registered = True
+        return session
 
     @property
     def remote(self) -> str | None:
@@ -182,7 +197,7 @@ class SparkCore:
             if last:
                 self._spark.stop()
             self._spark = None
-            self._owned = False
+            self._owned = self._configured = self._registered = False
 
     # -- snapshots and frames ---------------------------------------------------------
 
@@ -213,7 +228,7 @@ class SparkCore:
                 self._frames.move_to_end(key)
                 return cached
         try:
-            built = snapshot_frame(self.spark, snap, with_file=with_file)
+            built = snapshot_frame(self._session(), snap, with_file=with_file)
         except spark_errors() as err:
             raise translate_spark_error(err, what="read table") from err
         with self._lock:
@@ -232,13 +247,16 @@ class SparkCore:
         """
         try:
             frame, _ = self.frame(log)
-            spark = self.spark
+            spark = self._session()
             try:
-                with _VIEW_LOCK:
-                    frame.createOrReplaceTempView(VIEW)
-                    result = spark.sql(sql)  # analysed now: the view is resolved here
-                with quiet():
-                    table = result.toArrow()
+                if is_connect(spark):
+                    table = connect_query(spark, frame, sql, VIEW, lock=_VIEW_LOCK)
+                else:
+                    with _VIEW_LOCK:
+                        frame.createOrReplaceTempView(VIEW)
+                        result = spark.sql(sql)  # analysed now: the view is resolved here
+                    with quiet():
+                        table = result.toArrow()
             except spark_errors() as err:
                 raise translate_spark_error(err, what="query") from err
         except NotFound as err:

@@ -35,6 +35,7 @@ __all__ = [
     "SESSION_CONF",
     "VALUE_CONFIG",
     "SparkUnavailableError",
+    "add_data_source",
     "build_session",
     "check_java",
     "check_remote",
@@ -179,6 +180,7 @@ def build_session(
     app_name: str = "posixlake",
     ui: bool = False,
     config: Mapping[str, str] | None = None,
+    data_source: bool = True,
 ) -> Any:
     """Start (or return the running) SparkSession configured for posixlake.
 
@@ -190,10 +192,12 @@ def build_session(
         app_name: the application name (of a session with its own JVM).
         ui: start the Spark web UI (of a session with its own JVM).
         config: extra Spark configuration.
+        data_source: register the ``posixlake`` data source in the session
+            (:func:`add_data_source`).
 
     Returns:
         A ``pyspark.sql.SparkSession`` (classic or Connect) with the ``posixlake`` data
-        source registered.
+        source registered (unless ``data_source`` is False).
 
     Raises:
         SparkUnavailableError: PySpark, its Connect client or a suitable Java is missing,
@@ -210,7 +214,7 @@ def build_session(
                 f"${MASTER_ENV} and ${REMOTE_ENV} are both set: unset one of them"
             )
     if remote:
-        return _connect_session(remote, config or {})
+        return _connect_session(remote, config or {}, data_source=data_source)
     sql = _pyspark()
     check_java()
     url = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
@@ -232,9 +236,8 @@ def build_session(
         preload()
     session.sparkContext.setLogLevel("ERROR")
     quiet_pyspark_loggers()
-    from posixlake.engines.spark._datasource import register_data_source
-
-    register_data_source(session)
+    if data_source:
+        add_data_source(session)
     logger.debug("Spark session ready on %s", url)
     return session
 
@@ -329,7 +332,26 @@ def quiet_pyspark_loggers() -> None:
             target.addHandler(_ToDebugLog())
 
 
-def _connect_session(url: str, config: Mapping[str, str]) -> Any:
+def add_data_source(session: Any) -> None:
+    """Register the ``posixlake`` data source in ``session`` (idempotent).
+
+    Raises:
+        SparkUnavailableError: a Spark Connect server that cannot run Python data sources.
+    """
+    from posixlake.engines.spark._datasource import register_data_source
+
+    if not is_connect(session):
+        register_data_source(session)
+        return
+    try:
+        register_data_source(session)
+    except spark_errors() as err:
+        raise SparkUnavailableError(
+            f"the Spark Connect server cannot run Python data sources: {_first_line(str(err))}"
+        ) from err
+
+
+def _connect_session(url: str, config: Mapping[str, str], *, data_source: bool) -> Any:
     """Return a Spark Connect session on ``url`` with posixlake's SQL settings."""
     sql = _pyspark()
     try:
@@ -348,29 +370,55 @@ def _connect_session(url: str, config: Mapping[str, str]) -> Any:
             f"Connect server {url} (its functions follow one mode per process)"
         )
     check_remote(url)
-    builder = sql.SparkSession.builder.remote(url)
-    for key, value in {**SESSION_CONF, **config}.items():
-        builder = builder.config(key, value)
+    settings = {**SESSION_CONF, **VALUE_CONFIG, **config}
     with _build_lock, quiet():
-        try:
-            session = builder.getOrCreate()
-        except spark_errors() as err:
-            raise SparkUnavailableError(
-                f"cannot start a session on the Spark Connect server {url}: {_first_line(str(err))}"
-            ) from err
+        session = None
+        for attempt in range(2):  # a closed leased session is replaced once
+            try:
+                session = _join(sql, url, settings)
+                break
+            except spark_errors() as err:
+                renewed = _renewed(url, err) if attempt == 0 else None
+                if renewed is None:
+                    raise SparkUnavailableError(
+                        f"cannot start a session on the Spark Connect server {url}: "
+                        f"{_first_line(str(err))}"
+                    ) from err
+                url = renewed
+        assert session is not None
         preload()
+    if ";session_id=" in url:  # a named session others join too: not ours to end
+        session.release_session_on_close = False
     quiet_pyspark_loggers()
-    from posixlake.engines.spark._datasource import register_data_source
-
-    try:
-        register_data_source(session)
-    except spark_errors() as err:
-        raise SparkUnavailableError(
-            f"the Spark Connect server {url} cannot run Python data sources: "
-            f"{_first_line(str(err))}"
-        ) from err
+    if data_source:
+        add_data_source(session)
     logger.debug("Spark Connect session ready on %s", url)
     return session
+
+
+def _join(sql: Any, url: str, settings: Mapping[str, str]) -> Any:
+    """Return the Connect session on ``url`` with ``settings`` set in it."""
+    return sql.SparkSession.builder.remote(url).config(map=dict(settings)).getOrCreate()
+
+
+def _renewed(url: str, err: BaseException) -> str | None:
+    """Return the URL of a new leased session when the server closed the leased session
+    of ``url`` (it idled out), else None. The half-built session is dropped."""
+    if "SESSION_CLOSED" not in str(err):
+        return None
+    from posixlake.engines.spark._leases import renew_session
+
+    renewed = renew_session(url)
+    if renewed is None:
+        return None
+    from pyspark.sql.connect.session import SparkSession
+
+    broken = SparkSession._get_default_session()
+    if broken is not None:  # the client keeps the session whose first call failed
+        broken.release_session_on_close = False
+        broken.stop()
+    logger.debug("Spark Connect session of %s was closed: joining %s", url, renewed)
+    return renewed
 
 
 def parse_remote(url: str) -> tuple[str, int]:
