@@ -84,6 +84,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=5,
+        help="queries before timing on the Connect server (its JVM compiles the query's "
+        "code on the first ones; a server that has served commands is warm)",
+    )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--remote", default=None, help="an already running Connect server")
@@ -113,7 +120,9 @@ def main() -> None:
         expected = None
         figures: dict[str, dict[str, float]] = {}
         for name, flags in modes.items():
-            posixlake("query", table, SQL, "--json", *flags, env=env)  # warm-up (caches, server)
+            # warm-up: caches; on the Connect server, the JVM's compiled code
+            for _ in range(args.warmup if flags == connect else 1):
+                posixlake("query", table, SQL, "--json", *flags, env=env)
             times = []
             for _ in range(args.runs):
                 wall, done = posixlake("query", table, SQL, "--json", *flags, env=env)
