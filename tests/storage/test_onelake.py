@@ -172,6 +172,8 @@ class FakeEntra:
     def close(self) -> None:
         self._proc.terminate()
         self._proc.wait(timeout=10)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,7 @@ def onelake(onelake_servers: tuple[OneLake, str], monkeypatch: pytest.MonkeyPatc
     # azure-core (requests) and delta-rs (rustls with native roots) trust the test CA.
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", ca_file)
     monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    monkeypatch.setenv("POSIXLAKE_ENGINE", "local")
     return lake
 
 
@@ -317,7 +320,7 @@ def test_a_service_principal_creates_writes_and_reads_a_onelake_table(onelake: O
 def test_azurite_refuses_the_table_without_a_token(onelake: OneLake) -> None:
     """The Azurite of these tests checks bearer tokens: no credential, no table."""
     uri = onelake.uri("nobody")
-    with pytest.raises(PosixLakeError):
+    with pytest.raises(StorageAuthenticationError, match="AZURE_STORAGE_CLIENT_ID"):
         DatabaseOps.create(
             uri,
             SCHEMA,
