@@ -25,7 +25,6 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from posixlake import AzureConfig, DatabaseOps, Field, Schema
-from posixlake.errors import PosixLakeError
 from posixlake.storage import StorageAuthenticationError, storage_options_for
 from tests.storage._fake_entra import CLIENT, SECRET, TENANT
 from tests.storage.servers import LocalServer, ServerUnavailable, start_azurite
