@@ -4,6 +4,7 @@ the container check of :func:`posixlake.storage.prepare`, and :class:`AzureStore
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -468,7 +469,19 @@ def _identity_kwargs(cfg: AzureConfig) -> dict[str, Any]:
 
 
 def _principal_credential(cfg: AzureConfig, tenant: str, client: str, secret: str) -> Any:
-    """Return azure-identity's ``ClientSecretCredential`` for a service principal."""
+    """Return azure-identity's ``ClientSecretCredential`` for a service principal.
+
+    One credential per principal and authority for the process, so that its token cache
+    serves every client made for it (a token is asked for about once an hour, not once
+    per table opened).
+    """
+    return _cached_principal_credential(tenant, client, secret, cfg.authority)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_principal_credential(
+    tenant: str, client: str, secret: str, authority: str | None
+) -> Any:
     try:
         from azure.identity import ClientSecretCredential
     except ImportError as err:  # pragma: no cover - azure-identity is a dependency
@@ -476,7 +489,10 @@ def _principal_credential(cfg: AzureConfig, tenant: str, client: str, secret: st
             f"a service principal ({_PRINCIPAL_VARS}) needs azure-identity: "
             "pip install azure-identity"
         ) from err
-    return ClientSecretCredential(tenant, client, secret, **_identity_kwargs(cfg))
+    extra: dict[str, Any] = (
+        {"authority": authority, "disable_instance_discovery": True} if authority else {}
+    )
+    return ClientSecretCredential(tenant, client, secret, **extra)
 
 
 def _default_azure_credential(cfg: AzureConfig) -> Any:

@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from posixlake import AzureConfig, DatabaseOps, Field, Schema
-from posixlake.storage import StorageAuthenticationError, storage_options_for
+from posixlake.storage import StorageAuthenticationError, open_store, storage_options_for
+from posixlake.storage import azure as azure_module
 from tests.storage._fake_entra import CLIENT, SECRET, TENANT
 from tests.storage.servers import LocalServer, ServerUnavailable, start_azurite
 
@@ -234,6 +235,8 @@ def onelake(onelake_servers: tuple[OneLake, str], monkeypatch: pytest.MonkeyPatc
     """The servers, with this test's environment trusting the test CA and no Azure variables."""
     lake, ca_file = onelake_servers
     lake.entra.reset()
+    # Each test starts without azure-identity tokens cached in this process.
+    azure_module._cached_principal_credential.cache_clear()
     for name in (
         "AZURE_STORAGE_CONNECTION_STRING",
         "AZURE_STORAGE_ACCOUNT_NAME",
@@ -314,6 +317,24 @@ def test_a_service_principal_creates_writes_and_reads_a_onelake_table(onelake: O
         assert t.form["scope"] == "https://storage.azure.com/.default"
     # No request left for login.microsoftonline.com: discovery went to the authority too.
     assert f"GET /{TENANT}/v2.0/.well-known/openid-configuration" in onelake.entra.paths
+
+
+def test_the_object_store_writes_and_reads_onelake_files(onelake: OneLake) -> None:
+    """Backups and security files go through :func:`open_store` with delta-rs' options."""
+    uri = onelake.uri("files")
+    options = storage_options_for(uri, onelake.config())
+    assert options is not None
+    store = open_store(uri, options)
+    store.write_bytes("_posixlake/probe.txt", b"hello", if_absent=True)
+    assert store.read_bytes("_posixlake/probe.txt") == b"hello"
+    assert [e.key for e in store.list("_posixlake")] == ["_posixlake/probe.txt"]
+    assert onelake.blob_names("Lakehouse1.Lakehouse/Tables/files/") == [
+        "Lakehouse1.Lakehouse/Tables/files/_posixlake/probe.txt"
+    ]
+    assert [t.form["client_id"] for t in onelake.entra.tokens] == [CLIENT]
+    # A second store for the same principal reuses the token.
+    assert open_store(uri, options).read_bytes("_posixlake/probe.txt") == b"hello"
+    assert len(onelake.entra.tokens) == 1
 
 
 def test_azurite_refuses_the_table_without_a_token(onelake: OneLake) -> None:
