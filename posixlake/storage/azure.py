@@ -180,8 +180,8 @@ class AzureConfig:
             parts = urlsplit(host)
             if parts.scheme != "https" or not parts.hostname:
                 raise InvalidOperation(
-                    "the Azure authority host must be an https URL, e.g. "
-                    f"{PUBLIC_AUTHORITY}, not {self.authority_host!r}"
+                    f"the Azure authority host (authority_host, ${AUTHORITY_HOST_ENV}) must be "
+                    f"an https URL, e.g. {PUBLIC_AUTHORITY}, not {self.authority_host!r}"
                 )
 
     @classmethod

@@ -25,7 +25,13 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from posixlake import AzureConfig, DatabaseOps, Field, Schema
-from posixlake.storage import StorageAuthenticationError, open_store, storage_options_for
+from posixlake.errors import InvalidOperation
+from posixlake.storage import (
+    StorageAuthenticationError,
+    open_store,
+    prepare,
+    storage_options_for,
+)
 from posixlake.storage import azure as azure_module
 from tests.storage._fake_entra import CLIENT, SECRET, TENANT
 from tests.storage.servers import LocalServer, ServerUnavailable, start_azurite
@@ -209,6 +215,8 @@ class OneLake:
             connection_verify=self.tls.ca_file,
         )
         container = client.get_container_client(WORKSPACE)
+        if not container.exists():
+            return []
         return sorted(b.name for b in container.list_blobs(name_starts_with=prefix))
 
 
@@ -322,6 +330,7 @@ def test_a_service_principal_creates_writes_and_reads_a_onelake_table(onelake: O
 def test_the_object_store_writes_and_reads_onelake_files(onelake: OneLake) -> None:
     """Backups and security files go through :func:`open_store` with delta-rs' options."""
     uri = onelake.uri("files")
+    prepare(uri, onelake.config(), create=True)  # the workspace's container
     options = storage_options_for(uri, onelake.config())
     assert options is not None
     store = open_store(uri, options)
@@ -397,6 +406,14 @@ def test_an_incomplete_principal_names_what_is_missing(
     for name in missing:
         assert name in message
     assert onelake.entra.tokens == []
+
+
+def test_a_plain_http_authority_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidOperation, match="https"):
+        AzureConfig(authority_host="http://127.0.0.1:1")
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", "http://login.example")
+    with pytest.raises(InvalidOperation, match="AZURE_AUTHORITY_HOST"):
+        storage_options_for("abfss://ws@onelake.dfs.fabric.microsoft.com/i/Tables/t", None)
 
 
 def test_the_cli_uses_the_principal_from_the_environment(
