@@ -407,8 +407,9 @@ class AzureConfig:
             opts["azure_storage_account_key"] = cfg.account_key
         if cfg.sas_token:
             opts["azure_storage_sas_token"] = cfg.sas_token.lstrip("?")
-        principal = cfg.service_principal
-        if principal is not None and not (cfg.account_key or cfg.sas_token):
+        # A key or SAS token wins; only then is a (partial) principal looked at.
+        principal = None if cfg.account_key or cfg.sas_token else cfg.service_principal
+        if principal is not None:
             tenant, client, secret = principal
             opts["azure_client_id"] = client
             opts["azure_client_secret"] = secret

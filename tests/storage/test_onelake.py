@@ -408,6 +408,14 @@ def test_an_incomplete_principal_names_what_is_missing(
     assert onelake.entra.tokens == []
 
 
+def test_an_account_key_wins_over_a_partial_principal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CLIENT_ID", CLIENT)
+    opts = storage_options_for("az://c/t", AzureConfig("acct", "a2V5"))
+    assert opts is not None
+    assert opts["azure_storage_account_key"] == "a2V5"
+    assert "azure_client_id" not in opts
+
+
 def test_a_plain_http_authority_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InvalidOperation, match="https"):
         AzureConfig(authority_host="http://127.0.0.1:1")
