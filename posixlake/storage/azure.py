@@ -561,7 +561,11 @@ def prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> Non
     from azure.core.exceptions import ResourceExistsError
 
     container = azure_service_client(cfg).get_container_client(loc.bucket)
-    what = f"az://{loc.bucket}/{loc.prefix}"
+    what = (
+        f"abfss://{loc.bucket}@{cfg.account_name}.dfs.fabric.microsoft.com/{loc.prefix}"
+        if cfg.use_fabric_endpoint and cfg.account_name
+        else f"az://{loc.bucket}/{loc.prefix}"
+    )
     try:
         azure_call(
             cfg,

@@ -468,5 +468,7 @@ def test_the_cli_reports_a_wrong_secret(onelake: OneLake, monkeypatch: pytest.Mo
     )
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
-    assert "AZURE_STORAGE_CLIENT_SECRET" in result.stderr.strip().splitlines()[-1]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "AZURE_STORAGE_CLIENT_SECRET" in last
+    assert last.startswith(f"Error: {onelake.uri('cli_wrong')}: Azure rejected the credentials")
     assert "not-it" not in result.stderr
