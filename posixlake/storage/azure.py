@@ -4,6 +4,7 @@ the container check of :func:`posixlake.storage.prepare`, and :class:`AzureStore
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -75,7 +76,30 @@ _AZURE_ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "allow_http": ("azure_allow_http", "allow_http"),
     "create_container": ("create_container", "create_bucket"),
     "connection_string": ("azure_storage_connection_string", "connection_string"),
+    "client_id": ("azure_storage_client_id", "azure_client_id", "client_id"),
+    "client_secret": ("azure_storage_client_secret", "azure_client_secret", "client_secret"),
+    "tenant_id": (
+        "azure_storage_tenant_id",
+        "azure_storage_authority_id",
+        "azure_tenant_id",
+        "azure_authority_id",
+        "tenant_id",
+        "authority_id",
+    ),
+    "authority_host": ("azure_storage_authority_host", "azure_authority_host", "authority_host"),
+    "use_fabric_endpoint": ("azure_use_fabric_endpoint", "use_fabric_endpoint"),
 }
+
+#: The environment variables of a service principal, as the original project names them.
+CLIENT_ID_ENV: Final = "AZURE_STORAGE_CLIENT_ID"
+CLIENT_SECRET_ENV: Final = "AZURE_STORAGE_CLIENT_SECRET"
+TENANT_ID_ENV: Final = "AZURE_STORAGE_TENANT_ID"
+AUTHORITY_HOST_ENV: Final = "AZURE_AUTHORITY_HOST"
+_PRINCIPAL_VARS: Final = f"{CLIENT_ID_ENV} / {CLIENT_SECRET_ENV} / {TENANT_ID_ENV}"
+#: Microsoft Entra ID's public-cloud authority (azure-identity's and object_store's default).
+PUBLIC_AUTHORITY: Final = "https://login.microsoftonline.com"
+#: The host suffix of Microsoft Fabric OneLake endpoints (``onelake.dfs.fabric.microsoft.com``).
+FABRIC_SUFFIX: Final = ".fabric.microsoft.com"
 
 
 @dataclass(frozen=True)
@@ -85,9 +109,19 @@ class AzureConfig:
     Fields left as None come from the environment when the options are built:
     ``AZURE_STORAGE_CONNECTION_STRING``, ``AZURE_STORAGE_ACCOUNT_NAME`` (or
     ``AZURE_STORAGE_ACCOUNT``), ``AZURE_STORAGE_ACCOUNT_KEY`` (or ``AZURE_STORAGE_KEY``),
-    ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_ENDPOINT``, ``AZURE_STORAGE_USE_EMULATOR``
-    and ``AZURITE_BLOB_STORAGE_URL``. See also :meth:`from_connection_string` and
-    :meth:`emulator`.
+    ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_ENDPOINT``, ``AZURE_STORAGE_USE_EMULATOR``,
+    ``AZURITE_BLOB_STORAGE_URL``, the service principal's ``AZURE_STORAGE_CLIENT_ID``,
+    ``AZURE_STORAGE_CLIENT_SECRET``, ``AZURE_STORAGE_TENANT_ID`` and ``AZURE_AUTHORITY_HOST``.
+    See also :meth:`from_connection_string` and :meth:`emulator`.
+
+    Credentials, first found wins: an account key, a SAS token, a service principal
+    (Microsoft Entra ID client credentials; delta-rs and azure-storage-blob each fetch and
+    refresh their own tokens), else azure-identity's ``DefaultAzureCredential`` for the
+    blob SDK (environment, managed identity, Azure CLI...) and object_store's own chain
+    (``AZURE_CLIENT_ID``/``AZURE_CLIENT_SECRET``/``AZURE_TENANT_ID``, managed identity)
+    for delta-rs. Microsoft Fabric OneLake
+    (``abfss://<workspace>@onelake.dfs.fabric.microsoft.com/<item>/Tables/<name>``)
+    takes Entra ID tokens only: a service principal, or the chain.
 
     Args:
         account_name: the storage account.
@@ -99,6 +133,15 @@ class AzureConfig:
             ``$AZURITE_BLOB_STORAGE_URL`` or ``http://127.0.0.1:10000`` as endpoint.
         create_container: create a missing container when a table is created.
         allow_http: allow plain-HTTP endpoints (default: True for an ``http://`` endpoint).
+        client_id, client_secret, tenant_id: a service principal (the secret is never
+            shown in repr); all three or none.
+        authority_host: the Entra ID authority (default ``https://login.microsoftonline.com``;
+            sovereign clouds, Azure Stack, or a local test server). An authority given
+            here is trusted as is: azure-identity skips its instance discovery, as
+            delta-rs does.
+        use_fabric_endpoint: address Microsoft Fabric OneLake
+            (``https://<account>.blob.fabric.microsoft.com``); set by an ``abfs[s]://``
+            URI on ``*.fabric.microsoft.com``.
         connect_timeout, timeout, max_retries, retry_timeout: as in :class:`S3Config`.
         options: more delta-rs / object_store options; they win over the fields.
     """
@@ -111,6 +154,11 @@ class AzureConfig:
     use_emulator: bool = False
     create_container: bool = False
     allow_http: bool | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    tenant_id: str | None = None
+    authority_host: str | None = None
+    use_fabric_endpoint: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     timeout: float | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -123,6 +171,18 @@ class AzureConfig:
             raise InvalidOperation(
                 f"Azure endpoint must be an http(s) URL, e.g. http://127.0.0.1:10000/devstoreaccount1, not {self.endpoint!r}"
             )
+        if self.authority_host is not None:
+            host = (
+                self.authority_host
+                if "://" in self.authority_host
+                else f"https://{self.authority_host}"
+            )
+            parts = urlsplit(host)
+            if parts.scheme != "https" or not parts.hostname:
+                raise InvalidOperation(
+                    f"the Azure authority host (authority_host, ${AUTHORITY_HOST_ENV}) must be "
+                    f"an https URL, e.g. {PUBLIC_AUTHORITY}, not {self.authority_host!r}"
+                )
 
     @classmethod
     def emulator(cls, endpoint: str | None = None, **overrides: Any) -> AzureConfig:
@@ -180,7 +240,7 @@ class AzureConfig:
     def from_options(cls, options: Mapping[str, Any]) -> AzureConfig:
         """Return a config from delta-rs storage options (any key spelling delta-rs accepts)."""
         known, rest = split_options(options, _AZURE_ALIASES)
-        for name in ("allow_http", "use_emulator", "create_container"):
+        for name in ("allow_http", "use_emulator", "create_container", "use_fabric_endpoint"):
             if name in known:
                 known[name] = flag(known[name])
         conn = known.pop("connection_string", None)
@@ -189,11 +249,18 @@ class AzureConfig:
         return cls(**known, options=rest)
 
     def for_uri(self, uri: str) -> AzureConfig:
-        """Return this config with the account named in an ``abfs[s]://`` URI filled in."""
+        """Return this config with the account named in an ``abfs[s]://`` URI filled in.
+
+        A URI on ``*.fabric.microsoft.com`` (OneLake) also sets ``use_fabric_endpoint``.
+        """
         loc = parse_uri(uri)
+        cfg = self
         if loc is not None and loc.account and not self.account_name and not self.use_emulator:
-            return replace(self, account_name=loc.account)
-        return self
+            cfg = replace(cfg, account_name=loc.account)
+        host = (urlsplit(uri).hostname or "").lower() if loc is not None else ""
+        if host.endswith(FABRIC_SUFFIX) and not cfg.use_fabric_endpoint:
+            cfg = replace(cfg, use_fabric_endpoint=True)
+        return cfg
 
     def resolved(self) -> AzureConfig:
         """Return this config with environment fallbacks and emulator defaults applied."""
@@ -216,7 +283,8 @@ class AzureConfig:
         if use_emulator:
             account = cfg.account_name or EMULATOR_ACCOUNT
             endpoint = cfg.endpoint or env_value("AZURITE_BLOB_STORAGE_URL") or EMULATOR_URL
-            key = cfg.account_key or (None if cfg.sas_token else EMULATOR_KEY)
+            explicit = cfg.sas_token or cfg.client_id
+            key = cfg.account_key or (None if explicit else EMULATOR_KEY)
         else:
             account = cfg.account_name or env_value(
                 "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT"
@@ -224,6 +292,12 @@ class AzureConfig:
             endpoint = cfg.endpoint or env_value("AZURE_STORAGE_ENDPOINT")
             key = cfg.account_key or env_value("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
         sas = cfg.sas_token or (None if key else env_value("AZURE_STORAGE_SAS_TOKEN"))
+        client_id = cfg.client_id or env_value(CLIENT_ID_ENV)
+        client_secret = cfg.client_secret or env_value(CLIENT_SECRET_ENV)
+        tenant_id = cfg.tenant_id or env_value(TENANT_ID_ENV)
+        authority = cfg.authority_host or env_value(AUTHORITY_HOST_ENV)
+        if authority is not None and cfg.authority_host is None:
+            cfg = replace(cfg, authority_host=authority)  # checks the value
         if endpoint and account:
             parts = urlsplit(endpoint)
             host_is_account = parts.hostname is not None and parts.hostname.startswith(
@@ -238,6 +312,56 @@ class AzureConfig:
             sas_token=sas,
             endpoint=endpoint.rstrip("/") if endpoint else None,
             use_emulator=use_emulator,
+            client_id=client_id,
+            client_secret=client_secret,
+            tenant_id=tenant_id,
+        )
+
+    @property
+    def service_principal(self) -> tuple[str, str, str] | None:
+        """``(tenant_id, client_id, client_secret)`` of a resolved config, or None.
+
+        Raises:
+            StorageAuthenticationError: only part of the service principal is given.
+        """
+        given = {
+            f"{CLIENT_ID_ENV} (client_id)": self.client_id,
+            f"{CLIENT_SECRET_ENV} (client_secret)": self.client_secret,
+            f"{TENANT_ID_ENV} (tenant_id)": self.tenant_id,
+        }
+        missing = [name for name, value in given.items() if not value]
+        if len(missing) == 3:
+            return None
+        if missing:
+            raise StorageAuthenticationError(
+                "the Azure service principal is incomplete: "
+                f"{', '.join(missing)} missing; a service principal needs all of "
+                f"{_PRINCIPAL_VARS}"
+            )
+        assert self.client_id and self.client_secret and self.tenant_id
+        return self.tenant_id, self.client_id, self.client_secret
+
+    @property
+    def authority(self) -> str | None:
+        """The configured authority host as an https URL without a trailing slash."""
+        if not self.authority_host:
+            return None
+        host = self.authority_host
+        return (host if "://" in host else f"https://{host}").rstrip("/")
+
+    @property
+    def credential_kind(self) -> str:
+        """Which credentials a resolved config uses, for messages (no secrets)."""
+        if self.account_key:
+            return "the account key"
+        if self.sas_token:
+            return "the SAS token"
+        if self.service_principal is not None:
+            return f"the service principal {self.client_id!r} ({_PRINCIPAL_VARS})"
+        return (
+            "azure-identity's default credential chain (set "
+            f"{_PRINCIPAL_VARS} for a service principal, or run 'az login', or use a "
+            "managed identity)"
         )
 
     @property
@@ -258,6 +382,8 @@ class AzureConfig:
                 "Azure needs an account: AzureConfig(account_name=...), a connection string "
                 "or AZURE_STORAGE_ACCOUNT_NAME"
             )
+        if cfg.use_fabric_endpoint:
+            return f"https://{cfg.account_name}.blob.fabric.microsoft.com"
         return f"https://{cfg.account_name}.blob.core.windows.net"
 
     def describe(self) -> str:
@@ -281,6 +407,17 @@ class AzureConfig:
             opts["azure_storage_account_key"] = cfg.account_key
         if cfg.sas_token:
             opts["azure_storage_sas_token"] = cfg.sas_token.lstrip("?")
+        # A key or SAS token wins; only then is a (partial) principal looked at.
+        principal = None if cfg.account_key or cfg.sas_token else cfg.service_principal
+        if principal is not None:
+            tenant, client, secret = principal
+            opts["azure_client_id"] = client
+            opts["azure_client_secret"] = secret
+            opts["azure_tenant_id"] = tenant
+            if cfg.authority:
+                opts["azure_authority_host"] = cfg.authority
+        if cfg.use_fabric_endpoint:
+            opts["azure_use_fabric_endpoint"] = "true"
         if cfg.endpoint:
             opts["azure_storage_endpoint"] = cfg.endpoint
         if cfg.http_allowed:
@@ -305,8 +442,10 @@ def azure_service_client(config: AzureConfig) -> Any:
         credential = {"account_name": cfg.account_name, "account_key": cfg.account_key}
     elif cfg.sas_token:
         credential = cfg.sas_token.lstrip("?")
+    elif (principal := cfg.service_principal) is not None:
+        credential = _principal_credential(cfg, *principal)
     else:
-        credential = _default_azure_credential()
+        credential = _default_azure_credential(cfg)
     return BlobServiceClient(
         account_url=cfg.account_url,
         credential=credential,
@@ -319,13 +458,51 @@ def azure_service_client(config: AzureConfig) -> Any:
     )
 
 
-def _default_azure_credential() -> Any:
+def _identity_kwargs(cfg: AzureConfig) -> dict[str, Any]:
+    """azure-identity keyword arguments for the configured authority host.
+
+    An authority the user configured is trusted as is (no instance discovery against
+    login.microsoftonline.com, which also lets private clouds and test servers work).
+    """
+    if not cfg.authority:
+        return {}
+    return {"authority": cfg.authority, "disable_instance_discovery": True}
+
+
+def _principal_credential(cfg: AzureConfig, tenant: str, client: str, secret: str) -> Any:
+    """Return azure-identity's ``ClientSecretCredential`` for a service principal.
+
+    One credential per principal and authority for the process, so that its token cache
+    serves every client made for it (a token is asked for about once an hour, not once
+    per table opened).
+    """
+    return _cached_principal_credential(tenant, client, secret, cfg.authority)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_principal_credential(
+    tenant: str, client: str, secret: str, authority: str | None
+) -> Any:
+    try:
+        from azure.identity import ClientSecretCredential
+    except ImportError as err:  # pragma: no cover - azure-identity is a dependency
+        raise StorageAuthenticationError(
+            f"a service principal ({_PRINCIPAL_VARS}) needs azure-identity: "
+            "pip install azure-identity"
+        ) from err
+    extra: dict[str, Any] = (
+        {"authority": authority, "disable_instance_discovery": True} if authority else {}
+    )
+    return ClientSecretCredential(tenant, client, secret, **extra)
+
+
+def _default_azure_credential(cfg: AzureConfig) -> Any:
     """Return azure-identity's default credential when installed, else None (anonymous)."""
     try:
         from azure.identity import DefaultAzureCredential
     except ImportError:
         return None
-    return DefaultAzureCredential()
+    return DefaultAzureCredential(**_identity_kwargs(cfg))
 
 
 def azure_error(err: Exception, *, what: str, cfg: AzureConfig, container: str) -> PosixLakeError:
@@ -352,13 +529,21 @@ def azure_error(err: Exception, *, what: str, cfg: AzureConfig, container: str) 
         or "failed to authenticate" in first.lower()  # Azurite says AuthorizationFailure
     ):
         return StorageAuthenticationError(
-            f"{what}: Azure rejected the credentials for {where}: {code or first}"
+            f"{what}: Azure rejected the credentials for {where} "
+            f"({_credential_kind(cfg)}): {code or first}"
         )
     if isinstance(err, ax.HttpResponseError) and (
         err.status_code == 403 or code.startswith("Authorization")
     ):
         return PermissionDenied(f"{what}: Azure denied access to {where}: {code or first}")
     return StorageError(f"{what}: Azure error at {where}: {type(err).__name__}: {first}")
+
+
+def _credential_kind(cfg: AzureConfig) -> str:
+    try:
+        return cfg.resolved().credential_kind
+    except StorageAuthenticationError:
+        return "an incomplete service principal"
 
 
 def azure_call(cfg: AzureConfig, container: str, what: str, fn: Callable[[], _T]) -> _T:
@@ -376,7 +561,11 @@ def prepare_azure(loc: ObjectLocation, cfg: AzureConfig, *, create: bool) -> Non
     from azure.core.exceptions import ResourceExistsError
 
     container = azure_service_client(cfg).get_container_client(loc.bucket)
-    what = f"az://{loc.bucket}/{loc.prefix}"
+    what = (
+        f"abfss://{loc.bucket}@{cfg.account_name}.dfs.fabric.microsoft.com/{loc.prefix}"
+        if cfg.use_fabric_endpoint and cfg.account_name
+        else f"az://{loc.bucket}/{loc.prefix}"
+    )
     try:
         azure_call(
             cfg,

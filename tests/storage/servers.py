@@ -267,11 +267,15 @@ def find_azurite() -> str:
     raise ServerUnavailable(f"azurite-blob not found (node/npm needed): {AZURITE_INSTALL}")
 
 
-def start_azurite(*, workdir: str, port: int | None = None) -> LocalServer:
+def start_azurite(
+    *, workdir: str, port: int | None = None, https: tuple[str, str] | None = None
+) -> LocalServer:
     """Start ``azurite-blob --blobHost 127.0.0.1 --blobPort PORT --inMemoryPersistence``.
 
     The endpoint is Azurite's path-style account URL,
-    ``http://127.0.0.1:PORT/devstoreaccount1``.
+    ``http://127.0.0.1:PORT/devstoreaccount1``. With ``https=(cert_file, key_file)`` it
+    serves HTTPS and also accepts OAuth bearer tokens (``--oauth basic``: issuer,
+    audience and lifetime are checked, the signature is not).
 
     Raises:
         ServerUnavailable: Azurite is missing or too old.
@@ -290,8 +294,9 @@ def start_azurite(*, workdir: str, port: int | None = None) -> LocalServer:
             "--skipApiVersionCheck",
             "--extentMemoryLimit",
             "2048",
+            *(["--cert", https[0], "--key", https[1], "--oauth", "basic"] if https else []),
         ],
-        endpoint=f"http://127.0.0.1:{port}/devstoreaccount1",
+        endpoint=f"{'https' if https else 'http'}://127.0.0.1:{port}/devstoreaccount1",
         ready_marker="successfully listen",
         cwd=workdir,
     )
