@@ -97,6 +97,12 @@ def _changes(db: DatabaseOps) -> None:
         assert "change data feed" in str(err)
 
 
+def _subscribed(db: DatabaseOps) -> None:
+    """Follow the table's commits: permitted means a feed that reads the first batches."""
+    with db.subscribe(from_version=0) as feed:
+        list(feed.available())
+
+
 def _renamed(db: DatabaseOps, *, drop: bool) -> None:
     """Rename / drop: permitted means past the check, to "no column mapping" (the table
     of this world has none)."""
@@ -173,6 +179,7 @@ OPERATIONS: list[tuple[str, str, frozenset[Permission], Op]] = [
     ("get_metrics", "get_metrics", frozenset({"read"}), lambda db, w, u: db.get_metrics()),
     ("health_check", "health_check", frozenset({"read"}), lambda db, w, u: db.health_check()),
     ("changes", "changes", frozenset({"read"}), lambda db, w, u: _changes(db)),
+    ("subscribe", "subscribe", frozenset({"read"}), lambda db, w, u: _subscribed(db)),
     # write
     ("insert", "insert", frozenset({"write"}), lambda db, w, u: db.insert({"id": 10, "name": "i"})),
     (
