@@ -114,20 +114,19 @@ def latency(root: Path, commits: int, *, cdf: bool, mode: str) -> dict[str, Any]
 
 
 def scrapes(root: Path, rows: int, n: int) -> list[dict[str, Any]]:
-    from cli._control import ControlPlane
-    from nfs._serving import nfs_url
-    from nfs.server import NfsServer
+    from cli._control import serving_plane
+    from nfs.protocol.server import NfsServer
+    from nfs.protocol.serving import nfs_url
+    from nfs.table.tablefs import TableFs
 
     path = root / "scrape"
     db = DatabaseOps.create(path, {"id": "Int64", "name": "String"}, engine="local")
     db.insert({"id": list(range(rows)), "name": [f"name {i}" for i in range(rows)]})
     out = []
-    with NfsServer(db, 0) as server:
-        plane = ControlPlane(
-            lambda: {"scrape": db},
-            nfs_stats=server.stats,
-            ready=lambda: None if server.is_ready() else "down",
-        ).start()
+    share = TableFs(db, state_dir=root / "scrape-state")
+    # as `posixlake serve --http` runs it: NFS calls by procedure and the share's counters
+    with NfsServer(share, 0) as server:
+        plane = serving_plane(db, server, ("127.0.0.1", 0), None, share=share)
         try:
             url = plane.url + "/metrics"
             stop = threading.Event()
