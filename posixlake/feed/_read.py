@@ -19,7 +19,6 @@ Two sources, chosen per version:
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,9 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from posixlake._ops.core import PRIMARY_KEY_PROPERTY
 from posixlake.delta import DataFile, DeltaLog, Snapshot, snapshot_of
+from posixlake.delta._rows import row_key
 from posixlake.errors import NotFound, PosixLakeError, VersionError
 from posixlake.types import CommitInfo
 
@@ -44,7 +45,6 @@ __all__ = [
 CHANGE_TYPE: Final = "_change_type"
 CHANGE_TYPES: Final = ("insert", "update_preimage", "update_postimage", "delete")
 _CDF_PROPERTY: Final = "delta.enableChangeDataFeed"
-_KEY_PROPERTY: Final = "posixlake.primaryKey"
 #: operations that only rearrange data files (their add actions carry dataChange=false)
 _REARRANGING: Final = frozenset({"OPTIMIZE", "ZORDER", "VACUUM START", "VACUUM END"})
 
@@ -111,22 +111,9 @@ def cdf_enabled(configuration: Mapping[str, str]) -> bool:
     return (configuration.get(_CDF_PROPERTY) or "false").lower() == "true"
 
 
-def _hashable(value: Any) -> Any:
-    """Return a hashable stand-in of a row value (nested values included; NaN equal NaN)."""
-    if isinstance(value, float) and math.isnan(value):
-        return ("\0nan",)
-    if isinstance(value, list):
-        return ("\0list", *(_hashable(v) for v in value))
-    if isinstance(value, dict):
-        return ("\0dict", *((k, _hashable(v)) for k, v in value.items()))
-    if isinstance(value, tuple):  # map entries come back as (key, value) tuples
-        return ("\0tuple", *(_hashable(v) for v in value))
-    return value
-
-
 def _row_keys(table: pa.Table, columns: Sequence[str]) -> list[tuple[Any, ...]]:
     cols = [table.column(c).to_pylist() for c in columns]
-    return [tuple(_hashable(v) for v in row) for row in zip(*cols, strict=True)]
+    return [tuple(row_key(v) for v in row) for row in zip(*cols, strict=True)]
 
 
 def _with_type(table: pa.Table, indexes: Sequence[int], change: str) -> pa.Table:
@@ -314,7 +301,7 @@ def _touched(previous: Snapshot | None, current: Snapshot) -> list[str]:
 
 def current_key(configuration: Mapping[str, str]) -> list[str]:
     """Return the primary-key columns a table configuration names (empty: none)."""
-    value = configuration.get(_KEY_PROPERTY) or ""
+    value = configuration.get(PRIMARY_KEY_PROPERTY) or ""
     return [c for c in value.split(",") if c]
 
 
