@@ -105,12 +105,17 @@ def _notify(message: str) -> None:
 
 @contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
-    """Set ``stop`` on SIGINT or SIGTERM (restoring the old handlers after)."""
+    """Set ``stop`` on SIGINT or SIGTERM (restoring the old handlers after).
+
+    The handler runs in the main thread between two bytecodes, possibly while that thread
+    holds ``stop``'s own lock (inside ``stop.wait()``): setting the event there would wait
+    for itself forever. A short thread sets it instead, once the main thread lets go.
+    """
     received: list[str] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
         received.append(signal.Signals(signum).name)
-        stop.set()
+        threading.Thread(target=stop.set, name="posixlake-stop", daemon=True).start()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

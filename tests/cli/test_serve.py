@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -343,3 +344,32 @@ def test_linux_kernel_client_with_the_printed_options(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert rows(table)[-1] == {"id": 4, "item": "kiwi", "qty": 1}
+
+
+STOP_WHILE_LOCKED = """
+import signal, threading
+from cli._serve import _stop_on_signals
+stop = threading.Event()
+with _stop_on_signals(stop) as received:
+    # The main thread holds the event's lock, as it does for a few bytecodes of every
+    # stop.wait(1.0) of serve's and mount's loops; a signal handled right then must not
+    # take that lock in the main thread (it would wait for itself forever).
+    with stop._cond:
+        signal.raise_signal(signal.SIGTERM)
+    stop.wait()
+print(",".join(received))
+"""
+
+
+def test_a_signal_while_the_main_thread_holds_the_stop_event_still_stops() -> None:
+    # CI saw `posixlake mount` hang after SIGTERM: the handler called stop.set() while the
+    # interrupted main thread was inside stop.wait() holding the event's lock.
+    got = subprocess.run(
+        [sys.executable, "-c", STOP_WHILE_LOCKED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "SIGTERM"
