@@ -324,7 +324,7 @@ def _all_exist(snap: Snapshot, paths: Iterable[str]) -> bool:
 def _read_files(snap: Snapshot, files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
     """Read the rows of ``files`` of ``snap`` (partition values, column mapping, deletion
     vectors applied) with exactly ``schema``."""
-    from posixlake.engines.spark._io import ReadSpec, read_data_file
+    from posixlake.delta.datafiles import ReadSpec, read_data_file
 
     spec = ReadSpec(
         uri=snap.uri,

@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from posixlake._convert import conform, to_arrow
 from posixlake.delta._commit import WrittenFile, file_stats
 from posixlake.delta._features import to_physical
-from posixlake.delta._snapshot import DataFile, serialize_partition_value
-from posixlake.errors import IoError, NotFound, SchemaError, SerializationError
+from posixlake.delta._snapshot import serialize_partition_value
+from posixlake.delta.datafiles import ReadSpec, read_data_file
+from posixlake.errors import IoError, SchemaError, SerializationError
 from posixlake.storage import table_filesystem
 from posixlake.types import delta_schema
 
@@ -57,7 +57,6 @@ PREFIX_PATTERN: Final = "spark{}"
 """An operation's tag in its file names (no ``-``: names split on it, see `_tagged`)."""
 MAX_ROWS_PER_FILE: Final = 4_000_000
 ROW_GROUP_ROWS: Final = 1_048_576
-BATCH_ROWS: Final = 65_536
 
 #: Spark DDL of the rows a write task returns, one per file it wrote.
 FILE_ROW_SCHEMA: Final = (
@@ -123,107 +122,6 @@ def list_prefix(uri: str, storage_options: Mapping[str, str] | None, prefix: str
 
 
 # -- reading ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReadSpec:
-    """What a read task needs: the table location, its schema and the files to read.
-
-    Attributes:
-        uri / storage_options: the table.
-        schema: output schema (table columns in order; partition columns included).
-        partition_columns: columns whose values come from ``files``' partition values.
-        files: the files, by index.
-        file_column: when set, an extra string column with each row's file path.
-        physical_schema: with column mapping, ``schema`` with the names the files use.
-    """
-
-    uri: str
-    storage_options: Mapping[str, str] | None
-    schema: pa.Schema
-    partition_columns: tuple[str, ...]
-    files: tuple[DataFile, ...]
-    file_column: str | None = None
-    physical_schema: pa.Schema | None = None
-
-    def stored_names(self) -> dict[str, str]:
-        """Return the name each column has in the data files, by logical name."""
-        if self.physical_schema is None:
-            return {n: n for n in self.schema.names}
-        return dict(zip(self.schema.names, self.physical_schema.names, strict=True))
-
-    def output_schema(self) -> pa.Schema:
-        """The schema of the batches :func:`read_data_file` yields."""
-        if self.file_column is None:
-            return self.schema
-        return self.schema.append(pa.field(self.file_column, pa.string()))
-
-
-def read_data_file(
-    fs: pafs.FileSystem, spec: ReadSpec, data_file: DataFile, *, batch_rows: int = BATCH_ROWS
-) -> Iterator[pa.RecordBatch]:
-    """Yield the rows of one table file with exactly ``spec.output_schema()``.
-
-    Columns missing from an older file are NULL; partition columns come from the file's
-    partition values. Column mapping: columns are read by their physical names and
-    renamed. Deletion vectors: the rows at ``data_file.deleted_rows`` (positions in the
-    file) are dropped. INT96 timestamps are read as microseconds (never wrapped).
-    """
-    out_schema = spec.output_schema()
-    stored = spec.stored_names()
-    try:
-        handle = fs.open_input_file(data_file.path)
-    except FileNotFoundError as err:
-        raise NotFound(f"data file {data_file.path} of {spec.uri} is missing") from err
-    except OSError as err:
-        raise IoError(f"cannot open {data_file.path} of {spec.uri}: {err}") from err
-    with handle:
-        pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
-        present = set(pf.schema_arrow.names)
-        wanted = [
-            stored[f.name]
-            for f in spec.schema
-            if f.name not in spec.partition_columns and stored[f.name] in present
-        ]
-        if pf.metadata.num_rows == 0:
-            return
-        deleted = pa.array(sorted(data_file.deleted_rows), pa.int64())
-        offset = 0
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
-            n = batch.num_rows
-            if len(deleted):
-                positions = pa.array(range(offset, offset + n), pa.int64())
-                batch = batch.filter(pc.invert(pc.is_in(positions, value_set=deleted)))
-            offset += n
-            yield _assemble(batch, spec, data_file, out_schema, stored)
-
-
-def _assemble(
-    batch: pa.RecordBatch,
-    spec: ReadSpec,
-    data_file: DataFile,
-    out_schema: pa.Schema,
-    stored: Mapping[str, str],
-) -> pa.RecordBatch:
-    from posixlake.delta._features import to_logical
-
-    n = batch.num_rows
-    names = batch.schema.names
-    arrays: list[pa.Array] = []
-    for f in spec.schema:
-        if f.name in spec.partition_columns:
-            value = data_file.partition_values.get(f.name)
-            arrays.append(
-                pa.array([value] * n, f.type) if value is not None else pa.nulls(n, f.type)
-            )
-        elif stored[f.name] in names:
-            col = batch.column(names.index(stored[f.name]))
-            arrays.append(col if col.type == f.type else to_logical(col, f.type))
-        else:
-            arrays.append(pa.nulls(n, f.type))
-    if spec.file_column is not None:
-        arrays.append(pa.array([data_file.path] * n, pa.string()))
-    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
 def read_source_file(path: str, *, fmt: str, schema: pa.Schema | None) -> pa.Table:
