@@ -22,7 +22,7 @@ from nfs.protocol.vfs import (
 )
 from nfs.table.changes import Changes
 from nfs.table.partfiles import PartitionFiles
-from nfs.table.partitions import is_partition_entry
+from nfs.table.partitions import PARTITIONS_ID, is_partition_entry
 from nfs.table.reads import Reads
 from nfs.table.state import (
     CHANGES_ID,
@@ -174,6 +174,9 @@ class Attributes:
                 size = self._reads.rendering(n).size
                 return self.file_attrs(fid, 0o444, size, self._reads.commit_time(n))
             return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(n))
+        if fid == PARTITIONS_ID and self._parts.shown():
+            # without its tree: a table not readable file by file still has the directory
+            return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(self._reads.version()))
         if is_partition_entry(fid):
             node = self._parts.node(fid)
             mtime = self._reads.commit_time(self._reads.version())
@@ -258,6 +261,8 @@ class Attributes:
         if ver is not None:
             self._reads.check_version(ver[0])
             return mask & (read if ver[1] else (ACCESS3_READ | ACCESS3_LOOKUP))
+        if fid == PARTITIONS_ID and self._parts.shown():
+            return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
         if is_partition_entry(fid):
             node = self._parts.node(fid)
             return mask & (read if node.is_file else (ACCESS3_READ | ACCESS3_LOOKUP))

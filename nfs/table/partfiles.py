@@ -14,6 +14,7 @@ from typing import Final
 from nfs.protocol.nfs3 import Nfsstat3
 from nfs.protocol.vfs import DirEntry, DirPage, FileId
 from nfs.table.partitions import (
+    PARTITIONS_ID,
     Node,
     PartitionTree,
     build_tree,
@@ -137,5 +138,7 @@ class PartitionFiles:
 
     def generation(self, fid: FileId) -> bytes:
         """Directories keep their handles while they exist; data.csv as /data/data.csv."""
+        if fid == PARTITIONS_ID and self.shown():
+            return self._s.table_gen
         node = self.node(fid)
         return self._s.file_gen if node.is_file else self._s.table_gen

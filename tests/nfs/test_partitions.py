@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -272,3 +273,29 @@ def test_ids_are_in_the_partition_range(path: list[str]) -> None:
     d, f = partition_id(path), partition_id(path, file=True)
     assert PARTITION_BASE <= d < f < 1 << 64
     assert is_partition_file(f) and not is_partition_file(d)
+
+
+def test_a_table_not_readable_file_by_file_refuses_its_partitions(tmp_path: Path) -> None:
+    """Column mapping: the table's data.csv falls back to one whole segment; /partitions
+    is there but cannot be listed or read (NOTSUPP), never shown wrong."""
+    from deltalake import DeltaTable, write_deltalake
+
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "region": ["eu", "us"]})
+    DeltaTable.create(
+        str(tmp_path / "t"),
+        rows.schema,
+        partition_by=["region"],
+        configuration={"delta.columnMapping.mode": "name"},
+    )
+    write_deltalake(str(tmp_path / "t"), rows, mode="append")
+    d = DatabaseOps.open(tmp_path / "t", engine="local")
+    fs = TableFs(d, idle_timer=False, state_dir=tmp_path / "s", segment_cache=tmp_path / "c")
+    try:
+        assert "partitions" in fs.paths.readdir("/")
+        assert fs.paths.getattr("/partitions").mode == 0o555
+        with pytest.raises(NfsError) as err:
+            fs.paths.readdir("/partitions")
+        assert err.value.status == Nfsstat3.NFS3ERR_NOTSUPP
+        assert len(lines(fs.paths.read_file("/data/data.csv"))) == 3
+    finally:
+        fs.close()
