@@ -299,3 +299,21 @@ def test_a_table_not_readable_file_by_file_refuses_its_partitions(tmp_path: Path
         assert len(lines(fs.paths.read_file("/data/data.csv"))) == 3
     finally:
         fs.close()
+
+
+def test_partition_handles_survive_a_restart(db: DatabaseOps, tmp_path: Path) -> None:
+    """Same ids and generations from a new TableFs of the unchanged table (a restart)."""
+    paths = [
+        "/partitions",
+        "/partitions/region=eu",
+        "/partitions/region=eu/day=2024-01-01/data.csv",
+    ]
+    first = TableFs(db, idle_timer=False, state_dir=tmp_path / "a", segment_cache=tmp_path / "c")
+    before = [(fid := first.paths.resolve(p), first.generation(fid)) for p in paths]
+    first.close()
+    again = TableFs(db, idle_timer=False, state_dir=tmp_path / "a", segment_cache=tmp_path / "c")
+    try:
+        assert [(fid, again.generation(fid)) for fid, _ in before] == before
+        assert again.getattr(before[-1][0], ROOT).size == len(again.paths.read_file(paths[-1]))
+    finally:
+        again.close()
