@@ -35,6 +35,7 @@ from nfs.protocol.vfs import (
     Vfs,
     VfsCapabilities,
 )
+from nfs.table.partitions import is_partition_file
 
 __all__ = ["TableAccessVfs", "TableEntries", "UserMap", "UserPermissions"]
 
@@ -204,7 +205,12 @@ class TableAccessVfs:
         return dir_id == self._entries.data_dir and name == self._entries.data_name
 
     def _is_table_content(self, fid: FileId) -> bool:
-        return fid == self._entries.data_file or self._entries.read_only_files(fid)
+        # a partition's data.csv (nfs.table.partitions) holds rows whatever `entries` says
+        return (
+            fid == self._entries.data_file
+            or self._entries.read_only_files(fid)
+            or is_partition_file(fid)
+        )
 
     # ------------------------------------------------------------ Vfs
 

@@ -21,6 +21,8 @@ from nfs.protocol.vfs import (
     VfsCapabilities,
 )
 from nfs.table.changes import Changes
+from nfs.table.partfiles import PartitionFiles
+from nfs.table.partitions import PARTITIONS_ID, is_partition_entry
 from nfs.table.reads import Reads
 from nfs.table.state import (
     CHANGES_ID,
@@ -50,12 +52,18 @@ class Attributes:
     """Ids, attributes, SETATTR, ACCESS and FSSTAT of the table's tree."""
 
     def __init__(
-        self, state: TableState, reads: Reads, rules: WriteRules, changes: Changes
+        self,
+        state: TableState,
+        reads: Reads,
+        rules: WriteRules,
+        changes: Changes,
+        parts: PartitionFiles,
     ) -> None:
         self._s = state
         self._reads = reads
         self._rules = rules
         self._changes = changes
+        self._parts = parts
 
     def capabilities(self) -> VfsCapabilities:
         """Return the static properties (read-only for a user without "write")."""
@@ -72,7 +80,8 @@ class Attributes:
         good; ``data.csv`` and ``schema.sql`` across a restart only while the table has
         not changed since the previous boot began; ``changes.csv`` while it is the same
         log (same table, same first version: see :mod:`nfs.table.changes`); scratch
-        entries per boot only.
+        entries per boot only; /partitions entries while the partition exists (its
+        data.csv as data.csv).
 
         Raises:
             NfsError: NFS3ERR_STALE for an unknown id.
@@ -96,6 +105,9 @@ class Attributes:
             return self._s.table_gen
         if self.is_scratch(fid):
             return self._s.scratch.generation(fid)
+        if is_partition_entry(fid):
+            with self._s.lock:
+                return self._parts.generation(fid)
         raise status_error(Nfsstat3.NFS3ERR_STALE)
 
     def dir_attrs(self, fid: FileId, mode: int, mtime: Nfstime3, nlink: int = 2) -> Fattr3:
@@ -162,6 +174,15 @@ class Attributes:
                 size = self._reads.rendering(n).size
                 return self.file_attrs(fid, 0o444, size, self._reads.commit_time(n))
             return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(n))
+        if fid == PARTITIONS_ID and self._parts.shown():
+            # without its tree: a table not readable file by file still has the directory
+            return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(self._reads.version()))
+        if is_partition_entry(fid):
+            node = self._parts.node(fid)
+            mtime = self._reads.commit_time(self._reads.version())
+            if node.is_file:
+                return self.file_attrs(fid, 0o444, self._parts.rendering(fid).size, mtime)
+            return self.dir_attrs(fid, RO_DIR_MODE, mtime, 2 + len(node.children))
         return self._s.scratch.getattr(fid)
 
     def mixed_dir_attrs(self, fid: FileId) -> Fattr3:
@@ -169,7 +190,8 @@ class Attributes:
         table_time = self._reads.commit_time(self._reads.version())
         mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
         ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
-        nlink = inner.nlink + (1 if fid == ROOT_ID else 0)  # + /versions
+        # + /versions and /partitions
+        nlink = inner.nlink + ((2 if self._parts.shown() else 1) if fid == ROOT_ID else 0)
         return Fattr3(
             type=Ftype3.NF3DIR,
             mode=inner.mode,
@@ -205,6 +227,11 @@ class Attributes:
             if attrs != Sattr3():
                 raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only")
             return self.of(fid, ctx)
+        if is_partition_entry(fid):
+            self._parts.node(fid)
+            if attrs != Sattr3():
+                self._parts.refuse(fid)
+            return self.of(fid, ctx)
         if fid in (ROOT_ID, DATA_DIR_ID):
             if attrs.size is not None:
                 raise status_error(Nfsstat3.NFS3ERR_ISDIR)
@@ -234,6 +261,11 @@ class Attributes:
         if ver is not None:
             self._reads.check_version(ver[0])
             return mask & (read if ver[1] else (ACCESS3_READ | ACCESS3_LOOKUP))
+        if fid == PARTITIONS_ID and self._parts.shown():
+            return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
+        if is_partition_entry(fid):
+            node = self._parts.node(fid)
+            return mask & (read if node.is_file else (ACCESS3_READ | ACCESS3_LOOKUP))
         return self._s.scratch.access(fid, mask, ctx)
 
     def fsstat(self, fid: FileId) -> FsStat:

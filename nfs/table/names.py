@@ -1,9 +1,10 @@
 """The names of a TableFs's tree: LOOKUP, READDIR, CREATE, MKDIR, REMOVE, RMDIR, RENAME.
 
 Owns: the table's fixed entries (``/data/data.csv``, ``/schema.sql``, ``/changes.csv``,
-``/versions/<N>`` with its ``data.csv`` and ``changes.csv``)
-merged with the scratch area's, what may be created, removed or renamed where (the
-table's own entries stay; ``/versions`` is read-only), and the version each scratch file
+``/versions/<N>`` with its ``data.csv`` and ``changes.csv``, and a partitioned table's
+``/partitions``, whose tree :mod:`nfs.table.partfiles` serves) merged with the scratch
+area's, what may be created, removed or renamed where (the table's own entries stay;
+``/versions`` and ``/partitions`` are read-only), and the version each scratch file
 was made at. Removing data.csv and renaming a file onto it are writes: they go to the
 write rules (:mod:`nfs.table.writes`).
 """
@@ -18,6 +19,8 @@ from nfs.protocol.vfs import (
     FileId,
     NfsError,
 )
+from nfs.table.partfiles import PartitionFiles
+from nfs.table.partitions import PARTITIONS, PARTITIONS_ID, is_partition_entry
 from nfs.table.reads import Reads
 from nfs.table.staging import BytesBase
 from nfs.table.state import (
@@ -47,15 +50,22 @@ __all__ = ["Names"]
 class Names:
     """The namespace of the table's tree, merged with the scratch area."""
 
-    def __init__(self, state: TableState, reads: Reads, rules: WriteRules) -> None:
+    def __init__(
+        self, state: TableState, reads: Reads, rules: WriteRules, parts: PartitionFiles
+    ) -> None:
         self._s = state
         self._reads = reads
         self._rules = rules
+        self._parts = parts
 
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
         """Return the id of ``name`` in ``dir_id``."""
         if dir_id == ROOT_ID and name in ROOT_STATIC:
             return ROOT_STATIC[name]
+        if dir_id == ROOT_ID and name == PARTITIONS and self._parts.shown():
+            return PARTITIONS_ID
+        if is_partition_entry(dir_id):
+            return self._parts.lookup(dir_id, name)
         if dir_id == DATA_DIR_ID and name == DATA_CSV:
             return DATA_CSV_ID
         if dir_id == VERSIONS_ID:
@@ -89,6 +99,8 @@ class Names:
 
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
         """List a directory: the table's entries merged, in cookie order, with scratch ones."""
+        if is_partition_entry(dir_id):
+            return self._parts.readdir(dir_id, after=after, max_entries=max_entries)
         if dir_id == VERSIONS_ID:
             latest = self._reads.version()
             names = [(1, VERSIONS_ID, "."), (2, ROOT_ID, "..")] + [
@@ -114,6 +126,8 @@ class Names:
         extra: list[tuple[int, FileId, str]] = []
         if dir_id == ROOT_ID:
             extra = [(fid + COOKIE_OFFSET, fid, n) for n, fid in ROOT_STATIC.items()]
+            if self._parts.shown():
+                extra.append((PARTITIONS_ID + COOKIE_OFFSET, PARTITIONS_ID, PARTITIONS))
         elif dir_id == DATA_DIR_ID:
             extra = [(DATA_CSV_ID + COOKIE_OFFSET, DATA_CSV_ID, DATA_CSV)]
         extra = [e for e in extra if e[0] > after]
@@ -147,12 +161,18 @@ class Names:
         if dir_id == ROOT_ID:
             if name == "data":
                 return DATA_DIR_ID
+            if name == PARTITIONS and self._parts.shown():
+                return PARTITIONS_ID
             return ROOT_STATIC.get(name)
         if dir_id == DATA_DIR_ID and name == DATA_CSV:
             return DATA_CSV_ID
         return None
 
     def in_versions(self, dir_id: FileId) -> bool:
+        """Whether ``dir_id`` is in a read-only tree (/versions, /partitions)."""
+        if is_partition_entry(dir_id):
+            self._parts.node(dir_id)  # STALE if gone
+            self._parts.refuse(dir_id)  # ROFS, saying why
         return dir_id == VERSIONS_ID or version_of(dir_id) is not None
 
     def create(
@@ -167,7 +187,7 @@ class Names:
             # target GUARDED, and data.csv always exists, so it could never be replaced.
             if guarded and static != DATA_CSV_ID:
                 raise status_error(Nfsstat3.NFS3ERR_EXIST)
-            if static in (DATA_DIR_ID, VERSIONS_ID):
+            if static in (DATA_DIR_ID, VERSIONS_ID, PARTITIONS_ID):
                 raise status_error(Nfsstat3.NFS3ERR_ISDIR)
             if attrs.size is not None:
                 if static in (SCHEMA_ID, CHANGES_ID):
@@ -231,7 +251,7 @@ class Names:
         if self.in_versions(dir_id):
             raise status_error(Nfsstat3.NFS3ERR_ROFS)
         static = self.static_child(dir_id, name)
-        if static in (DATA_DIR_ID, VERSIONS_ID):
+        if static in (DATA_DIR_ID, VERSIONS_ID, PARTITIONS_ID):
             raise status_error(Nfsstat3.NFS3ERR_ACCES, "the table's directories cannot be removed")
         if static is not None:
             raise status_error(Nfsstat3.NFS3ERR_NOTDIR)

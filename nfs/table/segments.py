@@ -72,6 +72,7 @@ from posixlake.storage import table_filesystem
 __all__ = [
     "CODEC_VERSION",
     "DEFAULT_CACHE_BYTES",
+    "Plan",
     "Segment",
     "SegmentStore",
     "SegmentedRendering",
@@ -173,17 +174,35 @@ class Segmenter:
         log, plan = self._plan_of(version)
         if plan is None:
             return self._whole(log, version)
-        segments: list[Segment | None] = [self._cached(k) for k in plan.keys]
-        missing = [i for i, s in enumerate(segments) if s is None]
+        return self.rendering(version, plan, range(len(plan.files)))
+
+    def plan(self, version: int) -> Plan | None:
+        """Return the files of ``version`` in segment order with their keys (None: the
+        table cannot be read file by file, see the module docstring).
+
+        Raises:
+            PermissionDenied: the user may not read the table.
+            VersionError: no such version.
+        """
+        self._db.authorizer.check("read", "read")
+        return self._plan_of(version)[1]
+
+    def rendering(self, version: int, plan: Plan, indexes: Sequence[int]) -> SegmentedRendering:
+        """Return the header plus the segments of ``plan.files[i]`` for ``i`` in ``indexes``
+        (in that order), rendering only those no cache holds: a partition's data.csv is
+        its files' segments (see :mod:`nfs.table.partitions`).
+        """
+        segments: dict[int, Segment | None] = {i: self._cached(plan.keys[i]) for i in indexes}
+        missing = [i for i, s in segments.items() if s is None]
         if missing:
             for i, seg in self._render(plan, missing):
                 segments[i] = seg
         with self._lock:
-            self.stats.reused += len(plan.keys) - len(missing)
+            self.stats.reused += len(segments) - len(missing)
             self.stats.rendered += len(missing)
-        done = [s for s in segments if s is not None]
-        assert len(done) == len(segments)
-        return SegmentedRendering(version, plan.header, done)
+        done = [segments[i] for i in indexes]
+        assert all(s is not None for s in done)
+        return SegmentedRendering(version, plan.header, [s for s in done if s is not None])
 
     def close(self) -> None:
         """Stop the rendering threads (renderings stay readable)."""

@@ -8,6 +8,9 @@ The tree (see docs/design.md, "The NFS face")::
                                 growing as commits land (read-only; ``tail -f``)
     /versions/<N>/data.csv      the table at version N (read-only time travel)
     /versions/<N>/changes.csv   the changes commit N made (read-only)
+    /partitions/<col>=<value>/.../data.csv
+                                a partitioned table's partitions (Hive-style), each the
+                                rows of one partition at the current version (read-only)
 
 plus a scratch area with full POSIX semantics (a :class:`~nfs.table.scratchfs.ScratchFs` on disk
 under the state directory) for every other file or directory a client creates in ``/`` or ``/data``: editors' and
@@ -30,7 +33,9 @@ collaborator, all holding one :class:`~nfs.table.state.TableState`:
 - :class:`~nfs.table.stagings.Stagings` (``stagings.py``): each writer's staging and journal;
 - :class:`~nfs.table.recovery.Recovery` (``recovery.py``): journals of an earlier server;
 - :class:`~nfs.table.changes.Changes` (``changes.py``): ``changes.csv`` and
-  ``versions/<N>/changes.csv``, from the change feed.
+  ``versions/<N>/changes.csv``, from the change feed;
+- :class:`~nfs.table.partfiles.PartitionFiles` (``partfiles.py``): ``/partitions``, a
+  partitioned table's partitions as directories (:mod:`nfs.table.partitions`).
 
 Writes to ``data.csv`` follow the rules in docs/nfs-writes.md (the versions shown and the
 error map are :mod:`nfs.table.state`'s; path-based helpers in :mod:`nfs.table.pathops`):
@@ -71,14 +76,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nfs.protocol.nfs3 import Fattr3, Sattr3, StableHow
+from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
-from nfs.protocol.vfs import DirPage, FileId, FsStat, VfsCapabilities
+from nfs.protocol.vfs import DirPage, FileId, FsStat, NfsError, VfsCapabilities
 from nfs.table.apply import Applied
 from nfs.table.attrs import Attributes
 from nfs.table.changes import Changes
 from nfs.table.journal import JournalDir
 from nfs.table.names import Names
+from nfs.table.partfiles import PartitionFiles
+from nfs.table.partitions import PARTITIONS_ID, is_partition_entry
 from nfs.table.pathops import PathOps
 from nfs.table.reads import Reads
 from nfs.table.recovery import Recovery
@@ -113,6 +120,7 @@ __all__ = [
     "DATA_DIR_ID",
     "DEFAULT_ABANDON_SECONDS",
     "DEFAULT_IDLE_SECONDS",
+    "PARTITIONS_ID",
     "ROOT_ID",
     "SCHEMA_ID",
     "SCRATCH_BASE",
@@ -122,6 +130,7 @@ __all__ = [
     "TableFsStats",
     "default_state_dir",
     "is_changes",
+    "is_partition_entry",
     "nfs_error",
     "version_of",
 ]
@@ -216,8 +225,9 @@ class TableFs:
         self._stagings = Stagings(self._s, self._reads)
         self._rules = WriteRules(self._s, self._reads, self._stagings)
         self._changes = Changes(self._s, self._reads)
-        self._attrs = Attributes(self._s, self._reads, self._rules, self._changes)
-        self._names = Names(self._s, self._reads, self._rules)
+        self._parts = PartitionFiles(self._s, self._reads)
+        self._attrs = Attributes(self._s, self._reads, self._rules, self._changes, self._parts)
+        self._names = Names(self._s, self._reads, self._rules, self._parts)
         with self._s.lock:
             Recovery(self._s, self._reads, self._stagings).recover()
         if idle_timer:
@@ -332,6 +342,8 @@ class TableFs:
             self._rules.poll_locked()
             if is_changes(fid):
                 got: tuple[bytes | memoryview, bool] = self._changes.read(fid, offset, count, ctx)
+            elif is_partition_entry(fid):
+                got = self._parts.read(fid, offset, count)
             else:
                 got = self._reads.read(fid, offset, count, ctx)
             self._s.read_bytes += len(got[0])
@@ -352,6 +364,10 @@ class TableFs:
         """Write: data.csv writes are staged for the caller (see `WriteRules.write`)."""
         with self._s.lock:
             self._rules.poll_locked()
+            if is_partition_entry(fid):
+                if not self._parts.node(fid).is_file:
+                    raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+                self._parts.refuse(fid)
             done = self._rules.write(fid, offset, data, stable, ctx)
             self._s.written_bytes += done[0]
             return done
@@ -359,6 +375,9 @@ class TableFs:
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT: make the caller's staged data.csv durable; apply nothing."""
         with self._s.lock:
+            if is_partition_entry(fid):
+                self._parts.node(fid)  # nothing to make durable: STALE if gone
+                return
             self._rules.commit(fid, offset, count, ctx)
 
     def write_verifier(self) -> bytes:

@@ -142,7 +142,8 @@ TABLE: dict[str, set[str]] = {
     "table.region": {"table.staging"},
     "table.apply": {"table.region", "table.staging", "table.diff"},  # diff lazily
     "table.scratchfs": set(),
-    "table.access": set(),
+    "table.access": {"table.partitions"},  # which ids are a partition's rows
+    "table.partitions": {"table.segments"},  # a type only
     "table.pathops": set(),
     "table.changelog": set(),  # the growing changes.csv's bytes (from posixlake.feed)
     # the one state object, and the collaborators of TableFs that share it (one job each)
@@ -190,14 +191,25 @@ TABLE: dict[str, set[str]] = {
         "table.writers",
     },
     "table.changes": {"table.apply", "table.changelog", "table.reads", "table.state"},
+    "table.partfiles": {
+        "table.partitions",
+        "table.reads",
+        "table.segstore",
+        "table.state",
+        "table.writers",
+    },
     "table.attrs": {
         "table.changes",
+        "table.partfiles",
+        "table.partitions",
         "table.reads",
         "table.state",
         "table.writers",
         "table.writes",
     },
     "table.names": {
+        "table.partfiles",
+        "table.partitions",
         "table.reads",
         "table.staging",
         "table.state",
@@ -211,6 +223,8 @@ TABLE: dict[str, set[str]] = {
         "table.changes",
         "table.journal",
         "table.names",
+        "table.partfiles",
+        "table.partitions",
         "table.pathops",
         "table.reads",
         "table.recovery",

@@ -1,0 +1,82 @@
+"""/partitions through the Linux kernel client (nfs-vm, NFSv3 and NFSv4.0).
+
+``ls`` and ``cat`` of a partition show its rows; ``cat partitions/*/*/data.csv`` (headers
+dropped) holds the table's rows; an ``echo >>`` into a partition fails (the partition
+files are read-only) and the table is left as it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from nfs.protocol.server import NfsServer
+from nfs.table.tablefs import TableFs
+from posixlake import DatabaseOps
+from posixlake.csvcodec import render_csv
+from tests.nfs.vmclient import require_vm, run_in_vm
+
+pytestmark = [pytest.mark.mount, pytest.mark.slow]
+
+SCRIPT = """
+ls -1N partitions
+ls -1N partitions/region=eu
+echo ---
+cat partitions/region=eu/day=2024-01-02/data.csv
+echo ---
+for f in partitions/*/*/data.csv; do tail -n +2 "$f"; done
+echo ---
+echo '999,eu,2024-01-02,x' >> partitions/region=eu/day=2024-01-02/data.csv
+echo "append status $?"
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vm() -> None:
+    require_vm()
+
+
+@pytest.mark.parametrize("vers", [None, "4.0"])
+def test_cat_and_append_through_the_kernel(tmp_path: Path, vers: str | None) -> None:
+    db = DatabaseOps.create(
+        tmp_path / "t",
+        {"id": "Int64", "region": "String", "day": "Date", "note": "String"},
+        partition_by=["region", "day"],
+        engine="local",
+    )
+    db.insert(
+        [
+            {
+                "id": i,
+                "region": ["eu", "us"][i % 2],
+                "day": datetime.date(2024, 1, 1 + i % 3),
+                "note": f"n{i}",
+            }
+            for i in range(60)
+        ]
+    )
+    version = db.version
+    fs = TableFs(db, state_dir=tmp_path / "state", segment_cache=tmp_path / "segments")
+    with NfsServer(fs) as srv:
+        res = run_in_vm(srv.port, SCRIPT, vers=vers, timeout=180)
+    listing, one, together, tail = res.stdout.split("---\n")
+    assert listing.split() == [
+        "region=eu",
+        "region=us",
+        "day=2024-01-01",
+        "day=2024-01-02",
+        "day=2024-01-03",
+    ]
+    rows = one.encode().splitlines()
+    assert rows[0] == b"id,region,day,note"
+    assert sorted(int(r.split(b",")[0]) for r in rows[1:]) == [
+        i for i in range(60) if i % 2 == 0 and i % 3 == 1
+    ]
+    table = render_csv(db.to_arrow()).splitlines()[1:]
+    assert Counter(together.encode().splitlines()) == Counter(table)
+    assert "append status 1" in tail, (res.stdout, res.stderr)
+    assert "ermission denied" in res.stderr or "ead-only" in res.stderr, res.stderr
+    assert db.version == version
