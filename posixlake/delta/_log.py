@@ -198,12 +198,17 @@ class DeltaLog(LoadedTable):
 
         Raises:
             SchemaError: an empty string in a NOT NULL partition column.
+            InvalidOperation: the string ``__HIVE_DEFAULT_PARTITION__`` (delta-rs would
+                write it as NULL).
         """
+        from posixlake.delta._snapshot import refuse_hive_null  # _snapshot imports this
+
         schema = self.arrow_schema
         for col in self.partition_columns:
             if col not in rows.column_names or not pa.types.is_string(schema.field(col).type):
                 continue
             values = rows.column(col)
+            refuse_hive_null(values, col, what)
             blank = pc.equal(values, "")
             if not pc.any(blank).as_py():
                 continue
@@ -229,9 +234,16 @@ class DeltaLog(LoadedTable):
 
     def _check_updated_partitions(self, predicate: str | None, updates: Mapping[str, str]) -> None:
         """Refuse an UPDATE that would set a decimal partition column to a value delta-rs
-        writes wrongly (the new values are computed by a query first)."""
-        risky = decimal_partitions(self.arrow_schema, self.partition_columns)
-        exprs = {c: updates[quote_ident(c)] for c in risky if quote_ident(c) in updates}
+        writes wrongly, or a string one to ``__HIVE_DEFAULT_PARTITION__`` (delta-rs writes
+        it as NULL): the new values are computed by a query first."""
+        from posixlake.delta._snapshot import refuse_hive_null  # _snapshot imports this
+
+        schema = self.arrow_schema
+        risky = decimal_partitions(schema, self.partition_columns)
+        strings = [c for c in self.partition_columns if pa.types.is_string(schema.field(c).type)]
+        exprs = {
+            c: updates[quote_ident(c)] for c in [*risky, *strings] if quote_ident(c) in updates
+        }
         if not exprs:
             return
         where = f" WHERE {predicate}" if predicate else ""
@@ -239,7 +251,12 @@ class DeltaLog(LoadedTable):
         with _translated("update", query=True):
             reader = QueryBuilder(dict(QUERY_CONFIG)).register("t", self._dt)
             values = pa.table(reader.execute(f"SELECT DISTINCT {select} FROM t{where}").read_all())
-        check_rows(values, list(exprs), what="update", hint=DML_HINT)
+        for c in strings:
+            if c in exprs:
+                refuse_hive_null(values.column(c), c, "update")
+        decimals = [c for c in risky if c in exprs]
+        if decimals:
+            check_rows(values.select(decimals), decimals, what="update", hint=DML_HINT)
 
     def _typeof(self, expressions: Sequence[str]) -> list[str] | None:
         """Return DataFusion's type of each SQL expression over this table (None when the

@@ -25,8 +25,15 @@ from deltalake import DeltaTable, write_deltalake
 
 from posixlake import DatabaseOps
 from posixlake.engines import Engine
-from posixlake.errors import DivisionByZero, UnsupportedTableFeature, ValueOutOfRange
+from posixlake.errors import (
+    DivisionByZero,
+    InvalidOperation,
+    UnsupportedTableFeature,
+    ValueOutOfRange,
+)
 from tests.posixlake.interop_tables import KINDS
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 I8, I16, I32, I64 = (2**7 - 1, 2**15 - 1, 2**31 - 1, 2**63 - 1)
 D38_MAX = Decimal("9" * 28 + "." + "9" * 10)
@@ -212,6 +219,28 @@ CASES = [
         {1: {"region": None}},
         frozenset(),
         1,
+    ),
+    # the name of the NULL partition: delta-rs would log it as NULL, Delta readers read NULL
+    Case(
+        "insert the string __HIVE_DEFAULT_PARTITION__ as a partition value",
+        lambda db: db.insert([{**base_rows()[0], "id": 9, "region": HIVE_NULL}]),
+        {},
+        frozenset(),
+        InvalidOperation,
+    ),
+    Case(
+        "update a partition to __HIVE_DEFAULT_PARTITION__",
+        lambda db: db.update("id = 1", {"region": HIVE_NULL}),
+        {},
+        frozenset(),
+        InvalidOperation,
+    ),
+    Case(
+        "merge __HIVE_DEFAULT_PARTITION__ into a partition column",
+        lambda db: db.merge([{"id": 1, "region": HIVE_NULL, "_op": "UPDATE"}], "id"),
+        {},
+        frozenset(),
+        InvalidOperation,
     ),
 ]
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from posixlake._convert import conform, to_arrow
 from posixlake.delta._commit import WrittenFile, file_stats
 from posixlake.delta._features import to_physical
-from posixlake.delta._snapshot import serialize_partition_value
+from posixlake.delta._snapshot import refuse_hive_null, serialize_partition_value
 from posixlake.delta.datafiles import ReadSpec, read_data_file
 from posixlake.errors import IoError, SchemaError, SerializationError
 from posixlake.storage import table_filesystem
@@ -242,6 +242,9 @@ class _Writer:
         if not parts:
             self._write_group((), {}, table)
             return
+        for c in parts:
+            if pa.types.is_string(table.schema.field(c).type):
+                refuse_hive_null(table.column(c), c, "write")
         marker = "__posixlake_row"
         indexed = table.select(parts).append_column(
             marker, pa.array(range(table.num_rows), pa.int64())
