@@ -376,7 +376,8 @@ def test_sed_i_by_another_owner_of_the_same_user_keeps_an_open_edit(
     """The kernel scenario of two mounts by one user, sans-IO: A rewrites data.csv and
     holds half of it staged; B (another open-owner of the client, same uid) runs
     ``sed -i``: it reads the table (not A's half), writes and closes a temporary file and
-    renames it onto data.csv, which applies B's edit alone; A's CLOSE applies A's."""
+    renames it onto data.csv, which applies B's edit alone, against what B read; A's
+    CLOSE applies A's."""
     _, d = served
     a = Nfs4Client(RpcClient.over(d, uid=1000, gid=1000, peer="10.0.0.7:906"), b"one host")
     a.setclientid()
@@ -388,7 +389,12 @@ def test_sed_i_by_another_owner_of_the_same_user_keeps_an_open_edit(
     a.write(fa, sa, 0, new_a[:10])
     a.commit(fa)
     fb, sb = b.open("/data/data.csv", 1)
-    assert b.read(fb, sb) == CSV
+    assert b.read(fb, sb) == CSV  # the base of B's edit
+    other = v4(d, b"another host", "10.0.0.8:907")  # meanwhile another client appends
+    fo, so = other.open("/data/data.csv", 3)
+    other.write(fo, so, len(CSV), b"4,d\n")
+    assert other.close_res(fo, so).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
     create = o.OpenFlag4(o.UNCHECKED4, createattrs=Fattr4())
     tmp, tsid = b.open("/data/sedB", 3, create=create)
     b.write(tmp, tsid, 0, CSV.replace(b"3,c", b"3,C"))
@@ -401,12 +407,14 @@ def test_sed_i_by_another_owner_of_the_same_user_keeps_an_open_edit(
         *dir_ops,
         op(OpNum4.OP_RENAME, o.RenameArgs("sedB", "data.csv")),
     )
-    assert table.version == before + 1
-    assert rows(table) == [(1, "a"), (2, "b"), (3, "C")]
+    # the rename is B's (it wrote the file): diffed against what B read, so the row
+    # appended after B's READ is kept, and A's staged half is neither applied nor lost
+    assert table.version == before + 2
+    assert rows(table) == [(1, "a"), (2, "b"), (3, "C"), (4, "d")]
     a.write(fa, sa, 10, new_a[10:])
     assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK
-    assert table.version == before + 2
-    assert rows(table) == [(1, "A"), (2, "b"), (3, "C")]
+    assert table.version == before + 3
+    assert rows(table) == [(1, "A"), (2, "b"), (3, "C"), (4, "d")]
 
 
 def test_dropping_write_access_ends_the_edit(
