@@ -31,6 +31,7 @@ from nfs.protocol.rpc import Dispatcher
 from nfs.protocol.server import build_dispatcher
 from nfs.protocol.vfs import BOUNDED_PEER_PREFIX
 from nfs.table.access import TableAccessVfs, UserMap
+from nfs.table.journal import JournalFile
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
@@ -415,6 +416,32 @@ def test_sed_i_by_another_owner_of_the_same_user_keeps_an_open_edit(
     assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK
     assert table.version == before + 3
     assert rows(table) == [(1, "A"), (2, "b"), (3, "C"), (4, "d")]
+
+
+def test_a_commit_names_no_owner_yet_makes_the_owners_writes_durable(
+    served: tuple[TableFs, Dispatcher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COMMIT carries no stateid: it fsyncs the journals of the owners holding the file
+    open for writing, also when it comes first on a new connection (a client that
+    reconnected), since its OK promises the bytes survive a crash."""
+    _, d = served
+    synced: list[str] = []
+    sync = JournalFile.sync
+
+    def spy(journal: JournalFile) -> None:  # the real fsync, noting whose journal it is
+        synced.append(journal.header.peer)
+        sync(journal)
+
+    monkeypatch.setattr(JournalFile, "sync", spy)
+    c = v4(d, b"reconnecting host", "10.0.0.10:908")
+    fh, sid = c.open("/data/data.csv", 3)
+    c.write(fh, sid, len(CSV), b"4,d\n")  # UNSTABLE: staged, not yet fsynced
+    assert synced == []
+    again = Nfs4Client(RpcClient.over(d, peer="10.0.0.10:909"), c.name)  # a new connection
+    again.commit(fh)
+    assert len(synced) == 1  # the owner's journal, though this connection named no client
+    assert synced == [writer_peer(c.name, owner=c.owner)]
+    assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
 
 
 def test_dropping_write_access_ends_the_edit(
