@@ -1,8 +1,8 @@
 """NFSv4.0 through the Linux kernel client (nfs-vm, ``vers=4.0``): the pseudo-root shows
 the table as v3 does, and an edit is an open — ``echo >>``, ``sed -i``, ``cp``, a paused
 ``producer | cat > data.csv``, a fast ``cat`` of 9.6 MB under writeback COMMITs are one
-version each; a refused edit fails close() and leaves the table as it was; two users on two
-mounts of the share (two open-owners) editing at once each keep their edit.
+version each; a refused edit fails close() and leaves the table as it was; two mounts of the
+share (two open-owners), by two users or by one, editing at once each keep their edit.
 
 The server's v3 idle period is short (2 s) and every pause in the guest is longer, so an
 edit that applied at idle (the v3 rule) would show up as a prefix version.
@@ -366,30 +366,16 @@ def test_a_fast_cat_of_300k_fixed_width_rows_is_one_version_at_close(tmp_path: P
     assert got.select(new.column_names).to_pylist() == new.to_pylist()
 
 
-@pytest.mark.parametrize(
-    "b_uid",
-    [
-        1001,
-        pytest.param(
-            1000,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known gap: the server's NFSv4 writer is (client id, uid, gid), not the "
-                "open-owner, so one user's two mounts are one writer: B reads A's staged "
-                "half and its rename commits it (a version of 1000 rows)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("b_uid", [1001, 1000])
 def test_two_writers_on_two_mounts_each_keep_their_edit(tmp_path: Path, b_uid: int) -> None:
     """Two open-owners of one client: the guest mounts the share a second time
-    (``nosharecache``: its own page cache and its own open-owners) and two users write.
-    (The same user on both mounts is two open-owners too, but one writer to the server:
-    that case is a known gap, marked xfail.)
+    (``nosharecache``: its own page cache and its own open-owners) and writes on both,
+    as two users (1000 and 1001) or as one (1000 on both: one client id, one uid, two
+    open-owners, which the server tells apart as two writers).
 
     Writer A (uid 1000, /mnt) rewrites data.csv with row 2 changed: it writes the first
     half, flushes it (WRITE + COMMIT), and holds the file open. Meanwhile writer B
-    (uid 1001, /mnt2) runs ``sed -i`` on row 1500 (in A's second half): it reads the table,
+    (uid ``b_uid``, /mnt2) runs ``sed -i`` on row 1500 (in A's second half): it reads the table,
     not A's staging, and its RENAME applies at once. A then pauses longer than the idle
     period (2 s) and writes the rest. A's CLOSE applies A's edit against what A started
     from, so both edits survive: one version per edit, no error. (Were the idle rule

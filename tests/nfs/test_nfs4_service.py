@@ -25,11 +25,13 @@ from nfs.protocol.nfs4.types import (
     Stateid4,
     StateOwner4,
     bitmap_of,
+    decode_fattr,
 )
 from nfs.protocol.rpc import Dispatcher
 from nfs.protocol.server import build_dispatcher
 from nfs.protocol.vfs import BOUNDED_PEER_PREFIX
 from nfs.table.access import TableAccessVfs, UserMap
+from nfs.table.journal import JournalFile
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
@@ -304,6 +306,142 @@ def test_two_writers_each_apply_at_their_own_close(
     assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK  # 3-way: b's row survives
     assert table.version == before + 2
     assert rows(table) == [(1, "a"), (2, "A"), (3, "c"), (4, "B")]
+
+
+def second_owner(c: Nfs4Client, owner: bytes = b"owner-2") -> Nfs4Client:
+    """Another open-owner of ``c``'s client, on the same connection and with the same
+    credentials (the Linux client's second mount of the share, by the same user)."""
+    other = Nfs4Client(c.rpc, c.name)
+    other.clientid, other.owner = c.clientid, owner
+    return other
+
+
+def size_of(c: Nfs4Client, fh: bytes) -> int:
+    """GETATTR size (no stateid: a revalidation, ``ls -l``)."""
+    res = c.ok(
+        op(OpNum4.OP_PUTFH, o.PutfhArgs(fh)),
+        op(OpNum4.OP_GETATTR, o.GetattrArgs(bitmap_of([Fattr4Id.SIZE]))),
+    )
+    size: int = decode_fattr(res.results[-1].body)[Fattr4Id.SIZE]
+    return size
+
+
+def test_two_open_owners_of_one_client_and_user_are_two_writers(
+    served: tuple[TableFs, Dispatcher], table: DatabaseOps
+) -> None:
+    """One user's two mounts: one client id, one uid, two open-owners. Each owner's
+    WRITEs are its own edit, READs with its stateid show its own staged bytes, and its
+    CLOSE applies its edit alone (3-way: the other's survives)."""
+    _, d = served
+    a = Nfs4Client(RpcClient.over(d, uid=1000, gid=1000, peer="10.0.0.6:905"), b"one host")
+    a.setclientid()
+    b = second_owner(a)
+    before = table.version
+    fa, sa = a.open("/data/data.csv", 3)
+    assert size_of(a, fa) == len(CSV)
+    new_a = CSV.replace(b"1,a", b"1,A")
+    new_b = CSV.replace(b"3,c", b"3,C")
+    half = len(CSV) // 2
+    a.truncate(fa, sa, 0)
+    a.write(fa, sa, 0, new_a[:half])  # A's first half
+    a.commit(fa)
+    # only A holds the file open: a call without a stateid is A's (ls -l while writing)
+    assert size_of(a, fa) == half
+    fb, sb = b.open("/data/data.csv", 3)
+    assert b.read(fb, sb) == CSV  # the table, not A's unfinished half
+    b.truncate(fb, sb, 0)
+    b.write(fb, sb, 0, new_b[:half])  # B's first half
+    assert a.read(fa, sa) == new_a[:half]
+    assert b.read(fb, sb) == new_b[:half]
+    # two owners of this user hold it: a stateless call is neither's (the table)
+    assert size_of(a, fa) == len(CSV)
+    a.write(fa, sa, half, new_a[half:])
+    b.write(fb, sb, half, new_b[half:])
+    a.commit(fa)  # COMMIT names no owner: both stagings are made durable
+    assert a.read(fa, sa) == new_a
+    assert b.read(fb, sb) == new_b
+    assert table.version == before
+    assert b.close_res(fb, sb).status == Nfsstat4.NFS4_OK  # B's edit alone
+    assert table.version == before + 1
+    assert rows(table) == [(1, "a"), (2, "b"), (3, "C")]
+    assert a.read(fa, sa) == new_a  # A's staging is untouched by B's CLOSE
+    assert size_of(a, fa) == len(new_a)
+    assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK  # A's edit, B's row kept
+    assert table.version == before + 2
+    assert rows(table) == [(1, "A"), (2, "b"), (3, "C")]
+
+
+def test_sed_i_by_another_owner_of_the_same_user_keeps_an_open_edit(
+    served: tuple[TableFs, Dispatcher], table: DatabaseOps
+) -> None:
+    """The kernel scenario of two mounts by one user, sans-IO: A rewrites data.csv and
+    holds half of it staged; B (another open-owner of the client, same uid) runs
+    ``sed -i``: it reads the table (not A's half), writes and closes a temporary file and
+    renames it onto data.csv, which applies B's edit alone, against what B read; A's
+    CLOSE applies A's."""
+    _, d = served
+    a = Nfs4Client(RpcClient.over(d, uid=1000, gid=1000, peer="10.0.0.7:906"), b"one host")
+    a.setclientid()
+    b = second_owner(a)
+    before = table.version
+    new_a = CSV.replace(b"1,a", b"1,A")
+    fa, sa = a.open("/data/data.csv", 2)
+    a.truncate(fa, sa, 0)
+    a.write(fa, sa, 0, new_a[:10])
+    a.commit(fa)
+    fb, sb = b.open("/data/data.csv", 1)
+    assert b.read(fb, sb) == CSV  # the base of B's edit
+    other = v4(d, b"another host", "10.0.0.8:907")  # meanwhile another client appends
+    fo, so = other.open("/data/data.csv", 3)
+    other.write(fo, so, len(CSV), b"4,d\n")
+    assert other.close_res(fo, so).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 1
+    create = o.OpenFlag4(o.UNCHECKED4, createattrs=Fattr4())
+    tmp, tsid = b.open("/data/sedB", 3, create=create)
+    b.write(tmp, tsid, 0, CSV.replace(b"3,c", b"3,C"))
+    assert b.close_res(tmp, tsid).status == Nfsstat4.NFS4_OK
+    assert b.close_res(fb, sb).status == Nfsstat4.NFS4_OK
+    dir_ops = b.walk("/data")
+    b.ok(
+        *dir_ops,
+        op(OpNum4.OP_SAVEFH),
+        *dir_ops,
+        op(OpNum4.OP_RENAME, o.RenameArgs("sedB", "data.csv")),
+    )
+    # the rename is B's (it wrote the file): diffed against what B read, so the row
+    # appended after B's READ is kept, and A's staged half is neither applied nor lost
+    assert table.version == before + 2
+    assert rows(table) == [(1, "a"), (2, "b"), (3, "C"), (4, "d")]
+    a.write(fa, sa, 10, new_a[10:])
+    assert a.close_res(fa, sa).status == Nfsstat4.NFS4_OK
+    assert table.version == before + 3
+    assert rows(table) == [(1, "A"), (2, "b"), (3, "C"), (4, "d")]
+
+
+def test_a_commit_names_no_owner_yet_makes_the_owners_writes_durable(
+    served: tuple[TableFs, Dispatcher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COMMIT carries no stateid: it fsyncs the journals of the owners holding the file
+    open for writing, also when it comes first on a new connection (a client that
+    reconnected), since its OK promises the bytes survive a crash."""
+    _, d = served
+    synced: list[str] = []
+    sync = JournalFile.sync
+
+    def spy(journal: JournalFile) -> None:  # the real fsync, noting whose journal it is
+        synced.append(journal.header.peer)
+        sync(journal)
+
+    monkeypatch.setattr(JournalFile, "sync", spy)
+    c = v4(d, b"reconnecting host", "10.0.0.10:908")
+    fh, sid = c.open("/data/data.csv", 3)
+    c.write(fh, sid, len(CSV), b"4,d\n")  # UNSTABLE: staged, not yet fsynced
+    assert synced == []
+    again = Nfs4Client(RpcClient.over(d, peer="10.0.0.10:909"), c.name)  # a new connection
+    again.commit(fh)
+    assert len(synced) == 1  # the owner's journal, though this connection named no client
+    assert synced == [writer_peer(c.name, owner=c.owner)]
+    assert c.close_res(fh, sid).status == Nfsstat4.NFS4_OK
 
 
 def test_dropping_write_access_ends_the_edit(

@@ -330,6 +330,27 @@ def test_clients_with_state_are_recorded_and_only_they_reclaim_after_a_restart(
     assert not Nfs4State(clock=clock, boot=3, records=records).in_grace()
 
 
+def test_io_with_a_lock_stateid_is_its_opens(clock: FakeClock) -> None:
+    """A process holding a lock reads and writes with the lock stateid (the Linux client
+    does): the I/O is the open's, under the open's access; a stale one is refused."""
+    state = new_state(clock)
+    clientid = confirmed_client(state)
+    opener = state.owner(clientid, b"o")
+    st_, _ = state.open(opener, 10, READ, 0)
+    sid = state.open_confirm(st_.stateid(), 10).stateid()
+    ls = state.lock_state_for(sid, 10, state.lock_owner(clientid, b"proc"))
+    assert state.lock(ls, 0, 10, write=False) is None
+    lsid = ls.stateid()
+    found = state.for_io(lsid, 10, write=False)
+    assert found is not None and found.other == sid.other and found.owner == (clientid, b"o")
+    assert status_of(state.for_io, lsid, 11, write=False) == Nfsstat4.NFS4ERR_BAD_STATEID
+    assert status_of(state.for_io, lsid, 10, write=True) == Nfsstat4.NFS4ERR_OPENMODE
+    state.unlock(ls, 0, 10)
+    assert status_of(state.for_io, lsid, 10, write=False) == Nfsstat4.NFS4ERR_OLD_STATEID
+    assert state.opens_of(clientid, 10) == [found]
+    assert state.opens_of(clientid + 1, 10) == state.opens_of(clientid, 11) == []
+
+
 def test_byte_range_locks_conflict_split_and_go_with_their_client(clock: FakeClock) -> None:
     state = new_state(clock)
     clientid = confirmed_client(state)

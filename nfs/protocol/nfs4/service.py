@@ -5,15 +5,36 @@ The pseudo-root (PUTROOTFH) is the Vfs's root: NFSv4 shows what the NFSv3 export
 with the same file handles (`nfs.protocol.nfs3.handles.HandleCodec`) and the same AUTH_SYS
 identity (the dispatcher's credential policy applies to every call).
 
-**An edit is an open.** Every call of a client runs as the writer
-``nfs4:<digest of its client id string>`` (`nfs.protocol.vfs.BOUNDED_PEER_PREFIX`) with the
-caller's uid and gid: the client's id string survives reconnects and server restarts,
-and the Linux client has one open-owner per user, so this is the open-owner's identity.
-A Vfs that stages writes (TableFs) keeps such a writer's WRITEs until the CLOSE of the
+**An edit is an open.** The writer of an edit is the open-owner (RFC 7530 §9.1.7) whose
+stateid the calls carry: its calls run as ``nfs4:<client digest>:<owner digest>``
+(`writer_peer`; `nfs.protocol.vfs.BOUNDED_PEER_PREFIX`) with the caller's uid and gid. The
+digests are of the client's id string and of the owner's bytes, which both survive
+reconnects and server restarts (a reclaim names the same owner). The Linux client keeps one
+open-owner per mount (superblock) and user, so one user's two mounts are two writers, as two
+users are. A Vfs that stages writes (TableFs) keeps an owner's WRITEs until the CLOSE of its
 open that had write access, and the CLOSE applies them as one edit (`EditBounds.finish`);
-its error is the CLOSE's status (NFS4ERR_INVAL, NFS4ERR_IO) and is logged. COMMIT only
-makes the staged bytes durable. A client whose lease expired loses its opens, and their
-staged edits are dropped unapplied (`EditBounds.discard`).
+its error is the CLOSE's status (NFS4ERR_INVAL, NFS4ERR_IO) and is logged. A client whose
+lease expired loses its opens, and their staged edits are dropped unapplied
+(`EditBounds.discard`).
+
+Which owner a call is (`Nfs4Service.caller`):
+
+- OPEN, OPEN_CONFIRM, OPEN_DOWNGRADE, CLOSE name their owner; READ, WRITE and SETATTR name
+  it by their stateid (a lock stateid: the owner of the open its locks were taken under).
+  The rest of that COMPOUND (the GETATTR after a WRITE or a CLOSE) runs as that owner too.
+- An anonymous or bypass stateid, and calls that name no owner, run as the client
+  ``nfs4:<client digest>`` with the caller's uid and gid, except:
+- GETATTR, VERIFY, NVERIFY, ACCESS (and each entry of a READDIR) of a file that exactly
+  one open-owner of the client with the caller's uid and gid has open: as that owner, so
+  ``ls -l`` or a revalidation while a file is written shows the size written so far. Two
+  such owners holding it (one user's two mounts): as the client, which has no staged
+  content, so neither is shown the other's unfinished edit.
+- COMMIT (no stateid; durability only): for every owner of the client holding the file
+  open for writing, and for the client (on a connection not yet known as a client's: for
+  every owner holding it open for writing).
+- RENAME: as the owner that has the source open, else the owner that last opened it
+  (``sed -i`` writes and closes its temporary file, then renames it onto data.csv: the
+  base of that edit is what that owner READ of data.csv). REMOVE: as GETATTR.
 """
 
 from __future__ import annotations
@@ -75,6 +96,12 @@ OK: Final = Nfsstat4.NFS4_OK
 _SEQID_OPS: Final = frozenset(
     {OpNum4.OP_OPEN, OpNum4.OP_OPEN_CONFIRM, OpNum4.OP_OPEN_DOWNGRADE, OpNum4.OP_CLOSE}
 )
+_PER_FILE: Final = frozenset(
+    {OpNum4.OP_GETATTR, OpNum4.OP_VERIFY, OpNum4.OP_NVERIFY, OpNum4.OP_ACCESS}
+)
+"""Operations without a stateid that run as the one open-owner holding their file open."""
+_OPENERS_KEPT: Final = 4096
+"""How many (client, file) pairs `Nfs4Service` remembers the last opener of (for RENAME)."""
 _V3_TO_V4: Final = {
     Nfsstat3.NFS3ERR_NOT_SYNC: Nfsstat4.NFS4ERR_INVAL,
     Nfsstat3.NFS3ERR_JUKEBOX: Nfsstat4.NFS4ERR_DELAY,
@@ -103,19 +130,31 @@ def v4_status(err: NfsError) -> Nfsstat4:
     return Nfsstat4.NFS4ERR_SERVERFAULT if status == OK else status
 
 
-def writer_peer(client_id: bytes, *, bounded: bool = True) -> str:
-    """The `CallContext.peer` of a client's calls: its id string's digest, prefixed with
+def writer_peer(client_id: bytes, *, owner: bytes | None = None, bounded: bool = True) -> str:
+    """The `CallContext.peer` of a client's calls: its id string's digest, and for an
+    open-owner's calls ``:`` and the digest of the owner's bytes; prefixed with
     `BOUNDED_PEER_PREFIX` when the Vfs applies edits at CLOSE (`EditBounds`); a Vfs that
     cannot is never told its writers are bounded (it would wait for a CLOSE forever)."""
-    digest = hashlib.sha256(client_id).hexdigest()[:24]
-    return (BOUNDED_PEER_PREFIX if bounded else "nfs4-client:") + digest
+    peer = (BOUNDED_PEER_PREFIX if bounded else "nfs4-client:") + (
+        hashlib.sha256(client_id).hexdigest()[:24]
+    )
+    if owner is not None:
+        peer += ":" + hashlib.sha256(owner).hexdigest()[:24]
+    return peer
 
 
 @dataclass
 class _Compound:
-    """One COMPOUND's current and saved filehandles and its caller."""
+    """One COMPOUND's current and saved filehandles and its caller.
 
+    ``base`` is the call as its client (or its connection, until the client is known),
+    ``owner`` the call as the open-owner an operation of it named, and ``ctx`` what the
+    running operation uses (see `Nfs4Service.caller`)."""
+
+    base: CallContext
     ctx: CallContext
+    clientid: int | None = None
+    owner: CallContext | None = None
     cur: FileId | None = None
     saved: FileId | None = None
 
@@ -150,7 +189,8 @@ class Nfs4Service:
         self.state = state if state is not None else Nfs4State()
         self._verifier = write_verifier if write_verifier is not None else secrets.token_bytes(8)
         self.limits = limits
-        self._peers: dict[str, str] = {}  # connection "host:port" -> the client's writer peer
+        self._peers: dict[str, tuple[str, int]] = {}  # connection -> (client's peer, clientid)
+        self._openers: dict[tuple[int, FileId], CallContext] = {}  # the last opener (RENAME)
         self._owner_locks: dict[tuple[int, bytes], threading.Lock] = {}
         self._lock = threading.Lock()
         self._ops: dict[OpNum4, Callable[[_Compound, Any], Nfs4Res]] = {
@@ -201,7 +241,7 @@ class Nfs4Service:
         if args.minorversion != 0:
             return Compound4Res(Nfsstat4.NFS4ERR_MINOR_VERS_MISMATCH, args.tag, ())
         self.expire()
-        c = _Compound(self._as_writer(ctx))
+        c = self._as_client(ctx)
         results: list[Nfs4Res] = []
         status = OK
         for op in args.ops:
@@ -221,6 +261,9 @@ class Nfs4Service:
         return Compound4Res(status, args.tag, tuple(results))
 
     def _run(self, c: _Compound, op: Nfs4Op) -> Nfs4Res:
+        c.ctx = c.owner or c.base
+        if c.owner is None and op.op in _PER_FILE and c.cur is not None:
+            c.ctx = self.caller(c, c.cur)
         try:
             with calling(c.ctx):
                 return self._ops[op.op](c, op.args)
@@ -242,12 +285,13 @@ class Nfs4Service:
         for client, opens in self.state.expire():
             for st in opens:
                 self._drop_edit(st, f"the lease of client {client.id!r} expired")
-            gone = writer_peer(client.id, bounded=isinstance(self.vfs, EditBounds))
             with self._lock:  # forget the connections it used
-                for conn in [k for k, v in self._peers.items() if v == gone]:
+                for conn in [k for k, v in self._peers.items() if v[1] == client.clientid]:
                     del self._peers[conn]
                 for key in [k for k in self._owner_locks if k[0] == client.clientid]:
                     del self._owner_locks[key]
+                for pair in [k for k in self._openers if k[0] == client.clientid]:
+                    del self._openers[pair]
 
     def _drop_edit(self, st: OpenState, why: str) -> None:
         if isinstance(self.vfs, EditBounds) and st.access & o.OPEN4_SHARE_ACCESS_WRITE:
@@ -255,24 +299,74 @@ class Nfs4Service:
             if ctx is not None and self.vfs.discard(FileId(st.fid), ctx):
                 logger.warning("NFSv4: an edit of file %d was dropped unapplied: %s", st.fid, why)
 
-    def _as_writer(self, ctx: CallContext) -> CallContext:
-        """The call as its client's writer (see the module docstring); the connection's
-        own address until the client has named itself (SETCLIENTID, RENEW, a stateid)."""
-        peer = self._peers.get(ctx.peer or "")
-        return replace(ctx, peer=peer) if peer is not None else ctx
+    def _as_client(self, ctx: CallContext) -> _Compound:
+        """A COMPOUND of ``ctx`` as its client (see the module docstring); as the
+        connection's own address until the client has named itself (SETCLIENTID_CONFIRM,
+        RENEW, an owner, a stateid)."""
+        known = self._peers.get(ctx.peer or "")
+        if known is None:
+            return _Compound(ctx, ctx)
+        base = replace(ctx, peer=known[0])
+        return _Compound(base, base, known[1])
 
     def _learn(self, c: _Compound, clientid: int) -> None:
-        """The connection of ``c`` is client ``clientid``: its calls are that writer's."""
+        """The connection of ``c`` is client ``clientid``: its calls are that client's."""
         try:
             client = self.state.client(clientid)
         except StateError:
             return
         peer = writer_peer(client.id, bounded=isinstance(self.vfs, EditBounds))
-        if c.ctx.peer != peer:
+        c.clientid = clientid
+        if c.base.peer != peer:
             with self._lock:
-                if c.ctx.peer and not c.ctx.peer.startswith(("nfs4-client:", BOUNDED_PEER_PREFIX)):
-                    self._peers[c.ctx.peer] = peer
-            c.ctx = replace(c.ctx, peer=peer)
+                conn = c.base.peer
+                if conn and not conn.startswith(("nfs4-client:", BOUNDED_PEER_PREFIX)):
+                    self._peers[conn] = (peer, clientid)
+            c.base = replace(c.base, peer=peer)
+            if c.owner is None:
+                c.ctx = c.base
+
+    def _as_owner(self, c: _Compound, key: tuple[int, bytes]) -> CallContext:
+        """The rest of ``c`` runs as the open-owner ``key`` (the caller's uid and gid)."""
+        self._learn(c, key[0])
+        client = self.state.client(key[0])
+        peer = writer_peer(client.id, owner=key[1], bounded=isinstance(self.vfs, EditBounds))
+        c.owner = c.ctx = replace(c.base, peer=peer)
+        return c.ctx
+
+    def caller(self, c: _Compound, fid: FileId, *, last_opener: bool = False) -> CallContext:
+        """Who a call about ``fid`` that names no open-owner is (see the module docstring):
+        the one owner of the caller's client with the caller's uid and gid that has
+        ``fid`` open; with ``last_opener``, else the one that opened it last; else the
+        client."""
+        if c.owner is not None:
+            return c.owner
+        if c.clientid is None:
+            return c.base
+        who = (c.base.uid, c.base.gid)
+        peers: set[str | None] = set()
+        for st in self.state.opens_of(c.clientid, fid):
+            opener = st_ctx(st)
+            if opener is not None and (opener.uid, opener.gid) == who:
+                peers.add(opener.peer)
+        if len(peers) == 1:
+            return replace(c.base, peer=peers.pop())
+        if not peers and last_opener:
+            with self._lock:
+                opener = self._openers.get((c.clientid, fid))
+            if opener is not None and (opener.uid, opener.gid) == who:
+                return replace(c.base, peer=opener.peer)
+        return c.base
+
+    def _opened(self, c: _Compound, fid: FileId) -> None:
+        """Remember that the owner of ``c`` opened ``fid`` (for a RENAME of it)."""
+        if c.clientid is None or c.owner is None:
+            return
+        with self._lock:
+            self._openers.pop((c.clientid, fid), None)
+            self._openers[(c.clientid, fid)] = c.owner
+            while len(self._openers) > _OPENERS_KEPT:
+                del self._openers[next(iter(self._openers))]
 
     # ------------------------------------------------------------ filehandles
 
@@ -410,10 +504,11 @@ class Nfs4Service:
             if self.vfs.capabilities().read_only:
                 raise Fail(Nfsstat4.NFS4ERR_ROFS)
             if sattr.size is not None:
-                st = self.state.for_io(a.stateid, fid, write=True)
+                st = self._io_ctx(c, a.stateid, fid, write=True)
                 if st is not None:
                     st.wrote = True
-            self.vfs.setattr(fid, sattr, c.ctx)
+            with calling(c.ctx):
+                self.vfs.setattr(fid, sattr, c.ctx)
         except (Fail, StateError, AttrError) as err:
             return _res(OpNum4.OP_SETATTR, err.status, o.AttrSet(()))
         except AttrNotSupp:
@@ -448,7 +543,8 @@ class Nfs4Service:
                 if e.name in (".", ".."):
                     after = e.cookie
                     continue
-                entry = self._entry(e.fileid, e.name, e.cookie, bits)
+                with calling(self.caller(c, e.fileid)):
+                    entry = self._entry(e.fileid, e.name, e.cookie, bits)
                 size = 8 + 4 + len(e.name.encode("utf-8", "surrogateescape")) + 3 + 8
                 size += 4 * len(entry.attrs.mask) + 4 + len(entry.attrs.vals) + 4
                 if size > budget:
@@ -504,11 +600,12 @@ class Nfs4Service:
         name = self._name(a.name)
         if self.vfs.capabilities().read_only:
             raise Fail(Nfsstat4.NFS4ERR_ROFS)
-        target = self.vfs.getattr(self.vfs.lookup(dir_id, name, c.ctx))
+        target_id = self.vfs.lookup(dir_id, name, c.ctx)
+        target = self.vfs.getattr(target_id)
         if target.type == Ftype3.NF3DIR:
             self.vfs.rmdir(dir_id, name, c.ctx)
         else:
-            self.vfs.remove(dir_id, name, c.ctx)
+            self.vfs.remove(dir_id, name, self.caller(c, target_id))
         return _res(OpNum4.OP_REMOVE, OK, self._cinfo(dir_id, before))
 
     def op_rename(self, c: _Compound, a: o.RenameArgs) -> Nfs4Res:
@@ -522,7 +619,13 @@ class Nfs4Service:
         old, new = self._name(a.oldname), self._name(a.newname)
         if self.vfs.capabilities().read_only:
             raise Fail(Nfsstat4.NFS4ERR_ROFS)
-        self.vfs.rename(from_dir, old, to_dir, new, c.ctx)
+        try:
+            source: FileId | None = self.vfs.lookup(from_dir, old, c.ctx)
+        except NfsError:
+            source = None  # the Vfs's RENAME gives the error
+        who = c.ctx if source is None else self.caller(c, source, last_opener=True)
+        with calling(who):
+            self.vfs.rename(from_dir, old, to_dir, new, who)
         return _res(
             OpNum4.OP_RENAME,
             OK,
@@ -590,8 +693,11 @@ class Nfs4Service:
     def op_open(self, c: _Compound, a: o.OpenArgs) -> Nfs4Res:
         """OPEN (claim NULL or PREVIOUS; create UNCHECKED, GUARDED or EXCLUSIVE)."""
         owner = self.state.owner(a.owner.clientid, a.owner.owner)
-        self._learn(c, a.owner.clientid)
-        return self._seqid_op(c, OpNum4.OP_OPEN, owner, a.seqid, lambda: self._open(c, a, owner))
+        ctx = self._as_owner(c, owner.key)
+        with calling(ctx):
+            return self._seqid_op(
+                c, OpNum4.OP_OPEN, owner, a.seqid, lambda: self._open(c, a, owner)
+            )
 
     def _open(self, c: _Compound, a: o.OpenArgs, owner: OpenOwner) -> tuple[Nfs4Res, FileId]:
         cur = c.fh()
@@ -622,6 +728,7 @@ class Nfs4Service:
             owner, fid, a.share_access, a.share_deny, reclaim=claim.claim == o.CLAIM_PREVIOUS
         )
         st.cred = c.ctx
+        self._opened(c, fid)
         if created:
             st.wrote = True
         cinfo = (
@@ -682,7 +789,7 @@ class Nfs4Service:
         """OPEN_CONFIRM."""
         fid = c.fh()
         owner = self.state.owner_of(a.open_stateid)
-        self._learn(c, owner.key[0])
+        self._as_owner(c, owner.key)
 
         def run() -> tuple[Nfs4Res, FileId | None]:
             st = self.state.open_confirm(a.open_stateid, fid)
@@ -694,7 +801,7 @@ class Nfs4Service:
         """OPEN_DOWNGRADE (dropping write access ends the edit, as a CLOSE does)."""
         fid = c.fh()
         owner = self.state.owner_of(a.open_stateid)
-        self._learn(c, owner.key[0])
+        self._as_owner(c, owner.key)
 
         def run() -> tuple[Nfs4Res, FileId | None]:
             had_write = self._had_write(a.open_stateid)
@@ -717,7 +824,7 @@ class Nfs4Service:
         """CLOSE: the open ends; if it could write, its edit applies now (its status)."""
         fid = c.fh()
         owner = self.state.owner_of(a.open_stateid)
-        self._learn(c, owner.key[0])
+        self._as_owner(c, owner.key)
 
         def run() -> tuple[Nfs4Res, FileId | None]:
             had_write = self._had_write(a.open_stateid)
@@ -825,9 +932,10 @@ class Nfs4Service:
     # ------------------------------------------------------------ I/O
 
     def _io_ctx(self, c: _Compound, sid: Stateid4, fid: FileId, *, write: bool) -> OpenState | None:
+        """The open ``sid`` names (None: a special stateid); the call runs as its owner."""
         st = self.state.for_io(sid, fid, write=write)
         if st is not None:
-            self._learn(c, st.owner[0])
+            self._as_owner(c, st.owner)
         return st
 
     def op_read(self, c: _Compound, a: o.ReadArgs) -> Nfs4Res:
@@ -839,7 +947,8 @@ class Nfs4Service:
         if attrs.type != Ftype3.NF3REG:
             raise Fail(Nfsstat4.NFS4ERR_INVAL)
         self._io_ctx(c, a.stateid, fid, write=False)
-        data, eof = self.vfs.read(fid, a.offset, min(a.count, self.limits.rtmax), c.ctx)
+        with calling(c.ctx):
+            data, eof = self.vfs.read(fid, a.offset, min(a.count, self.limits.rtmax), c.ctx)
         return _res(OpNum4.OP_READ, OK, o.ReadResOk(eof, data))
 
     def _write_verifier(self) -> bytes:
@@ -859,15 +968,34 @@ class Nfs4Service:
         st = self._io_ctx(c, a.stateid, fid, write=True)
         if st is not None:
             st.wrote = True
-        count, committed = self.vfs.write(fid, a.offset, a.data, StableHow(a.stable), c.ctx)
+        with calling(c.ctx):
+            count, committed = self.vfs.write(fid, a.offset, a.data, StableHow(a.stable), c.ctx)
         return _res(
             OpNum4.OP_WRITE, OK, o.WriteResOk(count, int(committed), self._write_verifier())
         )
 
     def op_commit(self, c: _Compound, a: o.CommitArgs) -> Nfs4Res:
-        """COMMIT: durability only."""
+        """COMMIT: durability only, of the client's writes of the file (it names no
+        owner): for each owner of the client holding it open for writing, and for the
+        client (writes with a special stateid); on a connection whose client is not
+        known yet (a reconnect), for every owner holding it open for writing, as the
+        reply promises durability. The first error is the COMMIT's."""
         fid = c.fh()
-        self.vfs.commit(fid, a.offset, a.count, c.ctx)
+        writers = [c.owner or c.base]
+        if c.owner is None:
+            for st in self.state.opens_of(c.clientid, fid):
+                opener = st_ctx(st)
+                if st.access & o.OPEN4_SHARE_ACCESS_WRITE and opener is not None:
+                    writers.append(replace(c.base, cred=opener.cred, peer=opener.peer))
+        failed: NfsError | None = None
+        for ctx in {(w.peer, w.uid, w.gid): w for w in reversed(writers)}.values():
+            try:
+                with calling(ctx):
+                    self.vfs.commit(fid, a.offset, a.count, ctx)
+            except NfsError as err:
+                failed = failed or err
+        if failed is not None:
+            raise failed
         return _res(OpNum4.OP_COMMIT, OK, o.VerfRes(self._write_verifier()))
 
 

@@ -550,7 +550,8 @@ class Nfs4State:
             return st
 
     def for_io(self, sid: Stateid4, fid: int, *, write: bool) -> OpenState | None:
-        """Return the open a READ / WRITE / SETATTR names (None: a special stateid).
+        """Return the open a READ / WRITE / SETATTR names (None: a special stateid); a
+        lock stateid names the open its locks were taken under.
 
         Raises:
             StateError: BAD_STATEID, STALE_STATEID, OLD_STATEID, EXPIRED, OPENMODE (a
@@ -559,6 +560,16 @@ class Nfs4State:
         if sid in (ANONYMOUS, BYPASS):
             return None
         with self._lock:
+            if len(sid.other) == 12 and sid.other in self._locks:
+                # a lock stateid (RFC 7530 §9.1.4.1: the Linux client sends it for I/O
+                # of a process holding locks): the I/O is its open's
+                ls = self.locks_of(sid)
+                if ls.fid != fid:
+                    raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+                opened = self._opens.get(ls.open_other)
+                if opened is None or opened.closed:
+                    raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
+                sid = opened.stateid()
             st = self._current(sid, fid)
             if not self._owners[st.owner].confirmed:
                 raise StateError(Nfsstat4.NFS4ERR_BAD_STATEID)
@@ -678,6 +689,16 @@ class Nfs4State:
         """Every open not closed."""
         with self._lock:
             return [st for st in self._opens.values() if not st.closed]
+
+    def opens_of(self, clientid: int | None, fid: int) -> list[OpenState]:
+        """The opens of ``fid`` that are not closed, by the open-owners of ``clientid``
+        (None: of any client)."""
+        with self._lock:
+            return [
+                st
+                for st in self._opens.values()
+                if st.fid == fid and clientid in (None, st.owner[0]) and not st.closed
+            ]
 
 
 def _cut(ranges: list[tuple[int, int, bool]], start: int, end: int) -> list[tuple[int, int, bool]]:
