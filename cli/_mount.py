@@ -211,6 +211,7 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
       posixlake mount /data/sales /mnt/sales
       cat /mnt/sales/data/data.csv
       posixlake mount s3://lake/sales /mnt/sales --endpoint http://127.0.0.1:9000
+      posixlake mount s3://lake /mnt/lake     (a lake root: /mnt/lake/sales/data/data.csv)
     """
     from nfs.protocol.server import NfsServer  # imported here: other commands start faster
     from nfs.table.tablefs import TableFs
@@ -218,6 +219,18 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
     opts = get_options()
     where = os.path.abspath(mount_point)
     stop = threading.Event()
+    from cli._lake import lake_root
+
+    root = lake_root(table)
+    if root is not None:  # not a table but a directory of tables: the lake
+        from cli._lake import mount_lake, open_lake
+
+        try:
+            os.makedirs(where, exist_ok=True)
+        except OSError as err:
+            raise IoError(f"cannot create the mount point {where}: {err.strerror}") from err
+        mount_lake(open_lake(root, read_only=read_only, state_dir=state_dir), where, port)
+        return
     with open_table(table, computes=True, shared=False) as db:  # runs for hours
         try:
             os.makedirs(where, exist_ok=True)

@@ -258,6 +258,8 @@ def serve(
     in --state-dir; on Ctrl-C or SIGTERM unfinished ones stay there and the next
     serve of the table recovers them.
     AUTH_SYS identities are asserted by the client, not proven: see docs/nfs-security.md.
+    A TABLE that is a directory or prefix of tables (no _delta_log/ in it) is served as a
+    lake: every table under it is a directory holding the files above (docs/cli.md).
 
     \b
     Examples:
@@ -284,6 +286,37 @@ def serve(
         user_map = UserMap.parse(map_uid) if map_uid else None
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--map-uid") from err
+    from cli._lake import lake_root
+
+    root = lake_root(table)
+    if root is not None:  # not a table but a directory of tables: the lake
+        from cli._lake import check_lake_options, open_lake, serve_lake
+
+        check_lake_options(http_listen=http_listen)
+        lake = open_lake(
+            root,
+            read_only=read_only,
+            state_dir=state_dir,
+            user_map=user_map,
+            idle_seconds=idle_seconds,
+            abandon_seconds=abandon_seconds,
+            segment_cache=segment_cache,
+        )
+        serve_lake(
+            lake,
+            host=host,
+            port=port,
+            read_only=read_only,
+            server_options={
+                "resources": ResourceLimits(
+                    max_connections=max_connections, idle_timeout=idle_timeout
+                ),
+                "credential_policy": IdentityPolicy(
+                    root_squash=root_squash, require_privileged_port=require_privileged_port
+                ),
+            },
+        )
+        return
     with open_table(table, computes=True, shared=False) as db:  # runs for hours
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
         try:
@@ -454,8 +487,11 @@ def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:
     return TableAccessVfs(fs, table_entries(), user_map, permissions.of)
 
 
-def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, str]) -> None:
-    click.echo(f"Serving {uri} over NFSv3 and NFSv4.0 on {host}:{port} ({mode})")
+def _print_banner(
+    uri: str, host: str, port: int, mode: str, mounts: dict[str, str], *, lake: bool = False
+) -> None:
+    what = f"the lake {uri} (every table a directory)" if lake else uri
+    click.echo(f"Serving {what} over NFSv3 and NFSv4.0 on {host}:{port} ({mode})")
     click.echo("")
     click.echo("Mount on Linux (NFSv4.0: an edit applies when the file is closed):")
     click.echo(f"  sudo mkdir -p {LINUX_MOUNT_POINT}")
@@ -468,7 +504,8 @@ def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, s
     click.echo("or NFSv3:")
     click.echo(f"  {mounts['macos']}")
     click.echo("")
-    click.echo(f"Then: cat {LINUX_MOUNT_POINT}/data/data.csv; unmount with sudo umount.")
+    example = "TABLE/data/data.csv" if lake else "data/data.csv"
+    click.echo(f"Then: cat {LINUX_MOUNT_POINT}/{example}; unmount with sudo umount.")
     click.echo("Without mounting (libnfs-utils):")
     click.echo(f"  {mounts['nfs_ls']}")
     click.echo(f"  {mounts['nfs_cat']}")
