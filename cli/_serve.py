@@ -28,6 +28,7 @@ from cli._common import (
 from posixlake.errors import InvalidOperation, IoError
 
 if TYPE_CHECKING:
+    from nfs.lake import LakeFs
     from nfs.protocol.vfs import FileId, Vfs
     from nfs.table.access import TableEntries, UserMap
     from posixlake import DatabaseOps
@@ -290,14 +291,14 @@ def serve(
 
     root = lake_root(table)
     if root is not None:  # not a table but a directory of tables: the lake
-        from cli._lake import check_lake_options, open_lake, serve_lake
+        from cli._lake import check_lake_options, open_lake
 
         check_lake_options(http_listen=http_listen)
         lake = open_lake(
             root,
             read_only=read_only,
             state_dir=state_dir,
-            user_map=user_map,
+            wrap=None if user_map is None else (lambda db, fs: per_user_vfs(db, fs, user_map)),
             idle_seconds=idle_seconds,
             abandon_seconds=abandon_seconds,
             segment_cache=segment_cache,
@@ -408,6 +409,64 @@ def serve(
         kept = fs.unfinished_at_close
         note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
         click.echo(f"Stopped. {db.uri} is at version {version}.{note}")
+
+
+def serve_lake(
+    lake: LakeFs,
+    *,
+    host: str,
+    port: int,
+    read_only: bool,
+    server_options: dict[str, object],
+) -> None:
+    """Serve ``lake`` over NFS until Ctrl-C or SIGTERM (as ``serve`` serves a table)."""
+    from nfs.protocol.server import NfsServer
+
+    opts = get_options()
+    mode = "read-only" if read_only else "read-write"
+    try:
+        server = NfsServer(lake, port, host, **server_options)  # type: ignore[arg-type]
+    except OSError as err:
+        lake.close()
+        raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
+    stop = threading.Event()
+    try:
+        with _stop_on_signals(stop) as received:
+            mounts = mount_commands(host, server.port)
+            if opts.json:
+                echo_json(
+                    {
+                        "event": "listening",
+                        "lake": lake.root,
+                        "tables": len(lake.tables()),
+                        "host": host,
+                        "port": server.port,
+                        "mode": mode,
+                        "mount": mounts,
+                    }
+                )
+            else:
+                _print_banner(lake.root, host, server.port, mode, mounts, lake=True)
+            if host not in _LOOPBACK:
+                click.echo(
+                    f"Warning: listening on {host}: NFS clients are not authenticated, "
+                    f"anyone who reaches port {server.port} gets a {mode} share",
+                    err=True,
+                )
+            _notify(f"READY=1\nSTATUS=serving {lake.root} on {host}:{server.port}\n")
+            while not stop.wait(1.0):
+                if not server.is_ready():
+                    raise IoError("the NFS server stopped unexpectedly")
+            _notify("STOPPING=1\n")
+            logger.info("stopping on %s", ", ".join(received))
+    finally:
+        server.shutdown()  # closes the lake, and with it every open table
+    kept = lake.unfinished_at_close
+    if opts.json:
+        echo_json({"event": "stopped", "lake": lake.root, "unfinished_writes": kept})
+    else:
+        note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
+        click.echo(f"Stopped serving the lake {lake.root}.{note}")
 
 
 OPEN_AT_START_ROWS: Final = 1_000_000
