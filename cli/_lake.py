@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli._common import credentials, engine_kwargs, get_options, storage_for
-from posixlake.errors import InvalidOperation, IoError, PosixLakeError
+from posixlake.errors import InvalidOperation, IoError, PermissionDenied, PosixLakeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,7 +80,7 @@ def open_lake(
         credentials=login,
         engine=engine_kwargs(computes=True, shared=False),
         tablefs={"read_only": read_only, **tablefs},
-        wrap=wrap,
+        wrap=None if wrap is None else _refusing(wrap),
     )
     lake = LakeFs(
         root,
@@ -97,6 +97,21 @@ def open_lake(
         lake.close()
         raise InvalidOperation(f"cannot list the lake {root}: {err}") from err
     return lake
+
+
+def _refusing(
+    wrap: Callable[[DatabaseOps, TableFs], Vfs],
+) -> Callable[[DatabaseOps, TableFs], Vfs]:
+    """Return ``wrap`` with a table it cannot wrap (``--map-uid`` on a table without users,
+    or naming a user the table does not have) refusing access instead."""
+
+    def wrapped(db: DatabaseOps, fs: TableFs) -> Vfs:
+        try:
+            return wrap(db, fs)
+        except InvalidOperation as err:
+            raise PermissionDenied(str(err)) from err
+
+    return wrapped
 
 
 def check_lake_options(*, http_listen: str | None) -> None:

@@ -118,3 +118,33 @@ def test_serve_of_a_lake_refuses_http(lake: Path) -> None:
     result = CliRunner().invoke(cli, ["serve", str(lake), "--port", "0", "--http", "127.0.0.1:0"])
     assert result.exit_code == 2
     assert "not supported with a lake root" in result.output
+
+
+def test_map_uid_on_a_lake_refuses_the_tables_without_users(lake: Path, tmp_path: Path) -> None:
+    import click
+
+    from cli._lake import open_lake
+    from cli._serve import per_user_vfs
+    from cli.main import cli
+    from nfs.protocol.nfs3 import Nfsstat3
+    from nfs.protocol.rpc import CallContext
+    from nfs.protocol.vfs import NfsError
+    from nfs.table.access import UserMap
+
+    users = UserMap.parse(["1000=ana"])
+    with click.Context(cli).scope():
+        fs = open_lake(
+            str(lake),
+            read_only=False,
+            state_dir=str(tmp_path / "state"),
+            wrap=lambda db, table: per_user_vfs(db, table, users),
+            idle_timer=False,
+        )
+    try:
+        sales = fs.lookup(fs.root_dir(), "sales", CallContext.local(1000, 1000))
+        with pytest.raises(NfsError) as exc:  # sales has no users: --map-uid cannot apply
+            fs.lookup(sales, "data", CallContext.local(1000, 1000))
+        assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
+        assert "has no users" in str(exc.value)
+    finally:
+        fs.close()
