@@ -48,11 +48,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
+from nfs.lake.create import TableSpec, parse_create_table
 from nfs.lake.discovery import discover_tables
 from nfs.lake.ids import InnerIds, SlotMap, lake_id, path_hash, split_id
 from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
+    BOUNDED_PEER_PREFIX,
     DirEntry,
     DirPage,
     EditBounds,
@@ -65,9 +67,23 @@ from nfs.protocol.vfs import (
 )
 from nfs.table.state import nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
-from posixlake.errors import AuthenticationError, NotFound, PermissionDenied, PosixLakeError
+from posixlake.errors import (
+    AlreadyExists,
+    AuthenticationError,
+    NotFound,
+    PermissionDenied,
+    PosixLakeError,
+)
 
-__all__ = ["DEFAULT_KEEP_OPEN", "DEFAULT_MAX_OPEN", "LakeFs", "LakeTable", "TableOpener"]
+__all__ = [
+    "DEFAULT_KEEP_OPEN",
+    "DEFAULT_MAX_OPEN",
+    "SCHEMA_SQL",
+    "LakeFs",
+    "LakeTable",
+    "TableCreator",
+    "TableOpener",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +119,24 @@ class LakeTable:
 TableOpener = Callable[[str], LakeTable]
 """Opens the table at a path relative to the lake root (PosixLakeError if it cannot)."""
 
+TableCreator = Callable[[str, TableSpec], None]
+"""Creates a table at a path relative to the lake root (AlreadyExists if one is there)."""
+
+SCHEMA_SQL: Final = "schema.sql"
+
+
+@dataclass
+class _NewTable:
+    """A directory made at the lake level (MKDIR), not a table yet: ``schema.sql`` written
+    into it creates the table. Kept in memory only (an empty one is gone after a restart)."""
+
+    path: str
+    dir_local: int
+    file_local: int
+    mtime: Nfstime3
+    schema: bytearray | None = None
+    created: bool = False
+
 
 @dataclass
 class _Open:
@@ -127,8 +161,13 @@ def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def _build(tables: list[str], at: float, mtime: Nfstime3, old: _Listing | None) -> _Listing:
+def _build(
+    tables: list[str], at: float, mtime: Nfstime3, old: _Listing | None, new: list[str]
+) -> _Listing:
     children: dict[str, set[str]] = {"": set()}
+    for path in new:  # directories made to hold a new table: empty lake directories
+        children.setdefault(path, set())
+        children.setdefault(_parent(path), set()).add(path.rpartition("/")[2])
     for table in tables:
         parts = table.split("/")
         for i in range(len(parts)):
@@ -167,6 +206,8 @@ class LakeFs:
         clock: monotonic seconds (injected in tests).
         wallclock: seconds since the epoch, for the lake directories' times.
         discover: lists the tables (default: :func:`nfs.lake.discovery.discover_tables`).
+        creator: creates a table from a ``schema.sql`` written into a new directory (see
+            the module docstring); None: directories cannot be made at the lake level.
     """
 
     def __init__(
@@ -183,6 +224,7 @@ class LakeFs:
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
         discover: Callable[[], list[str]] | None = None,
+        creator: TableCreator | None = None,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open must be at least 1")
@@ -198,12 +240,16 @@ class LakeFs:
         self._clock = clock
         self._wallclock = wallclock
         self._lock = threading.Lock()
-        self._refresh_lock = threading.Lock()
+        self._refresh_lock = threading.RLock()
         self._listing: _Listing | None = None
         self._open: OrderedDict[int, _Open] = OrderedDict()
         self._opening: dict[int, threading.Lock] = {}
         self._ids: dict[int, InnerIds] = {}
         self._refused: set[int] = set()
+        self._creator = creator
+        self._dir_mode = 0o777 if creator is not None else DIR_MODE
+        self._new: dict[str, _NewTable] = {}
+        self._new_ids: dict[int, _NewTable] = {}
         self._boot = secrets.token_bytes(8)
         self._retired = 0
         self._closed = False
@@ -233,7 +279,11 @@ class LakeFs:
             self._slots.assign(tables)
             self._refused.clear()  # tried again: permissions may have changed
             now = Nfstime3.from_seconds(self._wallclock())
-            fresh = _build(tables, self._clock(), now, listing)
+            with self._lock:
+                for path in set(tables) & self._new.keys():  # made meanwhile, elsewhere too
+                    self._new.pop(path).created = True
+                new = [p for p, n in self._new.items() if not n.created]
+            fresh = _build(tables, self._clock(), now, listing, new)
             self._listing = fresh
         if listing is not None and listing.tables - fresh.tables:
             self._close_gone(fresh)
@@ -427,6 +477,136 @@ class LakeFs:
             f"{what} of lake directory {path!r} refused: tables are not dropped through NFS",
         )
 
+    # ------------------------------------------------------------ tables made by writing
+
+    def _new_of(self, local: int) -> _NewTable | None:
+        with self._lock:
+            return self._new_ids.get(local)
+
+    def _pending(self, local: int) -> _NewTable | None:
+        """The new table whose directory or schema.sql ``local`` is (STALE once it is a
+        table, for anything but its attributes and the end of the edit that made it)."""
+        n = self._new_of(local)
+        if n is not None and n.created:
+            raise NfsError(Nfsstat3.NFS3ERR_STALE, f"{n.path} is a table now")
+        return n
+
+    def _rebuild(self, add: str | None = None) -> None:
+        """List the lake again from the last listing after a change made here."""
+        with self._refresh_lock:
+            old = self._current()
+            tables = set(old.tables)
+            if add is not None:
+                self._slots.assign([add])
+                tables.add(add)
+            with self._lock:
+                new = [p for p, n in self._new.items() if not n.created]
+            now = Nfstime3.from_seconds(self._wallclock())
+            self._listing = _build(sorted(tables), old.at, now, old, new)
+
+    def _make_new(self, path: str) -> FileId:
+        with self._lock:
+            if path in self._new:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, path)
+            self._new[path] = _NewTable(path, 0, 0, Nfstime3.from_seconds(self._wallclock()))
+        self._rebuild()
+        listing = self._current()
+        with self._lock:
+            n = self._new[path]
+            n.dir_local = listing.dir_local[path]
+            local = path_hash("new-schema", self.root, path) & ((1 << 40) - 1)
+            while local in (0, LAKE_ROOT) or local in listing.dir_path or local in self._new_ids:
+                local = (local + 1) & ((1 << 40) - 1)
+            n.file_local = local
+            self._new_ids[n.dir_local] = n
+            self._new_ids[n.file_local] = n
+        logger.info("new table directory %s: write its schema.sql to create the table", path)
+        return lake_id(0, n.dir_local)
+
+    def _drop_new(self, n: _NewTable) -> None:
+        with self._lock:
+            self._new.pop(n.path, None)
+            self._new_ids.pop(n.dir_local, None)
+            self._new_ids.pop(n.file_local, None)
+        self._rebuild()
+
+    def _create(self, n: _NewTable) -> None:
+        """Create the table ``n``'s schema.sql describes (one table, or NFS3ERR_EXIST)."""
+        with self._refresh_lock:
+            if n.created:
+                return
+            try:
+                spec = parse_create_table(bytes(n.schema or b"").decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_INVAL, f"schema.sql is not UTF-8: {err}") from err
+            except PosixLakeError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+            assert self._creator is not None  # MKDIR needs one
+            try:
+                self._creator(n.path, spec)
+            except AlreadyExists as err:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}: {err}") from err
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            with self._lock:
+                n.created = True
+                self._new.pop(n.path, None)
+            logger.info("created table %s from its schema.sql", n.path)
+            self._rebuild(add=n.path)
+
+    def _new_attrs(self, fid: FileId, n: _NewTable, local: int) -> Fattr3:
+        if local == n.file_local:
+            size = len(n.schema or b"")
+            return Fattr3(
+                type=Ftype3.NF3REG,
+                mode=0o644,
+                nlink=1,
+                uid=0,
+                gid=0,
+                size=size,
+                used=(size + 511) & ~511,
+                rdev=Specdata3(),
+                fsid=self.fsid,
+                fileid=fid,
+                atime=n.mtime,
+                mtime=n.mtime,
+                ctime=n.mtime,
+            )
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=0o777,
+            nlink=2,
+            uid=0,
+            gid=0,
+            size=DIR_SIZE,
+            used=DIR_SIZE,
+            rdev=Specdata3(),
+            fsid=self.fsid,
+            fileid=fid,
+            atime=n.mtime,
+            mtime=n.mtime,
+            ctime=n.mtime,
+        )
+
+    def _new_file(self, dir_id: FileId, name: str, size: int | None, *, guarded: bool) -> FileId:
+        n = self._pending(split_id(dir_id)[1])
+        assert n is not None
+        if name != SCHEMA_SQL:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES,
+                f"only {SCHEMA_SQL} can be written into the new table directory {n.path}",
+            )
+        with self._lock:
+            if n.schema is not None and guarded:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
+            if n.schema is None:
+                n.schema = bytearray()
+            if size is not None:
+                del n.schema[size:]
+                n.schema.extend(bytes(size - len(n.schema)))
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, n.file_local)
+
     # ------------------------------------------------------------ Vfs: attributes
 
     def capabilities(self) -> VfsCapabilities:
@@ -443,7 +623,8 @@ class LakeFs:
         slot, local = split_id(fid)
         listing = self._current()
         if slot == 0:
-            self._dir(local, listing)
+            if self._new_of(local) is None:
+                self._dir(local, listing)
             return self._dir_gen
         path = self._table_path(slot, listing)
         if local == _TABLE_ROOT_LOCAL:
@@ -457,7 +638,10 @@ class LakeFs:
         slot, local = split_id(fid)
         listing = self._current()
         if slot == 0:
-            return self._dir_attrs(fid, listing, self._dir(local, listing), DIR_MODE)
+            n = self._new_of(local)
+            if n is not None:
+                return self._new_attrs(fid, n, local)
+            return self._dir_attrs(fid, listing, self._dir(local, listing), self._dir_mode)
         path = self._table_path(slot, listing)
         if local == _TABLE_ROOT_LOCAL and not self._is_open(slot):
             return self._dir_attrs(fid, listing, path, 0 if slot in self._refused else 0o777)
@@ -474,6 +658,11 @@ class LakeFs:
         """Set attributes of a table's file (the lake's directories refuse: ACCES)."""
         slot, local = split_id(fid)
         if slot == 0:
+            n = self._new_of(local)
+            if n is not None:
+                if attrs.size is not None and local == n.file_local and not n.created:
+                    self._new_file(lake_id(0, n.dir_local), SCHEMA_SQL, attrs.size, guarded=False)
+                return self._new_attrs(fid, n, local)
             self._dir(local, self._current())
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, "the lake's directories cannot be changed")
         inner = self._inner(slot, local)
@@ -486,8 +675,14 @@ class LakeFs:
         slot, local = split_id(fid)
         listing = self._current()
         if slot == 0:
+            n = self._new_of(local)
+            if n is not None:
+                is_dir = local == n.dir_local
+                mode = 0o777 if is_dir else 0o666
+                return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=is_dir, ctx=ctx)
             self._dir(local, listing)
-            return posix_access(mask, mode=DIR_MODE, uid=0, gid=0, is_dir=True, ctx=ctx)
+            mode = self._dir_mode
+            return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=True, ctx=ctx)
         inner = self._inner(slot, local)
         try:
             with self._using(slot) as t:
@@ -513,6 +708,17 @@ class LakeFs:
         slot, local = split_id(dir_id)
         listing = self._current()
         if slot == 0:
+            n = self._pending(local)
+            if n is not None and local == n.dir_local:
+                if name == ".":
+                    return dir_id
+                if name == "..":
+                    return self._id_of(_parent(n.path), listing)
+                if name == SCHEMA_SQL and n.schema is not None:
+                    return lake_id(0, n.file_local)
+                raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+            if n is not None:
+                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
             path = self._dir(local, listing)
             if name == ".":
                 return dir_id
@@ -534,8 +740,13 @@ class LakeFs:
         slot, local = split_id(dir_id)
         listing = self._current()
         if slot == 0:
-            path = self._dir(local, listing)
-            names = (".", "..", *listing.children.get(path, ()))
+            n = self._pending(local)
+            if n is not None and local != n.dir_local:
+                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
+            path = n.path if n is not None else self._dir(local, listing)
+            names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
+            if n is not None and n.schema is not None:
+                names = (".", "..", SCHEMA_SQL)
             if after < 0 or after > len(names):
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
             entries = []
@@ -545,6 +756,8 @@ class LakeFs:
                     fid = dir_id
                 elif name == "..":
                     fid = self._id_of(_parent(path), listing)
+                elif n is not None:
+                    fid = lake_id(0, n.file_local)
                 else:
                     fid = self._id_of(f"{path}/{name}" if path else name, listing)
                 entries.append(DirEntry(fid, name, i + 1))
@@ -578,6 +791,8 @@ class LakeFs:
         """Create a file in a table's directory (refused at the lake level)."""
         slot, local = split_id(dir_id)
         if slot == 0:
+            if self._pending(local) is not None:
+                return self._new_file(dir_id, name, attrs.size, guarded=guarded)
             raise self._lake_dir_change(dir_id, name, "create")
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -590,6 +805,8 @@ class LakeFs:
         """Create a file exclusively in a table's directory (refused at the lake level)."""
         slot, local = split_id(dir_id)
         if slot == 0:
+            if self._pending(local) is not None:
+                return self._new_file(dir_id, name, None, guarded=True)
             raise self._lake_dir_change(dir_id, name, "create")
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -600,7 +817,17 @@ class LakeFs:
         """Make a directory in a table's directory (refused at the lake level)."""
         slot, local = split_id(dir_id)
         if slot == 0:
-            raise self._lake_dir_change(dir_id, name, "make a directory")
+            if self._creator is None or self._pending(local) is not None:
+                raise self._lake_dir_change(dir_id, name, "make a directory")
+            listing = self._current()
+            path = self._dir(local, listing)
+            if name in listing.children.get(path, ()):
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
+            if name.startswith((".", "_")) or "/" in name:
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES, f"{name!r}: a table's name cannot start with . or _"
+                )
+            return self._make_new(f"{path}/{name}" if path else name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
@@ -611,6 +838,12 @@ class LakeFs:
         directories (NFS3ERR_ISDIR)."""
         slot, local = split_id(dir_id)
         if slot == 0:
+            n = self._pending(local)
+            if n is not None:
+                if name != SCHEMA_SQL or n.schema is None:
+                    raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+                n.schema = None
+                return
             listing = self._current()
             path = self._dir(local, listing)
             if name in listing.children.get(path, ()):
@@ -629,6 +862,13 @@ class LakeFs:
             path = self._dir(local, listing)
             if name in (".", ".."):
                 raise NfsError(Nfsstat3.NFS3ERR_INVAL, name)
+            with self._lock:
+                new = self._new.get(f"{path}/{name}" if path else name)
+            if new is not None and not new.created:  # not a table (yet): it may go
+                if new.schema is not None:
+                    raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
+                self._drop_new(new)
+                return
             if name in listing.children.get(path, ()):
                 raise self._refuse("RMDIR", f"{path}/{name}" if path else name)
             raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
@@ -649,6 +889,10 @@ class LakeFs:
         tables, or out of or into the lake level: NFS3ERR_XDEV."""
         from_slot, from_local = split_id(from_dir)
         to_slot, to_local = split_id(to_dir)
+        if from_slot == 0 or to_slot == 0:
+            for local in (from_local, to_local):
+                if self._new_of(local) is not None:
+                    raise NfsError(Nfsstat3.NFS3ERR_ACCES, "a new table's files cannot be renamed")
         if from_slot == 0:
             listing = self._current()
             path = self._dir(from_local, listing)
@@ -671,7 +915,11 @@ class LakeFs:
         """Read a table's file (a lake directory: NFS3ERR_ISDIR)."""
         slot, local = split_id(fid)
         if slot == 0:
-            raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+            n = self._new_of(local)
+            if n is None or local != n.file_local:
+                raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+            data = bytes(n.schema or b"")
+            return data[offset : offset + count], offset + count >= len(data)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             return t.target.read(inner, offset, count, ctx)
@@ -712,16 +960,48 @@ class LakeFs:
         """Write a table's file (staged for the caller, as the table face does)."""
         slot, local = split_id(fid)
         if slot == 0:
-            raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+            return self._write_new(local, offset, data, stable)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
             return t.target.write(inner, offset, data, stable, ctx)
 
+    def _write_new(
+        self, local: int, offset: int, data: bytes, stable: StableHow
+    ) -> tuple[int, StableHow]:
+        """WRITE of a new table's schema.sql: kept until the writer is done (a COMMIT, a
+        FILE_SYNC write, an NFSv4 CLOSE), which creates the table."""
+        n = self._new_of(local)
+        if n is None or local != n.file_local:
+            raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+        if n.created:
+            raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
+        with self._lock:
+            buf = n.schema if n.schema is not None else bytearray()
+            if len(buf) < offset:
+                buf.extend(bytes(offset - len(buf)))
+            buf[offset : offset + len(data)] = data
+            n.schema = buf
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        if stable == StableHow.UNSTABLE:
+            return len(data), StableHow.UNSTABLE
+        self._create(n)
+        return len(data), StableHow.FILE_SYNC
+
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT a table's file (makes the caller's staged data durable)."""
         slot, local = split_id(fid)
         if slot == 0:
+            n = self._new_of(local)
+            if n is None or n.created or local != n.file_local:
+                return
+            if (ctx.peer or "").startswith(BOUNDED_PEER_PREFIX):  # created at its CLOSE
+                try:
+                    parse_create_table(bytes(n.schema or b"").decode("utf-8", "replace"))
+                except PosixLakeError as err:
+                    raise NfsError(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+                return
+            self._create(n)
             return
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -746,6 +1026,9 @@ class LakeFs:
         """Apply the caller's staged edit of ``fid`` now (NFSv4 CLOSE), in its table."""
         slot, local = split_id(fid)
         if slot == 0:
+            n = self._new_of(local)
+            if n is not None and not n.created and local == n.file_local and n.schema:
+                self._create(n)
             return None
         inner = self._inner(slot, local)
         with self._using(slot) as t:

@@ -7,13 +7,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nfs.lake.create import TableSpec
 from nfs.lake.lakefs import LakeTable
 from nfs.protocol.vfs import Vfs
 from nfs.table.tablefs import TableFs, default_state_dir
 from posixlake.database import DatabaseOps
 from posixlake.storage import join_uri
 
-__all__ = ["lake_state_dir", "tablefs_opener"]
+__all__ = ["lake_state_dir", "table_creator", "tablefs_opener"]
 
 
 def lake_state_dir(root: str, state_dir: str | Path | None = None) -> Path:
@@ -63,3 +64,26 @@ def tablefs_opener(
             raise
 
     return open_table
+
+
+def table_creator(
+    root: str,
+    *,
+    storage: Any = None,
+    engine: Mapping[str, Any] | None = None,
+) -> Callable[[str, TableSpec], None]:
+    """Return a creator of tables under ``root`` (``DatabaseOps.create``, one commit), for
+    a ``schema.sql`` written into a new directory of the lake."""
+
+    def create(path: str, spec: TableSpec) -> None:
+        with DatabaseOps.create(
+            join_uri(root, path),
+            spec.schema,
+            primary_key=list(spec.primary_key) or None,
+            partition_by=list(spec.partition_by) or None,
+            storage=storage,
+            **dict(engine or {}),
+        ):
+            pass
+
+    return create

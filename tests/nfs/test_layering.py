@@ -229,10 +229,11 @@ TABLE: dict[str, set[str]] = {
 LAKE: dict[str, set[str]] = {
     # the lake face: tables under a root, each one a table face (any protocol module too)
     "lake": {"lake.discovery", "lake.lakefs"},
+    "lake.create": set(),
     "lake.discovery": set(),
     "lake.ids": {"table.state"},
-    "lake.lakefs": {"lake.discovery", "lake.ids", "table.state", "table.tablefs"},
-    "lake.opening": {"lake.lakefs", "table.tablefs"},
+    "lake.lakefs": {"lake.create", "lake.discovery", "lake.ids", "table.state", "table.tablefs"},
+    "lake.opening": {"lake.create", "lake.lakefs", "table.tablefs"},
 }
 
 UMBRELLA: dict[str, set[str]] = {
