@@ -62,7 +62,7 @@ def open_lake(
     ``wrap`` wraps each table's face (``serve --map-uid``: per-user access).
     """
     from nfs.lake import LakeFs
-    from nfs.lake.opening import lake_state_dir, tablefs_opener
+    from nfs.lake.opening import lake_state_dir, table_creator, tablefs_opener
     from posixlake.storage import storage_options_for
 
     opts = get_options()
@@ -73,21 +73,24 @@ def open_lake(
         state.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise IoError(f"cannot use the state directory: {err}") from err
+    engine = engine_kwargs(computes=True, shared=False)
     opener = tablefs_opener(
         root,
         state_dir=state,
         storage=storage,
         credentials=login,
-        engine=engine_kwargs(computes=True, shared=False),
+        engine=engine,
         tablefs={"read_only": read_only, **tablefs},
         wrap=None if wrap is None else _refusing(wrap),
     )
+    creator = None if read_only else table_creator(root, storage=storage, engine=engine)
     lake = LakeFs(
         root,
         opener,
         storage_options=storage_options_for(root, storage),
         state_dir=state,
         read_only=read_only,
+        creator=creator,
     )
     from nfs.protocol.vfs import NfsError
 

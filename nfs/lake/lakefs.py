@@ -491,6 +491,18 @@ class LakeFs:
             raise NfsError(Nfsstat3.NFS3ERR_STALE, f"{n.path} is a table now")
         return n
 
+    def _table_dir(self, dir_id: FileId) -> FileId:
+        """Return the table's directory for the directory a new table was made in (a client
+        that made it still holds that handle), else ``dir_id``."""
+        slot, local = split_id(dir_id)
+        if slot != 0:
+            return dir_id
+        n = self._new_of(local)
+        if n is None or not n.created or local != n.dir_local:
+            return dir_id
+        table = self._slots.slot_of(n.path)
+        return dir_id if table is None else lake_id(table, _TABLE_ROOT_LOCAL)
+
     def _rebuild(self, add: str | None = None) -> None:
         """List the lake again from the last listing after a change made here."""
         with self._refresh_lock:
@@ -705,6 +717,7 @@ class LakeFs:
 
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
         """Return the id of ``name``: a table or prefix in a lake directory, else the table's."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         listing = self._current()
         if slot == 0:
@@ -737,6 +750,7 @@ class LakeFs:
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
         """List a lake directory (cookie = position; "." 1, ".." 2, entries from 3, by
         name), or a table's directory (the table face's own listing)."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         listing = self._current()
         if slot == 0:
@@ -789,6 +803,7 @@ class LakeFs:
         self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext, *, guarded: bool
     ) -> FileId:
         """Create a file in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
@@ -803,6 +818,7 @@ class LakeFs:
         self, dir_id: FileId, name: str, verifier: bytes, ctx: CallContext
     ) -> FileId:
         """Create a file exclusively in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
@@ -815,6 +831,7 @@ class LakeFs:
 
     def mkdir(self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext) -> FileId:
         """Make a directory in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._creator is None or self._pending(local) is not None:
@@ -836,6 +853,7 @@ class LakeFs:
     def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove a table's file (data.csv: every row, one commit); lake entries are
         directories (NFS3ERR_ISDIR)."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
             n = self._pending(local)
@@ -856,6 +874,7 @@ class LakeFs:
 
     def rmdir(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
         """Remove a directory in a table; a table's or prefix's directory: NFS3ERR_ACCES."""
+        dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
             listing = self._current()
@@ -887,6 +906,7 @@ class LakeFs:
     ) -> None:
         """Rename within one table; a lake entry (table or prefix): NFS3ERR_ACCES; between
         tables, or out of or into the lake level: NFS3ERR_XDEV."""
+        from_dir, to_dir = self._table_dir(from_dir), self._table_dir(to_dir)
         from_slot, from_local = split_id(from_dir)
         to_slot, to_local = split_id(to_dir)
         if from_slot == 0 or to_slot == 0:

@@ -154,3 +154,37 @@ def test_the_kernel_client_lists_reads_and_appends_to_one_table(tmp_path: Path) 
     assert after_sales.version == before[0] + 1
     assert sorted(r["id"] for r in after_sales.to_arrow().to_pylist()) == [0, 1, 7]
     assert DatabaseOps.open(root / "ops" / "events", engine="local").version == before[1]
+
+
+@pytest.mark.mount
+@pytest.mark.slow
+def test_the_kernel_client_makes_a_table_by_writing_its_schema(tmp_path: Path) -> None:
+    from nfs.lake.opening import table_creator
+    from tests.nfs.vmclient import require_vm, run_in_vm
+
+    require_vm()
+    root = tmp_path / "lake"
+    make(str(root / "old"), 1)
+    state = tmp_path / "state"
+    opener = tablefs_opener(str(root), state_dir=state, engine={"engine": "local"})
+    creator = table_creator(str(root), engine={"engine": "local"})
+    lake = LakeFs(str(root), opener, state_dir=state, creator=creator)
+    script = """
+        mkdir /mnt/sales; echo "mkdir=$?"
+        printf 'CREATE TABLE data (\\n  id BIGINT NOT NULL,\\n  name STRING,\\n  PRIMARY KEY (id)\\n);\\n' > /tmp/schema.sql
+        cp /tmp/schema.sql /mnt/sales/schema.sql; echo "cp=$?"
+        ls /mnt/sales
+        echo '1,one' >> /mnt/sales/data/data.csv; echo "append=$?"
+        cat /mnt/sales/data/data.csv
+    """
+    with NfsServer(lake) as server:
+        res = run_in_vm(server.port, script, vers="4.0", timeout=180)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "mkdir=0" in out and "cp=0" in out and "append=0" in out, out + res.stderr
+    listed = out.split("cp=0\n", 1)[1].split("append=", 1)[0].split()
+    assert listed == ["changes.csv", "data", "schema.sql", "versions"], out + res.stderr
+    assert out.rstrip().endswith("id,name\n1,one")
+    db = DatabaseOps.open(root / "sales", engine="local")
+    assert db.primary_key() in ("id", ["id"])
+    assert db.to_arrow().to_pylist() == [{"id": 1, "name": "one"}]
