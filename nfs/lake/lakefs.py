@@ -32,6 +32,13 @@ directory, is refused with NFS3ERR_ACCES and a warning log line; creating files 
 directories at the lake level is refused likewise. ``rm -r table/`` removes
 ``data/data.csv`` first, which (as in a single-table share) deletes the rows in one commit;
 the table, its directory, schema and history stay.
+
+Tables made by writing (with a ``creator``): MKDIR at the lake level makes an empty
+directory (in memory), in which only ``schema.sql`` may be created; its CREATE TABLE
+(:mod:`nfs.lake.create`) creates the table when the writer is done: a FILE_SYNC WRITE, a
+COMMIT, or the NFSv4 CLOSE (a v4 COMMIT only validates). Bad SQL: NFS3ERR_INVAL, nothing
+created; a table made meanwhile at that path: NFS3ERR_EXIST. The directory's handle then
+stands for the table's directory.
 """
 
 from __future__ import annotations
