@@ -148,3 +148,51 @@ def test_map_uid_on_a_lake_refuses_the_tables_without_users(lake: Path, tmp_path
         assert "has no users" in str(exc.value)
     finally:
         fs.close()
+
+
+FAKE = """#!/bin/sh
+{ printf '%s\\n' "$(basename "$0")" "$@"; echo --; } >> "$FAKE_LOG"
+exit 0
+"""
+
+
+def test_mount_of_a_lake_root_serves_the_lake_and_unmounts(
+    lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "calls.log"
+    for name in ("fake-mount", "fake-umount"):
+        prog = tmp_path / name
+        prog.write_text(FAKE)
+        prog.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POSIXLAKE_", "NOTIFY_"))}
+    env.update(
+        FAKE_LOG=str(log),
+        POSIXLAKE_MOUNT_PROGRAM=str(tmp_path / "fake-mount"),
+        POSIXLAKE_UMOUNT_PROGRAM=str(tmp_path / "fake-umount"),
+        POSIXLAKE_STATE_DIR=str(tmp_path / "state"),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    where = str(tmp_path / "mnt")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "mount", str(lake), where, "--port", "0", *LOCAL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith(f"Mounted {lake} at {where} (NFSv4.0 on 127.0.0.1:"), first
+    port = int(first.rsplit(":", 1)[1].rstrip(")\n"))
+    if LIBNFS:  # the server serves the lake while mounted
+        listing = nfs("nfs-ls", url(port, "/"))
+        assert {line.split()[-1] for line in listing.stdout.decode().splitlines()} >= {
+            "ops",
+            "sales",
+        }
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert f"Unmounted; stopped serving {lake}." in out
+    assert "fake-umount" in log.read_text()
