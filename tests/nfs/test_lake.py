@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nfs.lake.discovery import discover_tables, is_table
 from nfs.lake.ids import MAX_SLOT, InnerIds, SlotMap, path_hash
-from nfs.lake.lakefs import LakeFs
+from nfs.lake.lakefs import LakeFs, LakeTable
 from nfs.lake.opening import tablefs_opener
 from nfs.protocol.nfs3 import Ftype3, Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
@@ -346,3 +346,51 @@ def test_slot_collisions_take_the_next_slot_and_persist(tmp_path: Path) -> None:
     again.assign(sorted([a, b]))
     assert (again.slot_of(a), again.slot_of(b)) == (slot_a, slot_b)
     assert again.table_of(slot_a) == a
+
+
+# -- the listing against a model: any sequence of lakes (tables made and removed elsewhere)
+
+_SEGMENT = st.sampled_from(["a", "b", "c", "sales", "x y", "é"])
+_PATHS = st.lists(_SEGMENT, min_size=1, max_size=3).map("/".join)
+
+
+def _tree(tables: set[str]) -> dict[str, set[str]]:
+    """The expected lake: directory path -> entry names (tables nested in tables dropped)."""
+    kept = {t for t in tables if not any(t.startswith(o + "/") for o in tables)}
+    tree: dict[str, set[str]] = {"": set()}
+    for t in kept:
+        parts = t.split("/")
+        for i in range(len(parts)):
+            tree.setdefault("/".join(parts[:i]), set()).add(parts[i])
+    return tree
+
+
+@given(st.lists(st.sets(_PATHS, max_size=6), min_size=1, max_size=5))
+def test_the_listing_follows_the_lake_and_ids_stay(lakes: list[set[str]]) -> None:
+    current: list[str] = []
+    clock = FakeClock()
+
+    def discover() -> list[str]:
+        return sorted(t for t in current if not any(t.startswith(o + "/") for o in current))
+
+    def no_open(path: str) -> LakeTable:
+        raise AssertionError(f"listing opened {path}")
+
+    fs = LakeFs("/lake", no_open, clock=clock, discover=discover)
+    seen: dict[str, FileId] = {}
+    for tables in lakes:
+        current[:] = sorted(tables)
+        clock.advance(1)
+        tree = _tree(tables)
+        leaves = {f"{d}/{n}" if d else n for d, names_ in tree.items() for n in names_} - set(tree)
+        for directory, expected in tree.items():
+            assert set(names(fs, walk(fs, directory))) == expected
+        for table in leaves:
+            fid = walk(fs, table)
+            assert fs.getattr(fid).type == Ftype3.NF3DIR
+            assert seen.setdefault(table, fid) == fid  # the same id whenever it is there
+        for table, fid in seen.items():
+            if table not in leaves:
+                with pytest.raises(NfsError) as exc:
+                    fs.getattr(fid)
+                assert exc.value.status == Nfsstat3.NFS3ERR_STALE
