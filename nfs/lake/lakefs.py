@@ -865,9 +865,10 @@ class LakeFs:
         if slot == 0:
             n = self._pending(local)
             if n is not None:
-                if name != SCHEMA_SQL or n.schema is None:
-                    raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
-                n.schema = None
+                with self._lock:
+                    if name != SCHEMA_SQL or n.schema is None:
+                        raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+                    n.schema = None
                 return
             listing = self._current()
             path = self._dir(local, listing)
