@@ -15,7 +15,7 @@ from nfs.lake.lakefs import LakeFs
 from nfs.lake.opening import tablefs_opener
 from nfs.protocol.server import NfsServer
 from posixlake import DatabaseOps
-from posixlake.storage import S3Config, storage_options_for
+from posixlake.storage import AzureConfig, S3Config, storage_options_for
 from tests.nfs.conftest import FakeClock
 from tests.storage.conftest import REGION, S3_KEY, S3_SECRET, make_bucket
 
@@ -188,3 +188,20 @@ def test_the_kernel_client_makes_a_table_by_writing_its_schema(tmp_path: Path) -
     db = DatabaseOps.open(root / "sales", engine="local")
     assert db.primary_key() in ("id", ["id"])
     assert db.to_arrow().to_pylist() == [{"id": 1, "name": "one"}]
+
+
+@needs_libnfs
+@pytest.mark.azure
+def test_libnfs_reads_and_writes_an_azure_lake(azurite_server: Any, tmp_path: Path) -> None:
+    container = make_bucket("azure", azurite_server.endpoint)
+    root = f"az://{container}/lake"
+    config = AzureConfig.emulator(azurite_server.endpoint)
+    make(f"{root}/sales", 2, config)
+    make(f"{root}/ops/events", 3, config)
+    clock = FakeClock()
+
+    def version_of(table: str) -> int:
+        return DatabaseOps.open(f"{root}/{table}", storage=config, engine="local").version
+
+    with serve(root, tmp_path / "state", clock, config) as server:
+        check_lake(server, clock, tmp_path, version_of)
