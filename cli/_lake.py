@@ -95,10 +95,16 @@ def open_lake(
     from nfs.protocol.vfs import NfsError
 
     try:
-        lake.tables()  # list once before listening: a root that cannot be listed fails here
+        tables = lake.tables()  # list once before listening: a root that cannot be listed fails
     except NfsError as err:
         lake.close()
         raise InvalidOperation(f"cannot list the lake {root}: {err}") from err
+    if not tables:
+        click.echo(
+            f"Warning: {root} is not a Delta table and holds none (yet): serving it as an "
+            "empty lake",
+            err=True,
+        )
     return lake
 
 

@@ -196,3 +196,21 @@ def test_mount_of_a_lake_root_serves_the_lake_and_unmounts(
     assert proc.returncode == 0, err
     assert f"Unmounted; stopped serving {lake}." in out
     assert "fake-umount" in log.read_text()
+
+
+def test_serving_an_empty_directory_warns_that_it_is_an_empty_lake(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import click
+
+    from cli._lake import open_lake
+    from cli.main import cli
+
+    (tmp_path / "empty").mkdir()
+    with click.Context(cli).scope():
+        fs = open_lake(str(tmp_path / "empty"), read_only=False, state_dir=str(tmp_path / "s"))
+    try:
+        assert fs.tables() == []
+        assert "holds none (yet): serving it as an empty lake" in capsys.readouterr().err
+    finally:
+        fs.close()
