@@ -361,8 +361,13 @@ class LakeFs:
                 raise NfsError(Nfsstat3.NFS3ERR_IO, f"{path}: {err}") from err
             entry = _Open(table, _verifier(table.target), active=1, last_used=self._clock())
             with self._lock:
-                self._open[slot] = entry
-                self.opened += 1
+                closed = self._closed
+                if not closed:
+                    self._open[slot] = entry
+                    self.opened += 1
+            if closed:  # the server stopped while this table opened
+                self._close_table(slot, entry)
+                raise NfsError(Nfsstat3.NFS3ERR_IO, "the lake is closed")
             logger.info("opened table %s", path)
             return entry
 
