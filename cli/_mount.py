@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import threading
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -31,6 +31,9 @@ from cli._common import (
 )
 from cli._serve import _notify, _stop_on_signals
 from posixlake.errors import IoError
+
+if TYPE_CHECKING:
+    from nfs.lake import LakeFs
 
 __all__ = [
     "COMMANDS",
@@ -211,6 +214,7 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
       posixlake mount /data/sales /mnt/sales
       cat /mnt/sales/data/data.csv
       posixlake mount s3://lake/sales /mnt/sales --endpoint http://127.0.0.1:9000
+      posixlake mount s3://lake /mnt/lake     (a lake root: /mnt/lake/sales/data/data.csv)
     """
     from nfs.protocol.server import NfsServer  # imported here: other commands start faster
     from nfs.table.tablefs import TableFs
@@ -218,6 +222,18 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
     opts = get_options()
     where = os.path.abspath(mount_point)
     stop = threading.Event()
+    from cli._lake import lake_root
+
+    root = lake_root(table)
+    if root is not None:  # not a table but a directory of tables: the lake
+        from cli._lake import open_lake
+
+        try:
+            os.makedirs(where, exist_ok=True)
+        except OSError as err:
+            raise IoError(f"cannot create the mount point {where}: {err.strerror}") from err
+        mount_lake(open_lake(root, read_only=read_only, state_dir=state_dir), where, port)
+        return
     with open_table(table, computes=True, shared=False) as db:  # runs for hours
         try:
             os.makedirs(where, exist_ok=True)
@@ -271,6 +287,51 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
         click.echo(
             ("Unmounted; " if mounted else "") + f"stopped. {db.uri} is at version {version}.{note}"
         )
+    if unmount_error:
+        raise click.ClickException(unmount_error)
+
+
+def mount_lake(lake: LakeFs, where: str, port: int) -> None:
+    """Serve ``lake`` on 127.0.0.1 and mount it at ``where`` until Ctrl-C or SIGTERM (as
+    ``mount`` does a table); unmount and stop then."""
+    from nfs.protocol.server import NfsServer
+
+    opts = get_options()
+    try:
+        server = NfsServer(lake, port, "127.0.0.1")
+    except OSError as err:
+        lake.close()
+        raise IoError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from err
+    stop = threading.Event()
+    mounted = False
+    unmount_error: str | None = None
+    try:
+        with _stop_on_signals(stop):
+            argv, vers, code, detail = mount_first(mount_attempts(server.port, where))
+            mounted = code == 0
+            _report_mount(lake.root, server.port, where, argv, code, detail, vers)
+            _notify(f"READY=1\nSTATUS=serving {lake.root} on 127.0.0.1:{server.port}\n")
+            while not stop.wait(1.0):
+                if not server.is_ready():
+                    raise IoError("the NFS server stopped unexpectedly")
+            _notify("STOPPING=1\n")
+    finally:
+        if mounted:  # while the server still answers, or umount would hang
+            code, detail = _run(unmount_argv(where))
+            if code != 0:
+                unmount_error = (
+                    f"unmount of {where} failed (exit {code}{': ' + detail if detail else ''}); "
+                    f"unmount it by hand: {_shell(unmount_argv(where))}"
+                )
+        server.shutdown()
+    kept = lake.unfinished_at_close
+    if opts.json:
+        echo_json(
+            {"event": "stopped", "lake": lake.root, "unmounted": mounted, "unfinished_writes": kept}
+        )
+    else:
+        note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
+        click.echo(("Unmounted; " if mounted else "") + f"stopped serving {lake.root}.{note}")
     if unmount_error:
         raise click.ClickException(unmount_error)
 

@@ -28,6 +28,7 @@ from cli._common import (
 from posixlake.errors import InvalidOperation, IoError
 
 if TYPE_CHECKING:
+    from nfs.lake import LakeFs
     from nfs.protocol.vfs import FileId, Vfs
     from nfs.table.access import TableEntries, UserMap
     from posixlake import DatabaseOps
@@ -258,6 +259,8 @@ def serve(
     in --state-dir; on Ctrl-C or SIGTERM unfinished ones stay there and the next
     serve of the table recovers them.
     AUTH_SYS identities are asserted by the client, not proven: see docs/nfs-security.md.
+    A TABLE that is a directory or prefix of tables (no _delta_log/ in it) is served as a
+    lake: every table under it is a directory holding the files above (docs/cli.md).
 
     \b
     Examples:
@@ -284,6 +287,37 @@ def serve(
         user_map = UserMap.parse(map_uid) if map_uid else None
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--map-uid") from err
+    from cli._lake import lake_root
+
+    root = lake_root(table)
+    if root is not None:  # not a table but a directory of tables: the lake
+        from cli._lake import check_lake_options, open_lake
+
+        check_lake_options(http_listen=http_listen)
+        lake = open_lake(
+            root,
+            read_only=read_only,
+            state_dir=state_dir,
+            wrap=None if user_map is None else (lambda db, fs: per_user_vfs(db, fs, user_map)),
+            idle_seconds=idle_seconds,
+            abandon_seconds=abandon_seconds,
+            segment_cache=segment_cache,
+        )
+        serve_lake(
+            lake,
+            host=host,
+            port=port,
+            read_only=read_only,
+            server_options={
+                "resources": ResourceLimits(
+                    max_connections=max_connections, idle_timeout=idle_timeout
+                ),
+                "credential_policy": IdentityPolicy(
+                    root_squash=root_squash, require_privileged_port=require_privileged_port
+                ),
+            },
+        )
+        return
     with open_table(table, computes=True, shared=False) as db:  # runs for hours
         mode = "read-only" if read_only or not db.authorizer.allows("write") else "read-write"
         try:
@@ -377,6 +411,64 @@ def serve(
         click.echo(f"Stopped. {db.uri} is at version {version}.{note}")
 
 
+def serve_lake(
+    lake: LakeFs,
+    *,
+    host: str,
+    port: int,
+    read_only: bool,
+    server_options: dict[str, object],
+) -> None:
+    """Serve ``lake`` over NFS until Ctrl-C or SIGTERM (as ``serve`` serves a table)."""
+    from nfs.protocol.server import NfsServer
+
+    opts = get_options()
+    mode = "read-only" if read_only else "read-write"
+    try:
+        server = NfsServer(lake, port, host, **server_options)  # type: ignore[arg-type]
+    except OSError as err:
+        lake.close()
+        raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
+    stop = threading.Event()
+    try:
+        with _stop_on_signals(stop) as received:
+            mounts = mount_commands(host, server.port)
+            if opts.json:
+                echo_json(
+                    {
+                        "event": "listening",
+                        "lake": lake.root,
+                        "tables": len(lake.tables()),
+                        "host": host,
+                        "port": server.port,
+                        "mode": mode,
+                        "mount": mounts,
+                    }
+                )
+            else:
+                _print_banner(lake.root, host, server.port, mode, mounts, lake=True)
+            if host not in _LOOPBACK:
+                click.echo(
+                    f"Warning: listening on {host}: NFS clients are not authenticated, "
+                    f"anyone who reaches port {server.port} gets a {mode} share",
+                    err=True,
+                )
+            _notify(f"READY=1\nSTATUS=serving {lake.root} on {host}:{server.port}\n")
+            while not stop.wait(1.0):
+                if not server.is_ready():
+                    raise IoError("the NFS server stopped unexpectedly")
+            _notify("STOPPING=1\n")
+            logger.info("stopping on %s", ", ".join(received))
+    finally:
+        server.shutdown()  # closes the lake, and with it every open table
+    kept = lake.unfinished_at_close
+    if opts.json:
+        echo_json({"event": "stopped", "lake": lake.root, "unfinished_writes": kept})
+    else:
+        note = f" {kept} unfinished write(s) kept for the next start." if kept else ""
+        click.echo(f"Stopped serving the lake {lake.root}.{note}")
+
+
 OPEN_AT_START_ROWS: Final = 1_000_000
 """Tables up to this many rows have data.csv opened (rendered if need be) before serving."""
 
@@ -454,8 +546,11 @@ def per_user_vfs(db: DatabaseOps, fs: Vfs, user_map: UserMap | None) -> Vfs:
     return TableAccessVfs(fs, table_entries(), user_map, permissions.of)
 
 
-def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, str]) -> None:
-    click.echo(f"Serving {uri} over NFSv3 and NFSv4.0 on {host}:{port} ({mode})")
+def _print_banner(
+    uri: str, host: str, port: int, mode: str, mounts: dict[str, str], *, lake: bool = False
+) -> None:
+    what = f"the lake {uri} (every table a directory)" if lake else uri
+    click.echo(f"Serving {what} over NFSv3 and NFSv4.0 on {host}:{port} ({mode})")
     click.echo("")
     click.echo("Mount on Linux (NFSv4.0: an edit applies when the file is closed):")
     click.echo(f"  sudo mkdir -p {LINUX_MOUNT_POINT}")
@@ -468,7 +563,8 @@ def _print_banner(uri: str, host: str, port: int, mode: str, mounts: dict[str, s
     click.echo("or NFSv3:")
     click.echo(f"  {mounts['macos']}")
     click.echo("")
-    click.echo(f"Then: cat {LINUX_MOUNT_POINT}/data/data.csv; unmount with sudo umount.")
+    example = "TABLE/data/data.csv" if lake else "data/data.csv"
+    click.echo(f"Then: cat {LINUX_MOUNT_POINT}/{example}; unmount with sudo umount.")
     click.echo("Without mounting (libnfs-utils):")
     click.echo(f"  {mounts['nfs_ls']}")
     click.echo(f"  {mounts['nfs_cat']}")

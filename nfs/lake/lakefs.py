@@ -1,0 +1,1114 @@
+"""LakeFs: every Delta table under a root as a directory, each one a table face.
+
+The tree (see docs/design.md, "The NFS face", "The lake")::
+
+    /                       the lake root: its tables and the prefixes leading to them
+    /<prefix>/.../          a directory with a table below it
+    /<table>/               exactly what ``nfs.table.tablefs.TableFs`` shows at its root:
+                            data/data.csv, schema.sql, versions/<N>/, changes.csv, ...
+
+LakeFs composes one table face per table, opened on first use (a LOOKUP into it, a READ,
+an ACCESS...; listing the lake and GETATTR of a table's directory open nothing) and kept in
+an LRU of at most ``max_open`` tables: past the bound the least recently used table is
+closed once it has no call in flight, no staged write, and no call for ``keep_open``
+seconds (a table with staged or unfinished writes is never evicted; the bound is then
+exceeded, with a log line).
+
+Every call on a table's file goes to that table's face with the table's own id (see
+:mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
+optional hooks the protocol uses: ``finish``/``discard`` (NFSv4 CLOSE and lease expiry,
+`nfs.protocol.vfs.EditBounds`), ``read_nowait``, ``write_verifier`` (one verifier for
+the lake, changing whenever a table's changes), ``close``. Each table's own users and
+roles apply: a table the server's user may only read is read-only (NFS3ERR_ROFS), and a
+table it may not open (no credentials, no permission) is listed, with mode 000, and
+refuses access (NFS3ERR_ACCES).
+
+The listing is cached for ``listing_ttl`` seconds (by default the table face's version
+TTL): tables another process creates or removes appear and disappear within it. A handle
+into a table that is gone answers NFS3ERR_STALE.
+
+Nothing is dropped by accident: RMDIR or RENAME of a table's directory, or of a prefix
+directory, is refused with NFS3ERR_ACCES and a warning log line; creating files or
+directories at the lake level is refused likewise. ``rm -r table/`` removes
+``data/data.csv`` first, which (as in a single-table share) deletes the rows in one commit;
+the table, its directory, schema and history stay.
+
+Tables made by writing (with a ``creator``): MKDIR at the lake level makes an empty
+directory (in memory), in which only ``schema.sql`` may be created; its CREATE TABLE
+(:mod:`nfs.lake.create`) creates the table when the writer is done: a FILE_SYNC WRITE, a
+COMMIT, or the NFSv4 CLOSE (a v4 COMMIT only validates). Bad SQL: NFS3ERR_INVAL, nothing
+created; a table made meanwhile at that path: NFS3ERR_EXIST. The directory's handle then
+stands for the table's directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Final
+
+from nfs.lake.create import TableSpec, parse_create_table
+from nfs.lake.discovery import discover_tables
+from nfs.lake.ids import InnerIds, SlotMap, lake_id, path_hash, split_id
+from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
+from nfs.protocol.rpc import CallContext
+from nfs.protocol.vfs import (
+    BOUNDED_PEER_PREFIX,
+    DirEntry,
+    DirPage,
+    EditBounds,
+    FileId,
+    FsStat,
+    NfsError,
+    Vfs,
+    VfsCapabilities,
+    posix_access,
+)
+from nfs.table.state import nfs_error
+from nfs.table.tablefs import ROOT_ID, TableFs
+from posixlake.errors import (
+    AlreadyExists,
+    AuthenticationError,
+    NotFound,
+    PermissionDenied,
+    PosixLakeError,
+)
+
+__all__ = [
+    "DEFAULT_KEEP_OPEN",
+    "DEFAULT_MAX_OPEN",
+    "SCHEMA_SQL",
+    "LakeFs",
+    "LakeTable",
+    "TableCreator",
+    "TableOpener",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_OPEN: Final = 64
+"""Tables kept open at most (beyond it, idle ones are closed, least recently used first)."""
+DEFAULT_KEEP_OPEN: Final = 30.0
+"""A table used less than this many seconds ago is not closed to make room."""
+LAKE_ROOT: Final = 1
+DIR_MODE: Final = 0o555
+DIR_SIZE: Final = 4096
+_TABLE_ROOT_LOCAL: Final = int(ROOT_ID)
+"""The packed id of a table face's root (its fixed id 1 packs to itself)."""
+
+
+@dataclass
+class LakeTable:
+    """One open table of a lake, as a `TableOpener` returns it.
+
+    Attributes:
+        fs: the table face.
+        vfs: what calls go to: ``fs`` itself or a wrapper of it (per-user access).
+    """
+
+    fs: TableFs
+    vfs: Vfs | None = None
+
+    @property
+    def target(self) -> Vfs:
+        """The Vfs calls go to."""
+        return self.vfs if self.vfs is not None else self.fs
+
+
+TableOpener = Callable[[str], LakeTable]
+"""Opens the table at a path relative to the lake root (PosixLakeError if it cannot)."""
+
+TableCreator = Callable[[str, TableSpec], None]
+"""Creates a table at a path relative to the lake root (AlreadyExists if one is there)."""
+
+SCHEMA_SQL: Final = "schema.sql"
+
+
+@dataclass
+class _NewTable:
+    """A directory made at the lake level (MKDIR), not a table yet: ``schema.sql`` written
+    into it creates the table. Kept in memory only (an empty one is gone after a restart)."""
+
+    path: str
+    dir_local: int
+    file_local: int
+    mtime: Nfstime3
+    schema: bytearray | None = None
+    created: bool = False
+
+
+@dataclass
+class _Open:
+    table: LakeTable
+    verifier: bytes
+    active: int = 0
+    last_used: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Listing:
+    at: float
+    tables: frozenset[str]
+    children: Mapping[str, tuple[str, ...]]
+    dir_local: Mapping[str, int]
+    dir_path: Mapping[int, str]
+    mtime: Nfstime3
+    subdirs: Mapping[str, int] = field(default_factory=dict)
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def _build(
+    tables: list[str], at: float, mtime: Nfstime3, old: _Listing | None, new: list[str]
+) -> _Listing:
+    children: dict[str, set[str]] = {"": set()}
+    for path in new:  # directories made to hold a new table: empty lake directories
+        children.setdefault(path, set())
+        children.setdefault(_parent(path), set()).add(path.rpartition("/")[2])
+    for table in tables:
+        parts = table.split("/")
+        for i in range(len(parts)):
+            here = "/".join(parts[:i])
+            children.setdefault(here, set()).add(parts[i])
+    dir_local: dict[str, int] = {"": LAKE_ROOT}
+    dir_path: dict[int, str] = {LAKE_ROOT: ""}
+    for path in sorted(children):
+        if path == "":
+            continue
+        local = path_hash("dir", path) & ((1 << 40) - 1)
+        while local in (0, LAKE_ROOT) or local in dir_path:  # a collision: probe, path order
+            local = (local + 1) & ((1 << 40) - 1)
+        dir_local[path] = local
+        dir_path[local] = path
+    listed = {p: tuple(sorted(c)) for p, c in children.items()}
+    if old is not None and old.children == listed:
+        mtime = old.mtime
+    subdirs = {p: len(c) for p, c in listed.items()}
+    return _Listing(at, frozenset(tables), listed, dir_local, dir_path, mtime, subdirs)
+
+
+class LakeFs:
+    """The Vfs of a lake: every table under a root (see the module docstring).
+
+    Args:
+        root: the lake root, a local directory or an ``s3://``, ``az://``, ``abfss://`` URI.
+        opener: opens one table (a path relative to ``root``) as a `LakeTable`.
+        storage_options: delta-rs style options for listing an object-store root.
+        state_dir: the lake's own state (``slots.json``: see :mod:`nfs.lake.ids`); None
+            keeps the slots in memory (handles then survive no restart).
+        listing_ttl: how long a listing of the root is trusted.
+        max_open: tables kept open at most (see the module docstring).
+        keep_open: a table used this recently is not closed to make room.
+        read_only: serve the whole lake read-only.
+        clock: monotonic seconds (injected in tests).
+        wallclock: seconds since the epoch, for the lake directories' times.
+        discover: lists the tables (default: :func:`nfs.lake.discovery.discover_tables`).
+        creator: creates a table from a ``schema.sql`` written into a new directory (see
+            the module docstring); None: directories cannot be made at the lake level.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        opener: TableOpener,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        state_dir: str | Path | None = None,
+        listing_ttl: float = 0.5,
+        max_open: int = DEFAULT_MAX_OPEN,
+        keep_open: float = DEFAULT_KEEP_OPEN,
+        read_only: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+        discover: Callable[[], list[str]] | None = None,
+        creator: TableCreator | None = None,
+    ) -> None:
+        if max_open < 1:
+            raise ValueError("max_open must be at least 1")
+        self.root = root
+        self._opener = opener
+        self._discover = discover or (lambda: discover_tables(root, storage_options))
+        self._state_dir = Path(state_dir) if state_dir is not None else None
+        self._slots = SlotMap(self._state_dir / "slots.json" if self._state_dir else None)
+        self._ttl = listing_ttl
+        self._max_open = max_open
+        self._keep_open = keep_open
+        self._read_only = read_only
+        self._clock = clock
+        self._wallclock = wallclock
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.RLock()
+        self._listing: _Listing | None = None
+        self._open: OrderedDict[int, _Open] = OrderedDict()
+        self._opening: dict[int, threading.Lock] = {}
+        self._ids: dict[int, InnerIds] = {}
+        self._refused: set[int] = set()
+        self._creator = creator
+        self._dir_mode = 0o777 if creator is not None else DIR_MODE
+        self._new: dict[str, _NewTable] = {}
+        self._new_ids: dict[int, _NewTable] = {}
+        self._boot = secrets.token_bytes(8)
+        self._retired = 0
+        self._closed = False
+        self._unfinished_at_close = 0
+        self.fsid = path_hash("lake-fsid", root) >> 1
+        self._dir_gen = path_hash("lake-dir", root).to_bytes(8, "big")
+        self.opened = 0
+        """Tables opened since start (for tests and metrics)."""
+
+    # ------------------------------------------------------------ the listing
+
+    def _current(self) -> _Listing:
+        listing = self._listing
+        if listing is not None and self._clock() - listing.at < self._ttl:
+            return listing
+        with self._refresh_lock:
+            listing = self._listing
+            if listing is not None and self._clock() - listing.at < self._ttl:
+                return listing
+            try:
+                tables = self._discover()
+            except (PosixLakeError, OSError) as err:
+                if listing is None:
+                    raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot list {self.root}: {err}") from err
+                logger.warning("cannot list %s, showing the last listing: %s", self.root, err)
+                tables = sorted(listing.tables)
+            self._slots.assign(tables)
+            self._refused.clear()  # tried again: permissions may have changed
+            now = Nfstime3.from_seconds(self._wallclock())
+            with self._lock:
+                for path in set(tables) & self._new.keys():  # made meanwhile, elsewhere too
+                    self._new.pop(path).created = True
+                new = [p for p, n in self._new.items() if not n.created]
+            fresh = _build(tables, self._clock(), now, listing, new)
+            self._listing = fresh
+        if listing is not None and listing.tables - fresh.tables:
+            self._close_gone(fresh)
+        return fresh
+
+    def tables(self) -> list[str]:
+        """Return the tables of the lake now (paths relative to the root, sorted)."""
+        return sorted(self._current().tables)
+
+    def refresh(self) -> None:
+        """Forget the cached listing: the next call lists the root again."""
+        self._listing = None if self._listing is None else replace(self._listing, at=-1e300)
+
+    # ------------------------------------------------------------ open tables
+
+    def _table_path(self, slot: int, listing: _Listing) -> str:
+        path = self._slots.table_of(slot)
+        if path is None or path not in listing.tables:
+            raise NfsError(Nfsstat3.NFS3ERR_STALE, "no such table (any more)")
+        return path
+
+    def _inner_ids(self, slot: int) -> InnerIds:
+        with self._lock:
+            ids = self._ids.get(slot)
+            if ids is None:
+                ids = self._ids[slot] = InnerIds()
+            return ids
+
+    @contextmanager
+    def _using(self, slot: int) -> Iterator[LakeTable]:
+        path = self._table_path(slot, self._current())
+        entry = self._acquire(slot, path)
+        try:
+            yield entry.table
+        finally:
+            with self._lock:
+                entry.active -= 1
+                entry.last_used = self._clock()
+        self._evict()
+
+    def _acquire(self, slot: int, path: str) -> _Open:
+        with self._lock:
+            if self._closed:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, "the lake is closed")
+            entry = self._open.get(slot)
+            if entry is not None:
+                entry.active += 1
+                self._open.move_to_end(slot)
+                return entry
+            opening = self._opening.setdefault(slot, threading.Lock())
+        with opening:
+            with self._lock:
+                entry = self._open.get(slot)
+                if entry is not None:
+                    entry.active += 1
+                    self._open.move_to_end(slot)
+                    return entry
+            try:
+                table = self._opener(path)
+            except (AuthenticationError, PermissionDenied) as err:
+                self._refused.add(slot)
+                raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{path}: {err}") from err
+            except NotFound as err:
+                raise NfsError(Nfsstat3.NFS3ERR_STALE, f"{path}: {err}") from err
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"{path}: {err}") from err
+            entry = _Open(table, _verifier(table.target), active=1, last_used=self._clock())
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._open[slot] = entry
+                    self.opened += 1
+            if closed:  # the server stopped while this table opened
+                self._close_table(slot, entry)
+                raise NfsError(Nfsstat3.NFS3ERR_IO, "the lake is closed")
+            logger.info("opened table %s", path)
+            return entry
+
+    def _evict(self) -> None:
+        """Close least recently used idle tables while more than ``max_open`` are open."""
+        while True:
+            with self._lock:
+                if len(self._open) <= self._max_open:
+                    return
+                now = self._clock()
+                candidates = [
+                    (slot, e)
+                    for slot, e in self._open.items()
+                    if e.active == 0 and now - e.last_used >= self._keep_open
+                ]
+            victim = None
+            for slot, e in candidates:  # least recently used first
+                if e.table.fs.stats().staged_writers == 0:
+                    victim = (slot, e)
+                    break
+            if victim is None:
+                logger.debug(
+                    "%d tables open (bound %d): none idle", len(self._open), self._max_open
+                )
+                return
+            slot, e = victim
+            with self._lock:
+                if self._open.get(slot) is not e or e.active:
+                    continue  # used meanwhile
+                del self._open[slot]
+                if _verifier(e.table.target) != e.verifier:
+                    self._retired += 1
+            self._close_table(slot, e)
+
+    def _close_gone(self, listing: _Listing) -> None:
+        with self._lock:
+            gone = [
+                (slot, e)
+                for slot, e in self._open.items()
+                if e.active == 0 and self._slots.table_of(slot) not in listing.tables
+            ]
+            for slot, _ in gone:
+                del self._open[slot]
+        for slot, e in gone:
+            self._close_table(slot, e)
+
+    def _close_table(self, slot: int, e: _Open) -> None:
+        close = getattr(e.table.target, "close", None)
+        (close if callable(close) else e.table.fs.close)()
+        logger.info("closed table %s", self._slots.table_of(slot))
+
+    def open_tables(self) -> dict[str, TableFs]:
+        """Return the table faces open now, by table path."""
+        with self._lock:
+            items = list(self._open.items())
+        return {self._slots.table_of(slot) or "?": e.table.fs for slot, e in items}
+
+    # ------------------------------------------------------------ id helpers
+
+    def _out(self, slot: int, inner: int) -> FileId:
+        return lake_id(slot, self._inner_ids(slot).local(inner))
+
+    def _inner(self, slot: int, local: int) -> FileId:
+        inner = self._inner_ids(slot).inner(local)
+        if inner is None:
+            raise NfsError(Nfsstat3.NFS3ERR_STALE, "a handle of an earlier server")
+        return inner
+
+    def _dir(self, local: int, listing: _Listing) -> str:
+        path = listing.dir_path.get(local)
+        if path is None:
+            raise NfsError(Nfsstat3.NFS3ERR_STALE, "no such lake directory (any more)")
+        return path
+
+    def _id_of(self, path: str, listing: _Listing) -> FileId:
+        """The id of a lake entry: a table's root or a prefix directory."""
+        if path in listing.tables:
+            slot = self._slots.slot_of(path)
+            assert slot is not None  # assigned at listing
+            return lake_id(slot, _TABLE_ROOT_LOCAL)
+        return lake_id(0, listing.dir_local[path])
+
+    def _fix(self, slot: int, attrs: Fattr3) -> Fattr3:
+        return replace(attrs, fileid=self._out(slot, attrs.fileid), fsid=self.fsid)
+
+    def _dir_attrs(self, fid: FileId, listing: _Listing, path: str, mode: int) -> Fattr3:
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=mode,
+            nlink=2 + listing.subdirs.get(path, 0),
+            uid=0,
+            gid=0,
+            size=DIR_SIZE,
+            used=DIR_SIZE,
+            rdev=Specdata3(),
+            fsid=self.fsid,
+            fileid=fid,
+            atime=listing.mtime,
+            mtime=listing.mtime,
+            ctime=listing.mtime,
+        )
+
+    def _is_open(self, slot: int) -> bool:
+        with self._lock:
+            return slot in self._open
+
+    def _writable(self, table: LakeTable) -> None:
+        if table.target.capabilities().read_only:
+            raise NfsError(Nfsstat3.NFS3ERR_ROFS, "the table is read-only for this server")
+
+    def _refuse(self, what: str, path: str) -> NfsError:
+        logger.warning(
+            "refused %s of %s: a table directory is never removed or renamed through the share",
+            what,
+            path or "/",
+        )
+        return NfsError(
+            Nfsstat3.NFS3ERR_ACCES,
+            f"{what} of lake directory {path!r} refused: tables are not dropped through NFS",
+        )
+
+    # ------------------------------------------------------------ tables made by writing
+
+    def _new_of(self, local: int) -> _NewTable | None:
+        with self._lock:
+            return self._new_ids.get(local)
+
+    def _pending(self, local: int) -> _NewTable | None:
+        """The new table whose directory or schema.sql ``local`` is (STALE once it is a
+        table, for anything but its attributes and the end of the edit that made it)."""
+        n = self._new_of(local)
+        if n is not None and n.created:
+            raise NfsError(Nfsstat3.NFS3ERR_STALE, f"{n.path} is a table now")
+        return n
+
+    def _table_dir(self, dir_id: FileId) -> FileId:
+        """Return the table's directory for the directory a new table was made in (a client
+        that made it still holds that handle), else ``dir_id``."""
+        slot, local = split_id(dir_id)
+        if slot != 0:
+            return dir_id
+        n = self._new_of(local)
+        if n is None or not n.created or local != n.dir_local:
+            return dir_id
+        table = self._slots.slot_of(n.path)
+        return dir_id if table is None else lake_id(table, _TABLE_ROOT_LOCAL)
+
+    def _rebuild(self, add: str | None = None) -> None:
+        """List the lake again from the last listing after a change made here."""
+        with self._refresh_lock:
+            old = self._current()
+            tables = set(old.tables)
+            if add is not None:
+                self._slots.assign([add])
+                tables.add(add)
+            with self._lock:
+                new = [p for p, n in self._new.items() if not n.created]
+            now = Nfstime3.from_seconds(self._wallclock())
+            self._listing = _build(sorted(tables), old.at, now, old, new)
+
+    def _make_new(self, path: str) -> FileId:
+        with self._lock:
+            if path in self._new:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, path)
+            self._new[path] = _NewTable(path, 0, 0, Nfstime3.from_seconds(self._wallclock()))
+        self._rebuild()
+        listing = self._current()
+        with self._lock:
+            n = self._new[path]
+            n.dir_local = listing.dir_local[path]
+            local = path_hash("new-schema", self.root, path) & ((1 << 40) - 1)
+            while local in (0, LAKE_ROOT) or local in listing.dir_path or local in self._new_ids:
+                local = (local + 1) & ((1 << 40) - 1)
+            n.file_local = local
+            self._new_ids[n.dir_local] = n
+            self._new_ids[n.file_local] = n
+        logger.info("new table directory %s: write its schema.sql to create the table", path)
+        return lake_id(0, n.dir_local)
+
+    def _drop_new(self, n: _NewTable) -> None:
+        with self._lock:
+            self._new.pop(n.path, None)
+            self._new_ids.pop(n.dir_local, None)
+            self._new_ids.pop(n.file_local, None)
+        self._rebuild()
+
+    def _create(self, n: _NewTable) -> None:
+        """Create the table ``n``'s schema.sql describes (one table, or NFS3ERR_EXIST)."""
+        with self._refresh_lock:
+            if n.created:
+                return
+            try:
+                spec = parse_create_table(bytes(n.schema or b"").decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_INVAL, f"schema.sql is not UTF-8: {err}") from err
+            except PosixLakeError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+            assert self._creator is not None  # MKDIR needs one
+            try:
+                self._creator(n.path, spec)
+            except AlreadyExists as err:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}: {err}") from err
+            except PosixLakeError as err:
+                raise nfs_error(err) from err
+            with self._lock:
+                n.created = True
+                self._new.pop(n.path, None)
+            logger.info("created table %s from its schema.sql", n.path)
+            self._rebuild(add=n.path)
+
+    def _new_attrs(self, fid: FileId, n: _NewTable, local: int) -> Fattr3:
+        if local == n.file_local:
+            size = len(n.schema or b"")
+            return Fattr3(
+                type=Ftype3.NF3REG,
+                mode=0o644,
+                nlink=1,
+                uid=0,
+                gid=0,
+                size=size,
+                used=(size + 511) & ~511,
+                rdev=Specdata3(),
+                fsid=self.fsid,
+                fileid=fid,
+                atime=n.mtime,
+                mtime=n.mtime,
+                ctime=n.mtime,
+            )
+        return Fattr3(
+            type=Ftype3.NF3DIR,
+            mode=0o777,
+            nlink=2,
+            uid=0,
+            gid=0,
+            size=DIR_SIZE,
+            used=DIR_SIZE,
+            rdev=Specdata3(),
+            fsid=self.fsid,
+            fileid=fid,
+            atime=n.mtime,
+            mtime=n.mtime,
+            ctime=n.mtime,
+        )
+
+    def _new_file(self, dir_id: FileId, name: str, size: int | None, *, guarded: bool) -> FileId:
+        n = self._pending(split_id(dir_id)[1])
+        assert n is not None
+        if name != SCHEMA_SQL:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES,
+                f"only {SCHEMA_SQL} can be written into the new table directory {n.path}",
+            )
+        with self._lock:
+            if n.schema is not None and guarded:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
+            if n.schema is None:
+                n.schema = bytearray()
+            if size is not None:
+                del n.schema[size:]
+                n.schema.extend(bytes(size - len(n.schema)))
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, n.file_local)
+
+    # ------------------------------------------------------------ Vfs: attributes
+
+    def capabilities(self) -> VfsCapabilities:
+        """Return the static properties (read-only if the lake is served read-only)."""
+        return VfsCapabilities(read_only=self._read_only, max_file_size=1 << 40)
+
+    def root_dir(self) -> FileId:
+        """Return the lake root's id."""
+        return lake_id(0, LAKE_ROOT)
+
+    def generation(self, fid: FileId) -> bytes:
+        """Return the handle generation: fixed for the lake's directories and a table's
+        directory (while they exist), the table face's own for anything in a table."""
+        slot, local = split_id(fid)
+        listing = self._current()
+        if slot == 0:
+            if self._new_of(local) is None:
+                self._dir(local, listing)
+            return self._dir_gen
+        path = self._table_path(slot, listing)
+        if local == _TABLE_ROOT_LOCAL:
+            return path_hash("lake-table", self.root, path).to_bytes(8, "big")
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            return t.target.generation(inner)
+
+    def getattr(self, fid: FileId) -> Fattr3:
+        """Return the attributes; a table's directory is answered without opening it."""
+        slot, local = split_id(fid)
+        listing = self._current()
+        if slot == 0:
+            n = self._new_of(local)
+            if n is not None:
+                return self._new_attrs(fid, n, local)
+            return self._dir_attrs(fid, listing, self._dir(local, listing), self._dir_mode)
+        path = self._table_path(slot, listing)
+        if local == _TABLE_ROOT_LOCAL and not self._is_open(slot):
+            return self._dir_attrs(fid, listing, path, 0 if slot in self._refused else 0o777)
+        inner = self._inner(slot, local)
+        try:
+            with self._using(slot) as t:
+                return self._fix(slot, t.target.getattr(inner))
+        except NfsError as err:
+            if local == _TABLE_ROOT_LOCAL and err.status == Nfsstat3.NFS3ERR_ACCES:
+                return self._dir_attrs(fid, listing, path, 0)
+            raise
+
+    def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
+        """Set attributes of a table's file (the lake's directories refuse: ACCES)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            n = self._new_of(local)
+            if n is not None:
+                if attrs.size is not None and local == n.file_local and not n.created:
+                    self._new_file(lake_id(0, n.dir_local), SCHEMA_SQL, attrs.size, guarded=False)
+                return self._new_attrs(fid, n, local)
+            self._dir(local, self._current())
+            raise NfsError(Nfsstat3.NFS3ERR_ACCES, "the lake's directories cannot be changed")
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            return self._fix(slot, t.target.setattr(inner, attrs, ctx))
+
+    def access(self, fid: FileId, mask: int, ctx: CallContext) -> int:
+        """Grant ACCESS3 bits: the lake's directories are r-x, a table's files its own."""
+        slot, local = split_id(fid)
+        listing = self._current()
+        if slot == 0:
+            n = self._new_of(local)
+            if n is not None:
+                is_dir = local == n.dir_local
+                mode = 0o777 if is_dir else 0o666
+                return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=is_dir, ctx=ctx)
+            self._dir(local, listing)
+            mode = self._dir_mode
+            return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=True, ctx=ctx)
+        inner = self._inner(slot, local)
+        try:
+            with self._using(slot) as t:
+                return t.target.access(inner, mask, ctx)
+        except NfsError as err:
+            if err.status == Nfsstat3.NFS3ERR_ACCES:
+                return 0
+            raise
+
+    def fsstat(self, fid: FileId) -> FsStat:
+        """Return usage figures (a table's scratch area for a table's files)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            return FsStat()
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            return t.target.fsstat(inner)
+
+    # ------------------------------------------------------------ Vfs: names
+
+    def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
+        """Return the id of ``name``: a table or prefix in a lake directory, else the table's."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        listing = self._current()
+        if slot == 0:
+            n = self._pending(local)
+            if n is not None and local == n.dir_local:
+                if name == ".":
+                    return dir_id
+                if name == "..":
+                    return self._id_of(_parent(n.path), listing)
+                if name == SCHEMA_SQL and n.schema is not None:
+                    return lake_id(0, n.file_local)
+                raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+            if n is not None:
+                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
+            path = self._dir(local, listing)
+            if name == ".":
+                return dir_id
+            if name == "..":
+                return self._id_of(_parent(path), listing)
+            if name not in listing.children.get(path, ()):
+                raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+            return self._id_of(f"{path}/{name}" if path else name, listing)
+        path = self._table_path(slot, listing)
+        if local == _TABLE_ROOT_LOCAL and name == "..":
+            return self._id_of(_parent(path), listing)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            return self._out(slot, t.target.lookup(inner, name, ctx))
+
+    def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
+        """List a lake directory (cookie = position; "." 1, ".." 2, entries from 3, by
+        name), or a table's directory (the table face's own listing)."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        listing = self._current()
+        if slot == 0:
+            n = self._pending(local)
+            if n is not None and local != n.dir_local:
+                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
+            path = n.path if n is not None else self._dir(local, listing)
+            names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
+            if n is not None and n.schema is not None:
+                names = (".", "..", SCHEMA_SQL)
+            if after < 0 or after > len(names):
+                raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
+            entries = []
+            for i in range(after, min(len(names), after + max_entries)):
+                name = names[i]
+                if name == ".":
+                    fid = dir_id
+                elif name == "..":
+                    fid = self._id_of(_parent(path), listing)
+                elif n is not None:
+                    fid = lake_id(0, n.file_local)
+                else:
+                    fid = self._id_of(f"{path}/{name}" if path else name, listing)
+                entries.append(DirEntry(fid, name, i + 1))
+            eof = after + len(entries) >= len(names)
+            return DirPage(tuple(entries), eof)
+        path = self._table_path(slot, listing)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            page = t.target.readdir(inner, after=after, max_entries=max_entries, ctx=ctx)
+        out = []
+        for e in page.entries:
+            if local == _TABLE_ROOT_LOCAL and e.name == "..":
+                fid = self._id_of(_parent(path), listing)
+            else:
+                fid = self._out(slot, e.fileid)
+            out.append(DirEntry(fid, e.name, e.cookie))
+        return DirPage(tuple(out), page.eof, page.cookieverf)
+
+    def _lake_dir_change(self, dir_id: FileId, name: str, what: str) -> NfsError:
+        listing = self._current()
+        path = self._dir(split_id(dir_id)[1], listing)
+        if name in listing.children.get(path, ()):
+            return NfsError(Nfsstat3.NFS3ERR_EXIST, name)
+        return NfsError(
+            Nfsstat3.NFS3ERR_ACCES, f"cannot {what} {name!r} in the lake: only tables live here"
+        )
+
+    def create(
+        self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
+        """Create a file in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        if slot == 0:
+            if self._pending(local) is not None:
+                return self._new_file(dir_id, name, attrs.size, guarded=guarded)
+            raise self._lake_dir_change(dir_id, name, "create")
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            return self._out(slot, t.target.create(inner, name, attrs, ctx, guarded=guarded))
+
+    def create_exclusive(
+        self, dir_id: FileId, name: str, verifier: bytes, ctx: CallContext
+    ) -> FileId:
+        """Create a file exclusively in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        if slot == 0:
+            if self._pending(local) is not None:
+                return self._new_file(dir_id, name, None, guarded=True)
+            raise self._lake_dir_change(dir_id, name, "create")
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            return self._out(slot, t.target.create_exclusive(inner, name, verifier, ctx))
+
+    def mkdir(self, dir_id: FileId, name: str, attrs: Sattr3, ctx: CallContext) -> FileId:
+        """Make a directory in a table's directory (refused at the lake level)."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        if slot == 0:
+            if self._creator is None or self._pending(local) is not None:
+                raise self._lake_dir_change(dir_id, name, "make a directory")
+            listing = self._current()
+            path = self._dir(local, listing)
+            if name in listing.children.get(path, ()):
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
+            if name.startswith((".", "_")) or "/" in name:
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES, f"{name!r}: a table's name cannot start with . or _"
+                )
+            return self._make_new(f"{path}/{name}" if path else name)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            return self._out(slot, t.target.mkdir(inner, name, attrs, ctx))
+
+    def remove(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove a table's file (data.csv: every row, one commit); lake entries are
+        directories (NFS3ERR_ISDIR)."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        if slot == 0:
+            n = self._pending(local)
+            if n is not None:
+                with self._lock:
+                    if name != SCHEMA_SQL or n.schema is None:
+                        raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+                    n.schema = None
+                return
+            listing = self._current()
+            path = self._dir(local, listing)
+            if name in listing.children.get(path, ()):
+                raise NfsError(Nfsstat3.NFS3ERR_ISDIR, name)
+            raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            t.target.remove(inner, name, ctx)
+
+    def rmdir(self, dir_id: FileId, name: str, ctx: CallContext) -> None:
+        """Remove a directory in a table; a table's or prefix's directory: NFS3ERR_ACCES."""
+        dir_id = self._table_dir(dir_id)
+        slot, local = split_id(dir_id)
+        if slot == 0:
+            listing = self._current()
+            path = self._dir(local, listing)
+            if name in (".", ".."):
+                raise NfsError(Nfsstat3.NFS3ERR_INVAL, name)
+            with self._lock:
+                new = self._new.get(f"{path}/{name}" if path else name)
+            if new is not None and not new.created:  # not a table (yet): it may go
+                if new.schema is not None:
+                    raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
+                self._drop_new(new)
+                return
+            if name in listing.children.get(path, ()):
+                raise self._refuse("RMDIR", f"{path}/{name}" if path else name)
+            raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            t.target.rmdir(inner, name, ctx)
+
+    def rename(
+        self,
+        from_dir: FileId,
+        from_name: str,
+        to_dir: FileId,
+        to_name: str,
+        ctx: CallContext,
+    ) -> None:
+        """Rename within one table; a lake entry (table or prefix): NFS3ERR_ACCES; between
+        tables, or out of or into the lake level: NFS3ERR_XDEV."""
+        from_dir, to_dir = self._table_dir(from_dir), self._table_dir(to_dir)
+        from_slot, from_local = split_id(from_dir)
+        to_slot, to_local = split_id(to_dir)
+        if from_slot == 0 or to_slot == 0:
+            for local in (from_local, to_local):
+                if self._new_of(local) is not None:
+                    raise NfsError(Nfsstat3.NFS3ERR_ACCES, "a new table's files cannot be renamed")
+        if from_slot == 0:
+            listing = self._current()
+            path = self._dir(from_local, listing)
+            if from_name in listing.children.get(path, ()):
+                raise self._refuse("RENAME", f"{path}/{from_name}" if path else from_name)
+            raise NfsError(Nfsstat3.NFS3ERR_NOENT, from_name)
+        if to_slot != from_slot:
+            raise NfsError(Nfsstat3.NFS3ERR_XDEV, "a rename between tables")
+        inner_from = self._inner(from_slot, from_local)
+        inner_to = self._inner(to_slot, to_local)
+        with self._using(from_slot) as t:
+            self._writable(t)
+            t.target.rename(inner_from, from_name, inner_to, to_name, ctx)
+
+    # ------------------------------------------------------------ Vfs: data
+
+    def read(
+        self, fid: FileId, offset: int, count: int, ctx: CallContext
+    ) -> tuple[bytes | memoryview, bool]:
+        """Read a table's file (a lake directory: NFS3ERR_ISDIR)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            n = self._new_of(local)
+            if n is None or local != n.file_local:
+                raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+            data = bytes(n.schema or b"")
+            return data[offset : offset + count], offset + count >= len(data)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            return t.target.read(inner, offset, count, ctx)
+
+    def read_nowait(
+        self, fid: FileId, offset: int, count: int, ctx: CallContext
+    ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
+        """Read without waiting if the table is open and its face can; else None."""
+        slot, local = split_id(fid)
+        listing = self._listing
+        if slot == 0 or listing is None or self._clock() - listing.at >= self._ttl:
+            return None
+        path = self._slots.table_of(slot)
+        if path is None or path not in listing.tables:
+            return None
+        with self._lock:
+            entry = self._open.get(slot)
+            if entry is None:
+                return None
+            entry.active += 1
+        try:
+            nowait = getattr(entry.table.target, "read_nowait", None)
+            inner = self._inner_ids(slot).inner(local)
+            if nowait is None or inner is None:
+                return None
+            got: tuple[bytes | memoryview, bool, Fattr3] | None = nowait(inner, offset, count, ctx)
+            if got is None:
+                return None
+            return got[0], got[1], self._fix(slot, got[2])
+        finally:
+            with self._lock:
+                entry.active -= 1
+                entry.last_used = self._clock()
+
+    def write(
+        self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """Write a table's file (staged for the caller, as the table face does)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            return self._write_new(local, offset, data, stable)
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            self._writable(t)
+            return t.target.write(inner, offset, data, stable, ctx)
+
+    def _write_new(
+        self, local: int, offset: int, data: bytes, stable: StableHow
+    ) -> tuple[int, StableHow]:
+        """WRITE of a new table's schema.sql: kept until the writer is done (a COMMIT, a
+        FILE_SYNC write, an NFSv4 CLOSE), which creates the table."""
+        n = self._new_of(local)
+        if n is None or local != n.file_local:
+            raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+        if n.created:
+            raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
+        with self._lock:
+            buf = n.schema if n.schema is not None else bytearray()
+            if len(buf) < offset:
+                buf.extend(bytes(offset - len(buf)))
+            buf[offset : offset + len(data)] = data
+            n.schema = buf
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        if stable == StableHow.UNSTABLE:
+            return len(data), StableHow.UNSTABLE
+        self._create(n)
+        return len(data), StableHow.FILE_SYNC
+
+    def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
+        """COMMIT a table's file (makes the caller's staged data durable)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            n = self._new_of(local)
+            if n is None or n.created or local != n.file_local:
+                return
+            if (ctx.peer or "").startswith(BOUNDED_PEER_PREFIX):  # created at its CLOSE
+                try:
+                    parse_create_table(bytes(n.schema or b"").decode("utf-8", "replace"))
+                except PosixLakeError as err:
+                    raise NfsError(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
+                return
+            self._create(n)
+            return
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            t.target.commit(inner, offset, count, ctx)
+
+    def write_verifier(self) -> bytes:
+        """Return one WRITE/COMMIT verifier for the lake: new per boot, and whenever the
+        verifier of an open table changes (it lost staged data)."""
+        digest = hashlib.sha256(self._boot)
+        with self._lock:
+            entries = list(self._open.items())
+            digest.update(self._retired.to_bytes(8, "big"))
+        for slot, e in entries:
+            now = _verifier(e.table.target)
+            if now != e.verifier:
+                digest.update(slot.to_bytes(8, "big") + now)
+        return digest.digest()[:8]
+
+    # ------------------------------------------------------------ edits and lifecycle
+
+    def finish(self, fid: FileId, ctx: CallContext) -> object:
+        """Apply the caller's staged edit of ``fid`` now (NFSv4 CLOSE), in its table."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            n = self._new_of(local)
+            if n is not None and not n.created and local == n.file_local and n.schema:
+                self._create(n)
+            return None
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            if isinstance(t.target, EditBounds):
+                return t.target.finish(inner, ctx)
+            return None
+
+    def discard(self, fid: FileId, ctx: CallContext) -> bool:
+        """Drop the caller's staged edit of ``fid`` unapplied (an expired NFSv4 lease)."""
+        slot, local = split_id(fid)
+        if slot == 0:
+            return False
+        inner = self._inner(slot, local)
+        with self._using(slot) as t:
+            if isinstance(t.target, EditBounds):
+                return t.target.discard(inner, ctx)
+            return False
+
+    @property
+    def state_dir(self) -> Path | None:
+        """The lake's state directory (the NFSv4 service keeps its clients there)."""
+        return self._state_dir
+
+    def poll(self) -> None:
+        """Apply the idle stagings of every open table (see `TableFs.poll`)."""
+        for fs in self.open_tables().values():
+            fs.poll()
+
+    def close(self) -> None:
+        """Close every open table (NfsServer calls this at shutdown); unfinished staged
+        writes stay journaled for the next start (see `TableFs.close`)."""
+        with self._lock:
+            self._closed = True
+            entries = list(self._open.items())
+            self._open.clear()
+        unfinished = 0
+        for slot, e in entries:
+            self._close_table(slot, e)
+            unfinished += e.table.fs.unfinished_at_close
+        self._unfinished_at_close = unfinished
+
+    @property
+    def unfinished_at_close(self) -> int:
+        """Staged writes :meth:`close` kept in the journals, over every table."""
+        return self._unfinished_at_close
+
+
+def _verifier(vfs: Vfs) -> bytes:
+    own = getattr(vfs, "write_verifier", None)
+    return bytes(own()) if callable(own) else b""
