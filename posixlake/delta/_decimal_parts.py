@@ -9,6 +9,9 @@ to such a partition does it: an insert, and the rewrite of a file there by DELET
 UPDATE, MERGE or OPTIMIZE. Such writes are refused before delta-rs runs; tables that
 other writers made with such partitions read correctly, and the Spark engine's own
 copy-on-write DML and bulk inserts (whose partition values we render) write them right.
+
+Also here: the one string partition value no writer can store as itself,
+``__HIVE_DEFAULT_PARTITION__`` (:func:`refuse_hive_null`).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from posixlake.errors import InvalidOperation
 
 __all__ = [
     "DML_HINT",
+    "HIVE_NULL",
     "INSERT_HINT",
     "check_partitions",
     "check_rows",
     "decimal_partitions",
     "is_misrendered",
+    "refuse_hive_null",
 ]
 
 
@@ -125,3 +130,24 @@ def check_partitions(
                     "the table has a partition with",
                     DML_HINT,
                 )
+
+
+HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
+"""The partition value every Delta and Hive reader reads as NULL (delta-rs writes the
+string as NULL in the log): a string partition value that cannot be stored."""
+
+
+def refuse_hive_null(values: pa.ChunkedArray | pa.Array, column: str, what: str) -> None:
+    """Refuse new rows whose string partition value is :data:`HIVE_NULL`.
+
+    Raises:
+        InvalidOperation: such a value (it would read back as NULL).
+    """
+    if not pa.types.is_string(values.type):  # string_view from DataFusion, large_string
+        values = values.cast(pa.string())
+    if pc.any(pc.equal(values, HIVE_NULL)).as_py():
+        raise InvalidOperation(
+            f"{what}: partition column {column!r} holds the value {HIVE_NULL!r}, which "
+            "Delta readers read as NULL (it names the NULL partition): use another value, "
+            "or NULL"
+        )

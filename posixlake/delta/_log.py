@@ -25,6 +25,7 @@ from posixlake.delta._decimal_parts import (
     check_partitions,
     check_rows,
     decimal_partitions,
+    refuse_hive_null,
 )
 from posixlake.delta._features import (
     QUERY_CONFIG,
@@ -201,8 +202,6 @@ class DeltaLog(LoadedTable):
             InvalidOperation: the string ``__HIVE_DEFAULT_PARTITION__`` (delta-rs would
                 write it as NULL).
         """
-        from posixlake.delta._snapshot import refuse_hive_null  # _snapshot imports this
-
         schema = self.arrow_schema
         for col in self.partition_columns:
             if col not in rows.column_names or not pa.types.is_string(schema.field(col).type):
@@ -236,8 +235,6 @@ class DeltaLog(LoadedTable):
         """Refuse an UPDATE that would set a decimal partition column to a value delta-rs
         writes wrongly, or a string one to ``__HIVE_DEFAULT_PARTITION__`` (delta-rs writes
         it as NULL): the new values are computed by a query first."""
-        from posixlake.delta._snapshot import refuse_hive_null  # _snapshot imports this
-
         schema = self.arrow_schema
         risky = decimal_partitions(schema, self.partition_columns)
         strings = [c for c in self.partition_columns if pa.types.is_string(schema.field(c).type)]

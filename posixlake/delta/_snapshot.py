@@ -21,7 +21,6 @@ from decimal import Decimal
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from posixlake.delta._arrow import plain_types
 from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
@@ -284,27 +283,6 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
 
 
 # -- partition value serialisation (the Delta protocol's strings) ---------------------
-
-
-HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
-"""The partition value every Delta and Hive reader reads as NULL (delta-rs writes the
-string as NULL in the log): a string partition value that cannot be stored."""
-
-
-def refuse_hive_null(values: pa.ChunkedArray | pa.Array, column: str, what: str) -> None:
-    """Refuse new rows whose string partition value is :data:`HIVE_NULL`.
-
-    Raises:
-        InvalidOperation: such a value (it would read back as NULL).
-    """
-    if not pa.types.is_string(values.type):  # string_view from DataFusion, large_string
-        values = values.cast(pa.string())
-    if pc.any(pc.equal(values, HIVE_NULL)).as_py():
-        raise InvalidOperation(
-            f"{what}: partition column {column!r} holds the value {HIVE_NULL!r}, which "
-            "Delta readers read as NULL (it names the NULL partition): use another value, "
-            "or NULL"
-        )
 
 
 def serialize_partition_value(value: Any, t: pa.DataType) -> str | None:

@@ -128,13 +128,26 @@ def test_mkdir_then_schema_sql_creates_the_table(lake: LakeFs, root: Path) -> No
     assert db.partition_columns == ["region"] and db.primary_key() in ("id", ["id"])
     table = lake.lookup(top, "sales", ROOT)
     assert table != new  # a table now: its directory is the table face's
-    assert sorted(names(lake, table)) == ["changes.csv", "data", "schema.sql", "versions"]
+    # partitioned: /partitions too
+    assert sorted(names(lake, table)) == [
+        "changes.csv",
+        "data",
+        "partitions",
+        "schema.sql",
+        "versions",
+    ]
     shown = lake.lookup(table, "schema.sql", ROOT)
     text, _ = lake.read(shown, 0, 1 << 16, ROOT)
     spec = parse_create_table(bytes(text).decode())
     assert spec == parse_create_table(SCHEMA_SQL.decode())
     # the client that made the directory still holds its handle: it is the table's now
-    assert sorted(names(lake, new)) == ["changes.csv", "data", "schema.sql", "versions"]
+    assert sorted(names(lake, new)) == [
+        "changes.csv",
+        "data",
+        "partitions",
+        "schema.sql",
+        "versions",
+    ]
     assert lake.lookup(new, "data", ROOT) == lake.lookup(table, "data", ROOT)
     # the new table takes rows like any other
     csv = lake.lookup(lake.lookup(table, "data", ROOT), "data.csv", ROOT)

@@ -31,8 +31,9 @@ import pyarrow.parquet as pq
 
 from posixlake._convert import conform, to_arrow
 from posixlake.delta._commit import WrittenFile, file_stats
+from posixlake.delta._decimal_parts import refuse_hive_null
 from posixlake.delta._features import to_physical
-from posixlake.delta._snapshot import refuse_hive_null, serialize_partition_value
+from posixlake.delta._snapshot import serialize_partition_value
 from posixlake.delta.datafiles import ReadSpec, read_data_file
 from posixlake.errors import IoError, SchemaError, SerializationError
 from posixlake.storage import table_filesystem
