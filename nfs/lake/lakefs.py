@@ -72,7 +72,7 @@ from nfs.protocol.vfs import (
     VfsCapabilities,
     posix_access,
 )
-from nfs.table.state import nfs_error
+from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import (
     AlreadyExists,
@@ -101,6 +101,8 @@ DEFAULT_KEEP_OPEN: Final = 30.0
 LAKE_ROOT: Final = 1
 DIR_MODE: Final = 0o555
 DIR_SIZE: Final = 4096
+_KEPT_GENERATIONS: Final = frozenset({DATA_CSV_ID, SCHEMA_ID})
+"""The table-face files whose handle generation the lake keeps across an eviction."""
 _TABLE_ROOT_LOCAL: Final = int(ROOT_ID)
 """The packed id of a table face's root (its fixed id 1 packs to itself)."""
 
@@ -253,6 +255,7 @@ class LakeFs:
         self._opening: dict[int, threading.Lock] = {}
         self._ids: dict[int, InnerIds] = {}
         self._refused: set[int] = set()
+        self._file_gens: dict[int, tuple[bytes, dict[int, bytes]]] = {}
         self._creator = creator
         self._dir_mode = 0o777 if creator is not None else DIR_MODE
         self._new: dict[str, _NewTable] = {}
@@ -341,7 +344,7 @@ class LakeFs:
                 self._open.move_to_end(slot)
                 return entry
             opening = self._opening.setdefault(slot, threading.Lock())
-        with opening:
+        with opening:  # one opener of a table at a time, and none while it closes
             with self._lock:
                 entry = self._open.get(slot)
                 if entry is not None:
@@ -383,24 +386,40 @@ class LakeFs:
                     for slot, e in self._open.items()
                     if e.active == 0 and now - e.last_used >= self._keep_open
                 ]
-            victim = None
-            for slot, e in candidates:  # least recently used first
-                if e.table.fs.stats().staged_writers == 0:
-                    victim = (slot, e)
-                    break
-            if victim is None:
+            if not any(self._close_idle(slot, e) for slot, e in candidates):
                 logger.debug(
                     "%d tables open (bound %d): none idle", len(self._open), self._max_open
                 )
                 return
-            slot, e = victim
+
+    def _close_idle(self, slot: int, e: _Open) -> bool:
+        """Close the table of ``slot`` if it is still ``e``, idle, without staged writes.
+
+        Holds the slot's opening lock throughout: a call arriving meanwhile waits for the
+        close and then opens the table again (never a second face beside the closing one:
+        it would take a second journal directory and a second scratch lock). The table
+        leaves the LRU before its staged writes are counted, so no write can slip in
+        between the count and the close.
+        """
+        with self._opening_lock(slot):
             with self._lock:
                 if self._open.get(slot) is not e or e.active:
-                    continue  # used meanwhile
+                    return False  # used meanwhile
                 del self._open[slot]
-                if _verifier(e.table.target) != e.verifier:
+            if e.table.fs.stats().staged_writers:
+                with self._lock:  # back, still the least recently used
+                    self._open[slot] = e
+                    self._open.move_to_end(slot, last=False)
+                return False
+            if _verifier(e.table.target) != e.verifier:
+                with self._lock:
                     self._retired += 1
             self._close_table(slot, e)
+            return True
+
+    def _opening_lock(self, slot: int) -> threading.Lock:
+        with self._lock:
+            return self._opening.setdefault(slot, threading.Lock())
 
     def _close_gone(self, listing: _Listing) -> None:
         with self._lock:
@@ -409,10 +428,13 @@ class LakeFs:
                 for slot, e in self._open.items()
                 if e.active == 0 and self._slots.table_of(slot) not in listing.tables
             ]
-            for slot, _ in gone:
-                del self._open[slot]
         for slot, e in gone:
-            self._close_table(slot, e)
+            with self._opening_lock(slot):  # as in _close_idle: no open during the close
+                with self._lock:
+                    if self._open.get(slot) is not e or e.active:
+                        continue
+                    del self._open[slot]
+                self._close_table(slot, e)
 
     def _close_table(self, slot: int, e: _Open) -> None:
         close = getattr(e.table.target, "close", None)
@@ -655,7 +677,19 @@ class LakeFs:
             return path_hash("lake-table", self.root, path).to_bytes(8, "big")
         inner = self._inner(slot, local)
         with self._using(slot) as t:
-            return t.target.generation(inner)
+            gen = t.target.generation(inner)
+            if inner not in _KEPT_GENERATIONS:
+                return gen
+            table_gen = t.target.generation(ROOT_ID)
+        # The table face gives data.csv and schema.sql a generation fixed at its start (the
+        # table's version then): for the life of a single-table server. A lake closes and
+        # reopens its tables (the LRU), so it keeps the first one of this boot while the
+        # table is the same table (a table made again at the path gets new handles).
+        with self._lock:
+            kept = self._file_gens.get(slot)
+            if kept is None or kept[0] != table_gen:
+                kept = self._file_gens[slot] = (table_gen, {})
+            return kept[1].setdefault(inner, gen)
 
     def getattr(self, fid: FileId) -> Fattr3:
         """Return the attributes; a table's directory is answered without opening it."""
@@ -760,8 +794,13 @@ class LakeFs:
             return self._out(slot, t.target.lookup(inner, name, ctx))
 
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
-        """List a lake directory (cookie = position; "." 1, ".." 2, entries from 3, by
-        name), or a table's directory (the table face's own listing)."""
+        """List a lake directory, or a table's directory (the table face's own listing).
+
+        A lake directory's cookies are "." 1, ".." 2 and, for an entry, a hash of its name
+        (entries come in cookie order): a cookie stays valid, and means the same place,
+        while tables appear and disappear between two pages, so a client paging through
+        lists every entry that stays exactly once (a position would skip or repeat one).
+        """
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         listing = self._current()
@@ -770,14 +809,15 @@ class LakeFs:
             if n is not None and local != n.dir_local:
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
             path = n.path if n is not None else self._dir(local, listing)
-            names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
+            children = listing.children.get(path, ())
             if n is not None and n.schema is not None:
-                names = (".", "..", SCHEMA_SQL)
-            if after < 0 or after > len(names):
+                children = (SCHEMA_SQL,)
+            if after < 0:
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
+            keyed = [(1, "."), (2, ".."), *sorted((_cookie(c), c) for c in children)]
+            rest = [(cookie, name) for cookie, name in keyed if cookie > after]
             entries = []
-            for i in range(after, min(len(names), after + max_entries)):
-                name = names[i]
+            for cookie, name in rest[:max_entries]:
                 if name == ".":
                     fid = dir_id
                 elif name == "..":
@@ -786,9 +826,8 @@ class LakeFs:
                     fid = lake_id(0, n.file_local)
                 else:
                     fid = self._id_of(f"{path}/{name}" if path else name, listing)
-                entries.append(DirEntry(fid, name, i + 1))
-            eof = after + len(entries) >= len(names)
-            return DirPage(tuple(entries), eof)
+                entries.append(DirEntry(fid, name, cookie))
+            return DirPage(tuple(entries), len(rest) <= max_entries)
         path = self._table_path(slot, listing)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -1107,6 +1146,11 @@ class LakeFs:
     def unfinished_at_close(self) -> int:
         """Staged writes :meth:`close` kept in the journals, over every table."""
         return self._unfinished_at_close
+
+
+def _cookie(name: str) -> int:
+    """Return the READDIR cookie of a lake directory's entry ``name`` (3 .. 2^62 + 2)."""
+    return 3 + path_hash("cookie", name) % (1 << 62)
 
 
 def _verifier(vfs: Vfs) -> bytes:
