@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 import threading
 import time
@@ -132,6 +133,7 @@ TableCreator = Callable[[str, TableSpec], None]
 """Creates a table at a path relative to the lake root (AlreadyExists if one is there)."""
 
 SCHEMA_SQL: Final = "schema.sql"
+_PERCENT_ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}")
 
 
 @dataclass
@@ -895,6 +897,13 @@ class LakeFs:
                 raise NfsError(
                     Nfsstat3.NFS3ERR_ACCES, f"{name!r}: a table's name cannot start with . or _"
                 )
+            if _PERCENT_ESCAPE.search(name):
+                # delta-rs commits version 0 at the literal path, then reads the table at the
+                # percent-decoded one: the table would be made and never open again
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES,
+                    f"{name!r}: a table's name cannot hold a %XX escape (Delta decodes it)",
+                )
             return self._make_new(f"{path}/{name}" if path else name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -1047,6 +1056,10 @@ class LakeFs:
         if n is None or local != n.file_local:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
         if n.created:
+            with self._lock:
+                resent = n.schema is not None and n.schema[offset : offset + len(data)] == data
+            if resent:  # the write that made the table again: its reply was lost
+                return len(data), StableHow.FILE_SYNC
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
         with self._lock:
             buf = n.schema if n.schema is not None else bytearray()
