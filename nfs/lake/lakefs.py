@@ -49,6 +49,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -147,6 +148,17 @@ class _NewTable:
     mtime: Nfstime3
     schema: bytearray | None = None
     created: bool = False
+
+
+@dataclass
+class _KeptGens:
+    """The data.csv / schema.sql handle generations a lake keeps for one table's slot."""
+
+    table_gen: bytes
+    face: weakref.ref[LakeTable]
+    """The open table whose generations ``seen`` are (a change under it: a replacement)."""
+    seen: dict[int, bytes] = field(default_factory=dict)
+    kept: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -257,7 +269,7 @@ class LakeFs:
         self._opening: dict[int, threading.Lock] = {}
         self._ids: dict[int, InnerIds] = {}
         self._refused: set[int] = set()
-        self._file_gens: dict[int, tuple[bytes, dict[int, bytes]]] = {}
+        self._file_gens: dict[int, _KeptGens] = {}
         self._creator = creator
         self._dir_mode = 0o777 if creator is not None else DIR_MODE
         self._new: dict[str, _NewTable] = {}
@@ -684,14 +696,21 @@ class LakeFs:
                 return gen
             table_gen = t.target.generation(ROOT_ID)
         # The table face gives data.csv and schema.sql a generation fixed at its start (the
-        # table's version then): for the life of a single-table server. A lake closes and
-        # reopens its tables (the LRU), so it keeps the first one of this boot while the
-        # table is the same table (a table made again at the path gets new handles).
+        # table's version then), for the life of a single-table server, and a new one if
+        # the table is replaced under it (a restore). A lake closes and reopens its tables
+        # (the LRU), so it keeps the first generation of this boot across reopenings,
+        # while the table is the same table and no open face of it saw it replaced.
         with self._lock:
             kept = self._file_gens.get(slot)
-            if kept is None or kept[0] != table_gen:
-                kept = self._file_gens[slot] = (table_gen, {})
-            return kept[1].setdefault(inner, gen)
+            face = None if kept is None else kept.face()
+            other = kept is None or kept.table_gen != table_gen  # another table at the path
+            replaced = kept is not None and face is t and kept.seen.get(inner, gen) != gen
+            if kept is None or other or replaced:
+                kept = self._file_gens[slot] = _KeptGens(table_gen, weakref.ref(t))
+            elif face is not t:  # reopened: what the new face says is its own start
+                kept.face, kept.seen = weakref.ref(t), {}
+            kept.seen[inner] = gen
+            return kept.kept.setdefault(inner, gen)
 
     def getattr(self, fid: FileId) -> Fattr3:
         """Return the attributes; a table's directory is answered without opening it."""

@@ -259,3 +259,19 @@ def test_unfinished_edits_of_several_tables_are_recovered_each_into_its_table(
             assert sorted(r["id"] for r in rows) == [0, 1, want], table
     finally:
         second.close()
+
+
+def test_a_table_restored_onto_its_path_while_open_makes_data_csv_handles_stale(
+    small: LakeFs, root: Path, clock: FakeClock, tmp_path: Path
+) -> None:
+    # the table face's rule (a replaced table's data.csv handles go stale) holds in the
+    # lake too: keeping handles across evictions does not keep them across a restore
+    sales = DatabaseOps.open(root / "sales", engine="local")
+    sales.backup(tmp_path / "bk")
+    sales.insert([{"id": 9, "name": "nine"}])
+    csv = walk(small, "sales/data/data.csv")
+    gen = small.generation(csv)
+    DatabaseOps.restore(tmp_path / "bk", sales.uri, overwrite=True)
+    clock.advance(1)
+    assert cat(small, "sales/data/data.csv").count(b"\n") == 3
+    assert small.generation(walk(small, "sales/data/data.csv")) != gen
