@@ -425,9 +425,6 @@ class LakeFs:
                     self._open[slot] = e
                     self._open.move_to_end(slot, last=False)
                 return False
-            if _verifier(e.table.target) != e.verifier:
-                with self._lock:
-                    self._retired += 1
             self._close_table(slot, e)
             return True
 
@@ -451,6 +448,11 @@ class LakeFs:
                 self._close_table(slot, e)
 
     def _close_table(self, slot: int, e: _Open) -> None:
+        if _verifier(e.table.target) != e.verifier:
+            # it lost staged data: the lake's verifier must not go back to what its
+            # writers hold once the table is no longer open (evicted, gone, stopped)
+            with self._lock:
+                self._retired += 1
         close = getattr(e.table.target, "close", None)
         (close if callable(close) else e.table.fs.close)()
         logger.info("closed table %s", self._slots.table_of(slot))

@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nfs.lake.discovery import discover_tables
 from nfs.lake.lakefs import LakeFs, LakeTable
 from nfs.lake.opening import table_creator, tablefs_opener
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import NfsError
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
@@ -275,3 +277,49 @@ def test_a_table_restored_onto_its_path_while_open_makes_data_csv_handles_stale(
     clock.advance(1)
     assert cat(small, "sales/data/data.csv").count(b"\n") == 3
     assert small.generation(walk(small, "sales/data/data.csv")) != gen
+
+
+def test_the_lake_verifier_stays_changed_after_a_table_that_lost_writes_closes(
+    root: Path, clock: FakeClock, tmp_path: Path
+) -> None:
+    # a v3 writer's UNSTABLE data is dropped (the table is restored onto its path, as
+    # the table face does); the restore's rewrite of the log hides the table from one
+    # listing, which closes it: the verifier must not go back to what the writer holds,
+    # or its COMMIT would pass and the data would be lost silently
+    hidden: set[str] = set()
+    state = tmp_path / "state"
+    opener = tablefs_opener(
+        str(root),
+        state_dir=state,
+        engine={"engine": "local"},
+        tablefs={"idle_timer": False, "clock": clock},
+    )
+    lake = LakeFs(
+        str(root),
+        opener,
+        state_dir=state,
+        clock=clock,
+        discover=lambda: [t for t in discover_tables(str(root)) if t not in hidden],
+    )
+    try:
+        sales = DatabaseOps.open(root / "sales", engine="local")
+        sales.backup(tmp_path / "bk")
+        sales.insert([{"id": 5, "name": "five"}])
+        csv = walk(lake, "sales/data/data.csv")
+        content = cat(lake, "sales/data/data.csv")
+        lake.write(csv, len(content), b"7,seven\n", StableHow.UNSTABLE, ROOT)
+        held = lake.write_verifier()
+        DatabaseOps.restore(tmp_path / "bk", sales.uri, overwrite=True)
+        clock.advance(1)
+        other = CallContext.local(peer="10.0.0.9:801")  # another client's read
+        lake.read(csv, 0, 1 << 20, other)  # the face sees the replaced table
+        assert lake.write_verifier() != held
+        hidden.add("sales")
+        clock.advance(1)
+        assert "sales" not in lake.tables() and "sales" not in lake.open_tables()
+        hidden.clear()
+        clock.advance(1)
+        assert "sales" in lake.tables()
+        assert lake.write_verifier() != held
+    finally:
+        lake.close()
