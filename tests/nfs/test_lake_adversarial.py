@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nfs.lake.discovery import discover_tables
+from nfs.lake.ids import SlotMap
 from nfs.lake.lakefs import LakeFs, LakeTable
 from nfs.lake.opening import table_creator, tablefs_opener
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
@@ -323,3 +324,22 @@ def test_the_lake_verifier_stays_changed_after_a_table_that_lost_writes_closes(
         assert lake.write_verifier() != held
     finally:
         lake.close()
+
+
+# -- slots.json
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 5, "b": 5}', '{"a": 5, "b": "5"}', "not json", '["a"]', '{"a": 0, "b": 16777216}'],
+)
+def test_a_damaged_slots_json_never_gives_two_tables_one_slot(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "slots.json"
+    path.write_text(text)
+    slots = SlotMap(path)
+    slots.assign(["a", "b"])
+    a, b = slots.slot_of("a"), slots.slot_of("b")
+    assert a is not None and b is not None and a != b
+    assert (slots.table_of(a), slots.table_of(b)) == ("a", "b")
+    again = SlotMap(path)  # and what it saved reads back the same
+    assert (again.slot_of("a"), again.slot_of("b")) == (a, b)
