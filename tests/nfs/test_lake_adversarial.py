@@ -343,3 +343,24 @@ def test_a_damaged_slots_json_never_gives_two_tables_one_slot(tmp_path: Path, te
     assert (slots.table_of(a), slots.table_of(b)) == ("a", "b")
     again = SlotMap(path)  # and what it saved reads back the same
     assert (again.slot_of("a"), again.slot_of("b")) == (a, b)
+
+
+def test_a_new_table_is_not_made_inside_a_directory_holding_other_files(
+    making: LakeFs, root: Path
+) -> None:
+    # raw/ holds no table, so the lake does not show it: a client's `mkdir raw` and its
+    # schema.sql must not turn the files there into a table's directory (a VACUUM of that
+    # table would delete them as untracked files)
+    (root / "raw").mkdir()
+    (root / "raw" / "keep.parquet").write_bytes(b"not a table's")
+    new = making.mkdir(making.root_dir(), "raw", Sattr3(), ROOT)
+    fid = making.create(new, "schema.sql", Sattr3(size=0), ROOT, guarded=False)
+    with pytest.raises(NfsError) as exc:
+        making.write(fid, 0, SCHEMA_SQL, StableHow.FILE_SYNC, ROOT)
+    assert exc.value.status == Nfsstat3.NFS3ERR_EXIST
+    assert sorted(p.name for p in (root / "raw").iterdir()) == ["keep.parquet"]
+    (root / "empty").mkdir()  # an empty directory is fine
+    new = making.mkdir(making.root_dir(), "empty", Sattr3(), ROOT)
+    fid = making.create(new, "schema.sql", Sattr3(size=0), ROOT, guarded=False)
+    making.write(fid, 0, SCHEMA_SQL, StableHow.FILE_SYNC, ROOT)
+    assert DatabaseOps.open(root / "empty", engine="local").version == 0
