@@ -364,3 +364,14 @@ def test_a_new_table_is_not_made_inside_a_directory_holding_other_files(
     fid = making.create(new, "schema.sql", Sattr3(size=0), ROOT, guarded=False)
     making.write(fid, 0, SCHEMA_SQL, StableHow.FILE_SYNC, ROOT)
     assert DatabaseOps.open(root / "empty", engine="local").version == 0
+
+
+# -- discovery
+
+
+def test_discovery_does_not_follow_a_symlink_back_up_the_lake(root: Path) -> None:
+    # a link to an ancestor (`ops/all -> ..`) made the search go round until ELOOP, and
+    # the whole lake could not be listed (no serve); links are not followed, as `find`
+    (root / "ops" / "all").symlink_to("..")
+    (root / "ops" / "sales_link").symlink_to(root / "sales")
+    assert discover_tables(str(root)) == ["ops/events", "sales"]
