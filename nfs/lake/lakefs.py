@@ -352,6 +352,8 @@ class LakeFs:
         with self._lock:
             if self._closed:
                 raise NfsError(Nfsstat3.NFS3ERR_IO, "the lake is closed")
+            if slot in self._refused:  # tried again after the next listing, not per call
+                raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{path}: the server may not open it")
             entry = self._open.get(slot)
             if entry is not None:
                 entry.active += 1

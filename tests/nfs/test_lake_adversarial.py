@@ -375,3 +375,41 @@ def test_discovery_does_not_follow_a_symlink_back_up_the_lake(root: Path) -> Non
     (root / "ops" / "all").symlink_to("..")
     (root / "ops" / "sales_link").symlink_to(root / "sales")
     assert discover_tables(str(root)) == ["ops/events", "sales"]
+
+
+# -- a table the server's login may not open
+
+
+def test_a_refused_table_is_not_opened_again_on_every_call(
+    root: Path, clock: FakeClock, tmp_path: Path
+) -> None:
+    # each attempt loads the table's Delta log (GETs on S3): a client calling into a
+    # refused table in a loop must not cost one load per call; it is tried again once
+    # the listing is renewed (permissions may have changed)
+    db = make_table(root, "secret")
+    db.enable_auth(("admin", "correct horse battery"))
+    state = tmp_path / "state"
+    inner = tablefs_opener(
+        str(root), state_dir=state, engine={"engine": "local"}, tablefs={"idle_timer": False}
+    )
+    tries: list[str] = []
+
+    def opener(path: str) -> LakeTable:
+        tries.append(path)
+        return inner(path)
+
+    lake = LakeFs(str(root), opener, state_dir=state, clock=clock)
+    try:
+        secret = walk(lake, "secret")
+        for _ in range(5):
+            with pytest.raises(NfsError) as exc:
+                lake.lookup(secret, "data", ROOT)
+            assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
+            assert lake.access(secret, 0x3F, ROOT) == 0
+        assert tries == ["secret"]
+        clock.advance(1)
+        with pytest.raises(NfsError):
+            lake.lookup(secret, "data", ROOT)
+        assert tries == ["secret", "secret"]
+    finally:
+        lake.close()
