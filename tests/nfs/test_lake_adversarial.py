@@ -21,6 +21,7 @@ from nfs.lake.lakefs import LakeFs, LakeTable
 from nfs.lake.opening import table_creator, tablefs_opener
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
+from nfs.protocol.server import NfsServer
 from nfs.protocol.vfs import NfsError
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
@@ -413,3 +414,31 @@ def test_a_refused_table_is_not_opened_again_on_every_call(
         assert tries == ["secret", "secret"]
     finally:
         lake.close()
+
+
+# -- the Linux kernel client (nfs-vm)
+
+
+def test_the_kernel_client_reads_an_open_data_csv_after_its_table_was_evicted(
+    root: Path, tmp_path: Path
+) -> None:
+    from tests.nfs.vmclient import require_vm, run_in_vm
+
+    require_vm()
+    state = tmp_path / "state"
+    opener = tablefs_opener(str(root), state_dir=state, engine={"engine": "local"})
+    lake = LakeFs(str(root), opener, state_dir=state, max_open=1, keep_open=0.0)
+    script = """
+        exec 3< /mnt/sales/data/data.csv
+        cat <&3; echo --
+        echo '7,seven' >> /mnt/sales/data/data.csv; echo "append=$?"
+        cat /mnt/ops/events/data/data.csv > /dev/null; echo "other=$?"
+        cat <&3 2>&1; echo "again=$?"
+    """
+    with NfsServer(lake) as server:
+        res = run_in_vm(server.port, script, vers="4.0", opts="noac", timeout=180)
+    assert res.returncode == 0, res.stderr
+    first, rest = res.stdout.split("--\n")
+    assert first == "id,name\n0,sales-0\n1,sales-1\n"
+    assert "append=0" in rest and "other=0" in rest
+    assert rest.rstrip().endswith("7,seven\nagain=0"), rest
