@@ -11,8 +11,8 @@ LakeFs composes one table face per table, opened on first use (a LOOKUP into it,
 an ACCESS...; listing the lake and GETATTR of a table's directory open nothing) and kept in
 an LRU of at most ``max_open`` tables: past the bound the least recently used table is
 closed once it has no call in flight, no staged write, and no call for ``keep_open``
-seconds (a table with staged or unfinished writes is never evicted; the bound is then
-exceeded, with a log line).
+seconds, or past twice the bound whatever its last call (a table with staged or
+unfinished writes is never evicted; the bound is then exceeded, with a log line).
 
 Every call on a table's file goes to that table's face with the table's own id (see
 :mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
@@ -391,16 +391,24 @@ class LakeFs:
             return entry
 
     def _evict(self) -> None:
-        """Close least recently used idle tables while more than ``max_open`` are open."""
+        """Close least recently used idle tables while more than ``max_open`` are open.
+
+        A table used less than ``keep_open`` seconds ago stays while at most twice
+        ``max_open`` are open; past that (a scan reading every table of a large lake) the
+        least recently used go too, so that the open tables (file descriptors, timer
+        threads) stay bounded whatever the lake's size. Never one with a call in flight
+        or a staged write.
+        """
         while True:
             with self._lock:
                 if len(self._open) <= self._max_open:
                     return
                 now = self._clock()
+                crowded = len(self._open) > 2 * self._max_open
                 candidates = [
                     (slot, e)
                     for slot, e in self._open.items()
-                    if e.active == 0 and now - e.last_used >= self._keep_open
+                    if e.active == 0 and (crowded or now - e.last_used >= self._keep_open)
                 ]
             if not any(self._close_idle(slot, e) for slot, e in candidates):
                 logger.debug(

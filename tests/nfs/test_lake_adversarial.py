@@ -442,3 +442,26 @@ def test_the_kernel_client_reads_an_open_data_csv_after_its_table_was_evicted(
     assert first == "id,name\n0,sales-0\n1,sales-1\n"
     assert "append=0" in rest and "other=0" in rest
     assert rest.rstrip().endswith("7,seven\nagain=0"), rest
+
+
+def test_a_scan_of_many_tables_keeps_the_open_tables_bounded(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # `grep -r` / `wc -l */data/data.csv` over a large lake reads every table within
+    # keep_open seconds: each open table holds ~5 file descriptors (and a timer thread),
+    # so "none idle for 30 s" must not let the open tables grow with the lake
+    root = tmp_path / "lake"
+    for i in range(7):
+        make_table(root, f"t{i}", rows=1)
+    lake = new_lake(root, clock, tmp_path / "state", max_open=2, keep_open=30.0)
+    try:
+        for i in range(7):
+            assert cat(lake, f"t{i}/data/data.csv") == f"id,name\n0,t{i}-0\n".encode()
+            assert len(lake.open_tables()) <= 4  # twice the bound at most
+        csv = walk(lake, "t6/data/data.csv")  # a staged write is still never evicted
+        lake.write(csv, 0, b"id,name\n5,five\n", StableHow.UNSTABLE, ROOT)
+        for i in range(6):
+            cat(lake, f"t{i}/data/data.csv")
+        assert "t6" in lake.open_tables()
+    finally:
+        lake.close()
