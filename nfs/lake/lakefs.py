@@ -704,14 +704,17 @@ class LakeFs:
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             gen = t.target.generation(inner)
-            if inner not in _KEPT_GENERATIONS:
+            # data.csv, schema.sql and a partition's data.csv: what data.csv's generation is
+            if inner not in _KEPT_GENERATIONS and gen != t.target.generation(DATA_CSV_ID):
                 return gen
             table_gen = t.target.generation(ROOT_ID)
-        # The table face gives data.csv and schema.sql a generation fixed at its start (the
-        # table's version then), for the life of a single-table server, and a new one if
-        # the table is replaced under it (a restore). A lake closes and reopens its tables
-        # (the LRU), so it keeps the first generation of this boot across reopenings,
-        # while the table is the same table and no open face of it saw it replaced.
+        # The table face gives data.csv and schema.sql (and each partition's data.csv) a
+        # generation fixed at its start (the table's version then), for the life of a
+        # single-table server, and a new one if the table is replaced under it (a
+        # restore). A lake closes and reopens its tables (the LRU), so it keeps the first
+        # generation of this boot across reopenings, while the table is the same table
+        # and no open face of it saw it replaced. (Scratch files' generations are per
+        # face: never kept, as their ids are handed out again.)
         with self._lock:
             kept = self._file_gens.get(slot)
             face = None if kept is None else kept.face()
