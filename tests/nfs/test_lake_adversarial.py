@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nfs.lake.discovery import discover_tables
@@ -22,7 +22,7 @@ from nfs.lake.opening import table_creator, tablefs_opener
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.server import NfsServer
-from nfs.protocol.vfs import NfsError
+from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
@@ -509,3 +509,44 @@ def test_a_scratch_handle_from_before_an_eviction_never_reaches_another_file(
         got, _ = small.read(old, 0, 100, ROOT)
         assert bytes(got) == b"first file\n"
     assert small.lookup(walk(small, "sales/data"), "a.tmp", ROOT) != new
+
+
+# -- the LRU against a model: handles held across any sequence of uses and evictions
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lake = tmp_path_factory.mktemp("three") / "lake"
+    for name in ("t0", "t1", "d/t2"):
+        make_table(lake, name, rows=2)
+    return lake
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["t0", "t1", "d/t2"]), st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_held_handles_always_read_their_own_table_across_evictions(
+    three: Path, tmp_path: Path, steps: list[tuple[str, bool, bool]]
+) -> None:
+    clock = FakeClock()
+    state = tmp_path / f"state-{len(list(tmp_path.iterdir()))}"
+    lake = new_lake(three, clock, state, max_open=1, keep_open=0.0)
+    held: dict[str, FileId] = {}
+    try:
+        for table, fresh, relist in steps:
+            if fresh or table not in held:
+                held[table] = walk(lake, f"{table}/data/data.csv")
+            gen = lake.generation(held[table])
+            assert gen == lake.generation(walk(lake, f"{table}/data/data.csv"))
+            data, _ = lake.read(held[table], 0, 1 << 16, ROOT)
+            assert bytes(data) == f"id,name\n0,{table}-0\n1,{table}-1\n".encode()
+            assert len(lake.open_tables()) <= 1
+            if relist:
+                clock.advance(1)
+    finally:
+        lake.close()
