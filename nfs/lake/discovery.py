@@ -68,7 +68,10 @@ def _local_tables(root: str) -> list[str]:
         here = os.path.join(root, rel) if rel else root
         try:
             with os.scandir(here) as it:
-                dirs = [e.name for e in it if e.is_dir() and not _hidden(e.name)]
+                # links are not followed (as `find`): one back up the lake would loop
+                dirs = [
+                    e.name for e in it if e.is_dir(follow_symlinks=False) and not _hidden(e.name)
+                ]
         except (FileNotFoundError, NotADirectoryError):  # removed while listing
             continue
         for name in dirs:

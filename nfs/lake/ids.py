@@ -19,9 +19,9 @@ A lake FileId (a u64) is ``slot << LOCAL_BITS | local``:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -39,6 +39,8 @@ __all__ = [
     "path_hash",
     "split_id",
 ]
+
+logger = logging.getLogger(__name__)
 
 LOCAL_BITS: Final = 40
 SLOT_BITS: Final = 64 - LOCAL_BITS
@@ -115,15 +117,23 @@ class SlotMap:
         self._path = path
         self._lock = threading.Lock()
         self._slots: dict[str, int] = {}
+        self._tables: dict[int, str] = {}
+        raw: object = {}
         if path is not None and path.exists():
-            with contextlib.suppress(ValueError, OSError):
+            try:
                 raw = json.loads(path.read_text())
-                self._slots = {
-                    str(k): int(v)
-                    for k, v in raw.items()
-                    if isinstance(v, int) and 1 <= v <= MAX_SLOT
-                }
-        self._tables = {slot: table for table, slot in self._slots.items()}
+            except (ValueError, OSError) as err:
+                logger.warning("%s unreadable, slots assigned afresh: %s", path, err)
+        if not isinstance(raw, dict):
+            logger.warning("%s is not a JSON object, slots assigned afresh", path)
+            raw = {}
+        for table, slot in sorted(raw.items()):
+            ok = type(slot) is int and 1 <= slot <= MAX_SLOT and slot not in self._tables
+            if not ok:  # damaged: that table gets a slot afresh (its old handles are stale)
+                logger.warning("%s: slot %r of %r dropped", path, slot, table)
+                continue
+            self._slots[str(table)] = slot
+            self._tables[slot] = str(table)
 
     def slot_of(self, table: str) -> int | None:
         """Return the slot of ``table`` if it has one."""

@@ -11,8 +11,8 @@ LakeFs composes one table face per table, opened on first use (a LOOKUP into it,
 an ACCESS...; listing the lake and GETATTR of a table's directory open nothing) and kept in
 an LRU of at most ``max_open`` tables: past the bound the least recently used table is
 closed once it has no call in flight, no staged write, and no call for ``keep_open``
-seconds (a table with staged or unfinished writes is never evicted; the bound is then
-exceeded, with a log line).
+seconds, or past twice the bound whatever its last call (a table with staged or
+unfinished writes is never evicted; the bound is then exceeded, with a log line).
 
 Every call on a table's file goes to that table's face with the table's own id (see
 :mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
@@ -45,9 +45,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -72,7 +74,7 @@ from nfs.protocol.vfs import (
     VfsCapabilities,
     posix_access,
 )
-from nfs.table.state import nfs_error
+from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import (
     AlreadyExists,
@@ -101,6 +103,8 @@ DEFAULT_KEEP_OPEN: Final = 30.0
 LAKE_ROOT: Final = 1
 DIR_MODE: Final = 0o555
 DIR_SIZE: Final = 4096
+_KEPT_GENERATIONS: Final = frozenset({DATA_CSV_ID, SCHEMA_ID})
+"""The table-face files whose handle generation the lake keeps across an eviction."""
 _TABLE_ROOT_LOCAL: Final = int(ROOT_ID)
 """The packed id of a table face's root (its fixed id 1 packs to itself)."""
 
@@ -130,6 +134,7 @@ TableCreator = Callable[[str, TableSpec], None]
 """Creates a table at a path relative to the lake root (AlreadyExists if one is there)."""
 
 SCHEMA_SQL: Final = "schema.sql"
+_PERCENT_ESCAPE: Final = re.compile("%[0-9A-Fa-f]{2}")
 
 
 @dataclass
@@ -143,6 +148,17 @@ class _NewTable:
     mtime: Nfstime3
     schema: bytearray | None = None
     created: bool = False
+
+
+@dataclass
+class _KeptGens:
+    """The data.csv / schema.sql handle generations a lake keeps for one table's slot."""
+
+    table_gen: bytes
+    face: weakref.ref[LakeTable]
+    """The open table whose generations ``seen`` are (a change under it: a replacement)."""
+    seen: dict[int, bytes] = field(default_factory=dict)
+    kept: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -253,6 +269,7 @@ class LakeFs:
         self._opening: dict[int, threading.Lock] = {}
         self._ids: dict[int, InnerIds] = {}
         self._refused: set[int] = set()
+        self._file_gens: dict[int, _KeptGens] = {}
         self._creator = creator
         self._dir_mode = 0o777 if creator is not None else DIR_MODE
         self._new: dict[str, _NewTable] = {}
@@ -335,13 +352,15 @@ class LakeFs:
         with self._lock:
             if self._closed:
                 raise NfsError(Nfsstat3.NFS3ERR_IO, "the lake is closed")
+            if slot in self._refused:  # tried again after the next listing, not per call
+                raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{path}: the server may not open it")
             entry = self._open.get(slot)
             if entry is not None:
                 entry.active += 1
                 self._open.move_to_end(slot)
                 return entry
             opening = self._opening.setdefault(slot, threading.Lock())
-        with opening:
+        with opening:  # one opener of a table at a time, and none while it closes
             with self._lock:
                 entry = self._open.get(slot)
                 if entry is not None:
@@ -372,35 +391,56 @@ class LakeFs:
             return entry
 
     def _evict(self) -> None:
-        """Close least recently used idle tables while more than ``max_open`` are open."""
+        """Close least recently used idle tables while more than ``max_open`` are open.
+
+        A table used less than ``keep_open`` seconds ago stays while at most twice
+        ``max_open`` are open; past that (a scan reading every table of a large lake) the
+        least recently used go too, so that the open tables (file descriptors, timer
+        threads) stay bounded whatever the lake's size. Never one with a call in flight
+        or a staged write.
+        """
         while True:
             with self._lock:
                 if len(self._open) <= self._max_open:
                     return
                 now = self._clock()
+                crowded = len(self._open) > 2 * self._max_open
                 candidates = [
                     (slot, e)
                     for slot, e in self._open.items()
-                    if e.active == 0 and now - e.last_used >= self._keep_open
+                    if e.active == 0 and (crowded or now - e.last_used >= self._keep_open)
                 ]
-            victim = None
-            for slot, e in candidates:  # least recently used first
-                if e.table.fs.stats().staged_writers == 0:
-                    victim = (slot, e)
-                    break
-            if victim is None:
+            if not any(self._close_idle(slot, e) for slot, e in candidates):
                 logger.debug(
                     "%d tables open (bound %d): none idle", len(self._open), self._max_open
                 )
                 return
-            slot, e = victim
+
+    def _close_idle(self, slot: int, e: _Open) -> bool:
+        """Close the table of ``slot`` if it is still ``e``, idle, without staged writes.
+
+        Holds the slot's opening lock throughout: a call arriving meanwhile waits for the
+        close and then opens the table again (never a second face beside the closing one:
+        it would take a second journal directory and a second scratch lock). The table
+        leaves the LRU before its staged writes are counted, so no write can slip in
+        between the count and the close.
+        """
+        with self._opening_lock(slot):
             with self._lock:
                 if self._open.get(slot) is not e or e.active:
-                    continue  # used meanwhile
+                    return False  # used meanwhile
                 del self._open[slot]
-                if _verifier(e.table.target) != e.verifier:
-                    self._retired += 1
+            if e.table.fs.stats().staged_writers:
+                with self._lock:  # back, still the least recently used
+                    self._open[slot] = e
+                    self._open.move_to_end(slot, last=False)
+                return False
             self._close_table(slot, e)
+            return True
+
+    def _opening_lock(self, slot: int) -> threading.Lock:
+        with self._lock:
+            return self._opening.setdefault(slot, threading.Lock())
 
     def _close_gone(self, listing: _Listing) -> None:
         with self._lock:
@@ -409,12 +449,20 @@ class LakeFs:
                 for slot, e in self._open.items()
                 if e.active == 0 and self._slots.table_of(slot) not in listing.tables
             ]
-            for slot, _ in gone:
-                del self._open[slot]
         for slot, e in gone:
-            self._close_table(slot, e)
+            with self._opening_lock(slot):  # as in _close_idle: no open during the close
+                with self._lock:
+                    if self._open.get(slot) is not e or e.active:
+                        continue
+                    del self._open[slot]
+                self._close_table(slot, e)
 
     def _close_table(self, slot: int, e: _Open) -> None:
+        if _verifier(e.table.target) != e.verifier:
+            # it lost staged data: the lake's verifier must not go back to what its
+            # writers hold once the table is no longer open (evicted, gone, stopped)
+            with self._lock:
+                self._retired += 1
         close = getattr(e.table.target, "close", None)
         (close if callable(close) else e.table.fs.close)()
         logger.info("closed table %s", self._slots.table_of(slot))
@@ -655,7 +703,29 @@ class LakeFs:
             return path_hash("lake-table", self.root, path).to_bytes(8, "big")
         inner = self._inner(slot, local)
         with self._using(slot) as t:
-            return t.target.generation(inner)
+            gen = t.target.generation(inner)
+            # data.csv, schema.sql and a partition's data.csv: what data.csv's generation is
+            if inner not in _KEPT_GENERATIONS and gen != t.target.generation(DATA_CSV_ID):
+                return gen
+            table_gen = t.target.generation(ROOT_ID)
+        # The table face gives data.csv and schema.sql (and each partition's data.csv) a
+        # generation fixed at its start (the table's version then), for the life of a
+        # single-table server, and a new one if the table is replaced under it (a
+        # restore). A lake closes and reopens its tables (the LRU), so it keeps the first
+        # generation of this boot across reopenings, while the table is the same table
+        # and no open face of it saw it replaced. (Scratch files' generations are per
+        # face: never kept, as their ids are handed out again.)
+        with self._lock:
+            kept = self._file_gens.get(slot)
+            face = None if kept is None else kept.face()
+            other = kept is None or kept.table_gen != table_gen  # another table at the path
+            replaced = kept is not None and face is t and kept.seen.get(inner, gen) != gen
+            if kept is None or other or replaced:
+                kept = self._file_gens[slot] = _KeptGens(table_gen, weakref.ref(t))
+            elif face is not t:  # reopened: what the new face says is its own start
+                kept.face, kept.seen = weakref.ref(t), {}
+            kept.seen[inner] = gen
+            return kept.kept.setdefault(inner, gen)
 
     def getattr(self, fid: FileId) -> Fattr3:
         """Return the attributes; a table's directory is answered without opening it."""
@@ -760,8 +830,13 @@ class LakeFs:
             return self._out(slot, t.target.lookup(inner, name, ctx))
 
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
-        """List a lake directory (cookie = position; "." 1, ".." 2, entries from 3, by
-        name), or a table's directory (the table face's own listing)."""
+        """List a lake directory, or a table's directory (the table face's own listing).
+
+        A lake directory's cookies are "." 1, ".." 2 and, for an entry, a hash of its name
+        (entries come in cookie order): a cookie stays valid, and means the same place,
+        while tables appear and disappear between two pages, so a client paging through
+        lists every entry that stays exactly once (a position would skip or repeat one).
+        """
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         listing = self._current()
@@ -770,14 +845,15 @@ class LakeFs:
             if n is not None and local != n.dir_local:
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
             path = n.path if n is not None else self._dir(local, listing)
-            names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
+            children = listing.children.get(path, ())
             if n is not None and n.schema is not None:
-                names = (".", "..", SCHEMA_SQL)
-            if after < 0 or after > len(names):
+                children = (SCHEMA_SQL,)
+            if after < 0:
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
+            keyed = [(1, "."), (2, ".."), *sorted((_cookie(c), c) for c in children)]
+            rest = [(cookie, name) for cookie, name in keyed if cookie > after]
             entries = []
-            for i in range(after, min(len(names), after + max_entries)):
-                name = names[i]
+            for cookie, name in rest[:max_entries]:
                 if name == ".":
                     fid = dir_id
                 elif name == "..":
@@ -786,9 +862,8 @@ class LakeFs:
                     fid = lake_id(0, n.file_local)
                 else:
                     fid = self._id_of(f"{path}/{name}" if path else name, listing)
-                entries.append(DirEntry(fid, name, i + 1))
-            eof = after + len(entries) >= len(names)
-            return DirPage(tuple(entries), eof)
+                entries.append(DirEntry(fid, name, cookie))
+            return DirPage(tuple(entries), len(rest) <= max_entries)
         path = self._table_path(slot, listing)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -855,6 +930,13 @@ class LakeFs:
             if name.startswith((".", "_")) or "/" in name:
                 raise NfsError(
                     Nfsstat3.NFS3ERR_ACCES, f"{name!r}: a table's name cannot start with . or _"
+                )
+            if _PERCENT_ESCAPE.search(name):
+                # delta-rs commits version 0 at the literal path, then reads the table at the
+                # percent-decoded one: the table would be made and never open again
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES,
+                    f"{name!r}: a table's name cannot hold a %XX escape (Delta decodes it)",
                 )
             return self._make_new(f"{path}/{name}" if path else name)
         inner = self._inner(slot, local)
@@ -1008,6 +1090,10 @@ class LakeFs:
         if n is None or local != n.file_local:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
         if n.created:
+            with self._lock:
+                resent = n.schema is not None and n.schema[offset : offset + len(data)] == data
+            if resent:  # the write that made the table again: its reply was lost
+                return len(data), StableHow.FILE_SYNC
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
         with self._lock:
             buf = n.schema if n.schema is not None else bytearray()
@@ -1107,6 +1193,11 @@ class LakeFs:
     def unfinished_at_close(self) -> int:
         """Staged writes :meth:`close` kept in the journals, over every table."""
         return self._unfinished_at_close
+
+
+def _cookie(name: str) -> int:
+    """Return the READDIR cookie of a lake directory's entry ``name`` (3 .. 2^62 + 2)."""
+    return 3 + path_hash("cookie", name) % (1 << 62)
 
 
 def _verifier(vfs: Vfs) -> bytes:

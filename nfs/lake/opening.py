@@ -12,7 +12,8 @@ from nfs.lake.lakefs import LakeTable
 from nfs.protocol.vfs import Vfs
 from nfs.table.tablefs import TableFs, default_state_dir
 from posixlake.database import DatabaseOps
-from posixlake.storage import join_uri
+from posixlake.errors import AlreadyExists, NotFound
+from posixlake.storage import join_uri, open_store, storage_options_for
 
 __all__ = ["lake_state_dir", "table_creator", "tablefs_opener"]
 
@@ -76,8 +77,13 @@ def table_creator(
     a ``schema.sql`` written into a new directory of the lake."""
 
     def create(path: str, spec: TableSpec) -> None:
+        uri = join_uri(root, path)
+        if _holds_files(uri, storage):
+            # not a table (the lake would show it), but not empty either: its files would
+            # become untracked files of the new table (which a VACUUM deletes)
+            raise AlreadyExists(f"{uri} already holds files that are not a table")
         with DatabaseOps.create(
-            join_uri(root, path),
+            uri,
             spec.schema,
             primary_key=list(spec.primary_key) or None,
             partition_by=list(spec.partition_by) or None,
@@ -87,3 +93,10 @@ def table_creator(
             pass
 
     return create
+
+
+def _holds_files(uri: str, storage: Any) -> bool:
+    try:
+        return open_store(uri, storage_options_for(uri, storage)).has_any("")
+    except NotFound:
+        return False
