@@ -83,7 +83,13 @@ def open_lake(
         tablefs={"read_only": read_only, **tablefs},
         wrap=None if wrap is None else _refusing(wrap),
     )
-    creator = None if read_only else table_creator(root, storage=storage, engine=engine)
+    # with --map-uid every access is a mapped user's role on a table, and no role of any
+    # table grants making a new one: tables are then made with `posixlake create`
+    creator = (
+        None
+        if read_only or wrap is not None
+        else table_creator(root, storage=storage, engine=engine)
+    )
     lake = LakeFs(
         root,
         opener,

@@ -13,12 +13,15 @@ lake caches the result (see :class:`nfs.lake.lakefs.LakeFs`).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 
 from posixlake.storage import is_local, normalize_uri, open_store
 
 __all__ = ["DELTA_LOG", "discover_tables", "is_table"]
+
+logger = logging.getLogger(__name__)
 
 DELTA_LOG = "_delta_log"
 
@@ -73,6 +76,9 @@ def _local_tables(root: str) -> list[str]:
                     e.name for e in it if e.is_dir(follow_symlinks=False) and not _hidden(e.name)
                 ]
         except (FileNotFoundError, NotADirectoryError):  # removed while listing
+            continue
+        except PermissionError as err:  # e.g. a root-owned lost+found: not a table
+            logger.warning("lake %s: cannot list %s: %s", root, here, err)
             continue
         for name in dirs:
             child = f"{rel}/{name}" if rel else name

@@ -126,7 +126,7 @@ def test_map_uid_on_a_lake_refuses_the_tables_without_users(lake: Path, tmp_path
     from cli._lake import open_lake
     from cli._serve import per_user_vfs
     from cli.main import cli
-    from nfs.protocol.nfs3 import Nfsstat3
+    from nfs.protocol.nfs3 import Nfsstat3, Sattr3
     from nfs.protocol.rpc import CallContext
     from nfs.protocol.vfs import NfsError
     from nfs.table.access import UserMap
@@ -146,6 +146,11 @@ def test_map_uid_on_a_lake_refuses_the_tables_without_users(lake: Path, tmp_path
             fs.lookup(sales, "data", CallContext.local(1000, 1000))
         assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
         assert "has no users" in str(exc.value)
+        # no table's role grants making a new table: mkdir at the lake level is refused
+        with pytest.raises(NfsError) as exc:
+            fs.mkdir(fs.root_dir(), "made", Sattr3(), CallContext.local(1000, 1000))
+        assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
+        assert not (lake / "made").exists()
     finally:
         fs.close()
 

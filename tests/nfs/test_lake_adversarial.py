@@ -5,11 +5,13 @@ Delta tables in tmp_path, the local engine; listings from an injected discovery)
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -550,3 +552,24 @@ def test_held_handles_always_read_their_own_table_across_evictions(
                 clock.advance(1)
     finally:
         lake.close()
+
+
+def test_discovery_skips_a_directory_it_may_not_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory the server may not read (a root-owned lost+found when it is not root)
+    is no table: the rest of the lake is found, and the refusal is logged."""
+    root = tmp_path / "lake"
+    DatabaseOps.create(root / "sales", {"id": "int"}, engine="local")
+    (root / "lost+found").mkdir()
+    real = os.scandir
+
+    def scandir(path: str) -> Any:  # the OS refusing one directory (tests run as root)
+        if os.path.basename(path) == "lost+found":
+            raise PermissionError(13, "Permission denied", path)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with caplog.at_level(logging.WARNING, logger="nfs.lake.discovery"):
+        assert discover_tables(str(root)) == ["sales"]
+    assert "lost+found" in caplog.text
