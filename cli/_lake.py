@@ -84,6 +84,9 @@ def open_lake(
         wrap=None if wrap is None else _refusing(wrap),
     )
     creator = None if read_only else table_creator(root, storage=storage, engine=engine)
+    from nfs.lake.newrows import rows_table_creator
+
+    idle = tablefs.get("idle_seconds")
     lake = LakeFs(
         root,
         opener,
@@ -91,6 +94,8 @@ def open_lake(
         state_dir=state,
         read_only=read_only,
         creator=creator,
+        rows_creator=None if read_only else rows_table_creator(root, storage=storage),
+        idle_seconds=float(idle) if isinstance(idle, int | float) else 5.0,
     )
     from nfs.protocol.vfs import NfsError
 

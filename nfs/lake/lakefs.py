@@ -58,6 +58,7 @@ from typing import Final
 from nfs.lake.create import TableSpec, parse_create_table
 from nfs.lake.discovery import discover_tables
 from nfs.lake.ids import InnerIds, SlotMap, lake_id, path_hash, split_id
+from nfs.lake.newrows import DATA_CSV, NewRows, RowsCreator, RowsJournal, create_rows
 from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
@@ -72,7 +73,7 @@ from nfs.protocol.vfs import (
     VfsCapabilities,
     posix_access,
 )
-from nfs.table.state import nfs_error
+from nfs.table.state import DEFAULT_IDLE_SECONDS, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import (
     AlreadyExists,
@@ -143,6 +144,22 @@ class _NewTable:
     mtime: Nfstime3
     schema: bytearray | None = None
     created: bool = False
+    rows: NewRows | None = None
+    """The staged data.csv (a table made from its rows), instead of schema.sql."""
+
+    @property
+    def file_name(self) -> str | None:
+        """The one file in the directory: schema.sql, data.csv, or None yet."""
+        if self.rows is not None:
+            return DATA_CSV
+        return SCHEMA_SQL if self.schema is not None else None
+
+    @property
+    def content(self) -> bytes:
+        """The bytes of its file."""
+        if self.rows is not None:
+            return bytes(self.rows.data)
+        return bytes(self.schema or b"")
 
 
 @dataclass
@@ -215,6 +232,11 @@ class LakeFs:
         discover: lists the tables (default: :func:`nfs.lake.discovery.discover_tables`).
         creator: creates a table from a ``schema.sql`` written into a new directory (see
             the module docstring); None: directories cannot be made at the lake level.
+        rows_creator: creates a table from a ``data.csv`` written into a new directory
+            (:mod:`nfs.lake.newrows`; with ``creator`` only); None: only schema.sql.
+        idle_seconds: an NFSv3 writer of a new table's data.csv is done after this long
+            without a write (after a COMMIT, whole lines): the table is made then.
+        idle_timer: run a thread that makes those tables (else :meth:`poll` does).
     """
 
     def __init__(
@@ -232,6 +254,9 @@ class LakeFs:
         wallclock: Callable[[], float] = time.time,
         discover: Callable[[], list[str]] | None = None,
         creator: TableCreator | None = None,
+        rows_creator: RowsCreator | None = None,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        idle_timer: bool = True,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open must be at least 1")
@@ -257,6 +282,13 @@ class LakeFs:
         self._dir_mode = 0o777 if creator is not None else DIR_MODE
         self._new: dict[str, _NewTable] = {}
         self._new_ids: dict[int, _NewTable] = {}
+        self._rows_creator = rows_creator if creator is not None else None
+        self._idle = idle_seconds
+        self._rows_journal = RowsJournal(
+            self._state_dir if self._rows_creator is not None else None
+        )
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
         self._boot = secrets.token_bytes(8)
         self._retired = 0
         self._closed = False
@@ -265,6 +297,13 @@ class LakeFs:
         self._dir_gen = path_hash("lake-dir", root).to_bytes(8, "big")
         self.opened = 0
         """Tables opened since start (for tests and metrics)."""
+        if self._rows_creator is not None:
+            self._recover_rows()
+            if idle_timer:
+                self._timer = threading.Thread(
+                    target=self._idle_loop, name="posixlake-lake-idle", daemon=True
+                )
+                self._timer.start()
 
     # ------------------------------------------------------------ the listing
 
@@ -580,7 +619,7 @@ class LakeFs:
 
     def _new_attrs(self, fid: FileId, n: _NewTable, local: int) -> Fattr3:
         if local == n.file_local:
-            size = len(n.schema or b"")
+            size = len(n.content)
             return Fattr3(
                 type=Ftype3.NF3REG,
                 mode=0o644,
@@ -612,14 +651,24 @@ class LakeFs:
             ctime=n.mtime,
         )
 
-    def _new_file(self, dir_id: FileId, name: str, size: int | None, *, guarded: bool) -> FileId:
+    def _new_file(
+        self, dir_id: FileId, name: str, size: int | None, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
         n = self._pending(split_id(dir_id)[1])
         assert n is not None
-        if name != SCHEMA_SQL:
+        allowed = (SCHEMA_SQL, DATA_CSV) if self._rows_creator is not None else (SCHEMA_SQL,)
+        if name not in allowed:
             raise NfsError(
                 Nfsstat3.NFS3ERR_ACCES,
-                f"only {SCHEMA_SQL} can be written into the new table directory {n.path}",
+                f"only {' or '.join(allowed)} can be written into the new table directory {n.path}",
             )
+        if n.file_name is not None and n.file_name != name:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES,
+                f"{n.path} is made from its {n.file_name}: {name} cannot be written too",
+            )
+        if name == DATA_CSV:
+            return self._new_rows_file(n, size, ctx, guarded=guarded)
         with self._lock:
             if n.schema is not None and guarded:
                 raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
@@ -630,6 +679,121 @@ class LakeFs:
                 n.schema.extend(bytes(size - len(n.schema)))
             n.mtime = Nfstime3.from_seconds(self._wallclock())
         return lake_id(0, n.file_local)
+
+    def _new_rows_file(
+        self, n: _NewTable, size: int | None, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
+        """CREATE (or a truncation) of a new table's data.csv: the caller's staging."""
+        with self._lock:
+            rows = n.rows
+            if rows is not None and (guarded or not rows.owned_by(ctx)):
+                # one writer creates the table; another gets EEXIST (it may add rows to
+                # the table once it is made, by the usual rules of its data.csv)
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
+            try:
+                if rows is None:
+                    rows = n.rows = self._rows_journal.start(n.path, ctx, self._clock())
+                if size is not None:
+                    rows.truncate(size, self._clock())
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, n.file_local)
+
+    def _refuse_late_rows(self, local: int, name: str) -> None:
+        """A ``data.csv`` created at a table's top level (a second client's ``cp`` of a
+        table made meanwhile from its data.csv): NFS3ERR_EXIST, not a stray file (the
+        rows live in data/data.csv, where they can be added)."""
+        if self._rows_creator is not None and local == _TABLE_ROOT_LOCAL and name == DATA_CSV:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_EXIST, f"the table exists: its rows are in data/{DATA_CSV}"
+            )
+
+    def _created_rows(self, n: _NewTable, local: int) -> FileId | None:
+        """The id of the table's data/data.csv, for the handle of the data.csv that
+        created it (its writer still holds that handle), else None."""
+        if not n.created or n.rows is None or local != n.file_local:
+            return None
+        slot = self._slots.slot_of(n.path)
+        if slot is None:
+            return None
+        table = lake_id(slot, _TABLE_ROOT_LOCAL)
+        ctx = CallContext.local()
+        return self.lookup(self.lookup(table, "data", ctx), DATA_CSV, ctx)
+
+    def _create_rows(self, n: _NewTable) -> None:
+        """Create the table from ``n``'s staged data.csv (one commit), or raise (INVAL:
+        the bytes are dropped; EXIST: a table was made there meanwhile, dropped too)."""
+        with self._refresh_lock:
+            rows = n.rows
+            if n.created or rows is None:
+                return
+            assert self._rows_creator is not None
+            try:
+                create_rows(self._rows_creator, n.path, rows)
+            except NfsError as err:
+                if err.status in (Nfsstat3.NFS3ERR_INVAL, Nfsstat3.NFS3ERR_EXIST):
+                    logger.warning(
+                        "%s/%s: staged rows of %s dropped, no table made: %s",
+                        n.path,
+                        DATA_CSV,
+                        rows.peer or "a local caller",
+                        err,
+                    )
+                    with self._lock:
+                        rows.drop()
+                        n.rows = None
+                raise
+            with self._lock:
+                n.created = True
+                self._new.pop(n.path, None)
+            logger.info("created table %s from its data.csv", n.path)
+            self._rebuild(add=n.path)
+
+    def _poll_rows(self) -> None:
+        """Create the tables whose NFSv3 writer of data.csv is done (idle)."""
+        now = self._clock()
+        with self._lock:
+            due = [
+                n
+                for n in self._new.values()
+                if n.rows is not None and not n.created and n.rows.done(now, self._idle)
+            ]
+        for n in due:
+            try:
+                self._create_rows(n)
+            except NfsError as err:
+                logger.warning("%s: table not made at idle: %s", n.path, err)
+
+    def _idle_loop(self) -> None:
+        while not self._stop.wait(max(0.05, self._idle / 4)):
+            self._poll_rows()
+
+    def _recover_rows(self) -> None:
+        """Take over the staged data.csv of new tables an earlier server left."""
+        assert self._rows_creator is not None
+        for path, rec in self._rows_journal.recover():
+            try:
+                made = self._rows_creator.made_by(path, rec.header.write_id)
+            except PosixLakeError as err:
+                logger.error("cannot check %s for its staged data.csv: %s", path, err)
+                continue
+            if made:
+                logger.info("%s: its staged data.csv was committed as the table", path)
+                rec.path.unlink(missing_ok=True)
+                continue
+            if made is not None:
+                self._rows_journal.set_aside(rec, f"another table was made at {path}")
+                continue
+            try:
+                self._make_new(path)
+            except NfsError:
+                self._rows_journal.set_aside(rec, f"{path} cannot be made here again")
+                continue
+            with self._lock:
+                n = self._new[path]
+                n.rows = self._rows_journal.restore(rec, self._clock())
+            logger.info("%s: staged data.csv of %s recovered", path, n.rows.peer)
 
     # ------------------------------------------------------------ Vfs: attributes
 
@@ -663,6 +827,9 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:
+                return self.getattr(moved)
             if n is not None:
                 return self._new_attrs(fid, n, local)
             return self._dir_attrs(fid, listing, self._dir(local, listing), self._dir_mode)
@@ -684,8 +851,12 @@ class LakeFs:
         if slot == 0:
             n = self._new_of(local)
             if n is not None:
-                if attrs.size is not None and local == n.file_local and not n.created:
-                    self._new_file(lake_id(0, n.dir_local), SCHEMA_SQL, attrs.size, guarded=False)
+                moved = self._created_rows(n, local)
+                if moved is not None:
+                    return self.setattr(moved, attrs, ctx)
+                name = n.file_name
+                if attrs.size is not None and local == n.file_local and not n.created and name:
+                    self._new_file(lake_id(0, n.dir_local), name, attrs.size, ctx, guarded=False)
                 return self._new_attrs(fid, n, local)
             self._dir(local, self._current())
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, "the lake's directories cannot be changed")
@@ -739,7 +910,7 @@ class LakeFs:
                     return dir_id
                 if name == "..":
                     return self._id_of(_parent(n.path), listing)
-                if name == SCHEMA_SQL and n.schema is not None:
+                if name == n.file_name:
                     return lake_id(0, n.file_local)
                 raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
             if n is not None:
@@ -771,8 +942,8 @@ class LakeFs:
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
             path = n.path if n is not None else self._dir(local, listing)
             names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
-            if n is not None and n.schema is not None:
-                names = (".", "..", SCHEMA_SQL)
+            if n is not None and n.file_name is not None:
+                names = (".", "..", n.file_name)
             if after < 0 or after > len(names):
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
             entries = []
@@ -819,8 +990,9 @@ class LakeFs:
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
-                return self._new_file(dir_id, name, attrs.size, guarded=guarded)
+                return self._new_file(dir_id, name, attrs.size, ctx, guarded=guarded)
             raise self._lake_dir_change(dir_id, name, "create")
+        self._refuse_late_rows(local, name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
@@ -834,8 +1006,9 @@ class LakeFs:
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
-                return self._new_file(dir_id, name, None, guarded=True)
+                return self._new_file(dir_id, name, None, ctx, guarded=True)
             raise self._lake_dir_change(dir_id, name, "create")
+        self._refuse_late_rows(local, name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
@@ -871,9 +1044,12 @@ class LakeFs:
             n = self._pending(local)
             if n is not None:
                 with self._lock:
-                    if name != SCHEMA_SQL or n.schema is None:
+                    if name != n.file_name:
                         raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
                     n.schema = None
+                    if n.rows is not None:  # the staged rows go (their journal too)
+                        n.rows.drop()
+                        n.rows = None
                 return
             listing = self._current()
             path = self._dir(local, listing)
@@ -897,7 +1073,7 @@ class LakeFs:
             with self._lock:
                 new = self._new.get(f"{path}/{name}" if path else name)
             if new is not None and not new.created:  # not a table (yet): it may go
-                if new.schema is not None:
+                if new.file_name is not None:
                     raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
                 self._drop_new(new)
                 return
@@ -951,7 +1127,10 @@ class LakeFs:
             n = self._new_of(local)
             if n is None or local != n.file_local:
                 raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
-            data = bytes(n.schema or b"")
+            moved = self._created_rows(n, local)
+            if moved is not None:
+                return self.read(moved, offset, count, ctx)
+            data = n.content
             return data[offset : offset + count], offset + count >= len(data)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -993,14 +1172,18 @@ class LakeFs:
         """Write a table's file (staged for the caller, as the table face does)."""
         slot, local = split_id(fid)
         if slot == 0:
-            return self._write_new(local, offset, data, stable)
+            n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:  # the handle that made the table: its data.csv now
+                return self.write(moved, offset, data, stable, ctx)
+            return self._write_new(local, offset, data, stable, ctx)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
             return t.target.write(inner, offset, data, stable, ctx)
 
     def _write_new(
-        self, local: int, offset: int, data: bytes, stable: StableHow
+        self, local: int, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
         """WRITE of a new table's schema.sql: kept until the writer is done (a COMMIT, a
         FILE_SYNC write, an NFSv4 CLOSE), which creates the table."""
@@ -1009,6 +1192,8 @@ class LakeFs:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
         if n.created:
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
+        if n.rows is not None:
+            return self._write_rows(n, offset, data, stable, ctx)
         with self._lock:
             buf = n.schema if n.schema is not None else bytearray()
             if len(buf) < offset:
@@ -1021,12 +1206,56 @@ class LakeFs:
         self._create(n)
         return len(data), StableHow.FILE_SYNC
 
+    def _write_rows(
+        self, n: _NewTable, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """WRITE of a new table's data.csv: journaled, staged for its writer only."""
+        with self._lock:
+            rows = n.rows
+            if rows is None or not rows.owned_by(ctx):
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
+            try:
+                rows.write(offset, data, stable, self._clock())
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return len(data), (StableHow.UNSTABLE if stable == StableHow.UNSTABLE else stable)
+
+    def _commit_rows(self, n: _NewTable, ctx: CallContext) -> None:
+        """COMMIT of a new table's data.csv: durable, and checked (at most 1 MiB of it:
+        bad CSV fails here, and its bytes are dropped); the table is made at the end of
+        the edit (the NFSv4 CLOSE, or NFSv3's idle window), never here."""
+        with self._lock:
+            rows = n.rows
+            if rows is None or not rows.owned_by(ctx):
+                return
+            try:
+                rows.sync()
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+            try:
+                rows.check()
+            except NfsError as err:
+                logger.warning(
+                    "%s/%s: staged rows of %s dropped: %s", n.path, DATA_CSV, rows.peer, err
+                )
+                rows.drop()
+                n.rows = None
+                raise
+
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT a table's file (makes the caller's staged data durable)."""
         slot, local = split_id(fid)
         if slot == 0:
             n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:
+                self.commit(moved, offset, count, ctx)
+                return
             if n is None or n.created or local != n.file_local:
+                return
+            if n.rows is not None:
+                self._commit_rows(n, ctx)
                 return
             if (ctx.peer or "").startswith(BOUNDED_PEER_PREFIX):  # created at its CLOSE
                 try:
@@ -1060,8 +1289,14 @@ class LakeFs:
         slot, local = split_id(fid)
         if slot == 0:
             n = self._new_of(local)
-            if n is not None and not n.created and local == n.file_local and n.schema:
-                self._create(n)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:  # a CLOSE resent after the table was made
+                return self.finish(moved, ctx)
+            if n is not None and not n.created and local == n.file_local:
+                if n.rows is not None and n.rows.owned_by(ctx):
+                    self._create_rows(n)
+                elif n.schema:
+                    self._create(n)
             return None
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -1073,7 +1308,14 @@ class LakeFs:
         """Drop the caller's staged edit of ``fid`` unapplied (an expired NFSv4 lease)."""
         slot, local = split_id(fid)
         if slot == 0:
-            return False
+            n = self._new_of(local)
+            if n is None or n.created or n.rows is None or not n.rows.owned_by(ctx):
+                return False
+            with self._lock:
+                logger.warning("%s/%s: staged rows of %s dropped", n.path, DATA_CSV, ctx.peer)
+                n.rows.drop()
+                n.rows = None
+            return True
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             if isinstance(t.target, EditBounds):
@@ -1087,16 +1329,24 @@ class LakeFs:
 
     def poll(self) -> None:
         """Apply the idle stagings of every open table (see `TableFs.poll`)."""
+        self._poll_rows()
         for fs in self.open_tables().values():
             fs.poll()
 
     def close(self) -> None:
         """Close every open table (NfsServer calls this at shutdown); unfinished staged
         writes stay journaled for the next start (see `TableFs.close`)."""
+        self._stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join(5)
         with self._lock:
             self._closed = True
             entries = list(self._open.items())
             self._open.clear()
+            for n in self._new.values():  # unfinished: journaled for the next start
+                if n.rows is not None and n.rows.journal is not None:
+                    n.rows.journal.close()
+        self._rows_journal.close()
         unfinished = 0
         for slot, e in entries:
             self._close_table(slot, e)
