@@ -712,7 +712,7 @@ class LakeFs:
     def _created_rows(self, n: _NewTable, local: int) -> FileId | None:
         """The id of the table's data/data.csv, for the handle of the data.csv that
         created it (its writer still holds that handle), else None."""
-        if not n.created or n.rows is None or local != n.file_local:
+        if not n.created or n.rows is None or not n.rows.made or local != n.file_local:
             return None
         slot = self._slots.slot_of(n.path)
         if slot is None:
@@ -729,26 +729,28 @@ class LakeFs:
             if n.created or rows is None:
                 return
             assert self._rows_creator is not None
-            try:
-                create_rows(self._rows_creator, n.path, rows)
-            except NfsError as err:
-                if err.status in (Nfsstat3.NFS3ERR_INVAL, Nfsstat3.NFS3ERR_EXIST):
-                    logger.warning(
-                        "%s/%s: staged rows of %s dropped, no table made: %s",
-                        n.path,
-                        DATA_CSV,
-                        rows.peer or "a local caller",
-                        err,
-                    )
-                    with self._lock:
-                        rows.drop()
-                        n.rows = None
-                raise
-            with self._lock:
-                n.created = True
-                self._new.pop(n.path, None)
+            with rows.lock:  # the writer's calls wait: they go to the table after
+                try:
+                    create_rows(self._rows_creator, n.path, rows)
+                except NfsError as err:
+                    if err.status in (Nfsstat3.NFS3ERR_INVAL, Nfsstat3.NFS3ERR_EXIST):
+                        logger.warning(
+                            "%s/%s: staged rows of %s dropped, no table made: %s",
+                            n.path,
+                            DATA_CSV,
+                            rows.peer or "a local caller",
+                            err,
+                        )
+                        with self._lock:
+                            rows.drop()
+                            n.rows = None
+                    raise
+                with self._lock:
+                    rows.made = True
+                    n.created = True
+                    self._new.pop(n.path, None)
+                self._rebuild(add=n.path)  # before the writer's next call goes to it
             logger.info("created table %s from its data.csv", n.path)
-            self._rebuild(add=n.path)
 
     def _poll_rows(self) -> None:
         """Create the tables whose NFSv3 writer of data.csv is done (idle)."""
@@ -1190,6 +1192,8 @@ class LakeFs:
         n = self._new_of(local)
         if n is None or local != n.file_local:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+        if n.created and n.rows is not None and not n.rows.made:
+            raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"a table was made at {n.path} meanwhile")
         if n.created:
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
         if n.rows is not None:
@@ -1209,17 +1213,21 @@ class LakeFs:
     def _write_rows(
         self, n: _NewTable, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
-        """WRITE of a new table's data.csv: journaled, staged for its writer only."""
+        """WRITE of a new table's data.csv: journaled, staged for its writer only (one
+        that comes while the table is being made goes to its data/data.csv after)."""
         with self._lock:
             rows = n.rows
-            if rows is None or not rows.owned_by(ctx):
-                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
-            try:
-                rows.write(offset, data, stable, self._clock())
-            except OSError as err:
-                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
-            n.mtime = Nfstime3.from_seconds(self._wallclock())
-        return len(data), (StableHow.UNSTABLE if stable == StableHow.UNSTABLE else stable)
+        if rows is None or not rows.owned_by(ctx):
+            raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
+        with rows.lock:
+            if not rows.made:
+                try:
+                    rows.write(offset, data, stable, self._clock())
+                except OSError as err:
+                    raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+                n.mtime = Nfstime3.from_seconds(self._wallclock())
+                return len(data), stable
+        return self.write(lake_id(0, n.file_local), offset, data, stable, ctx)
 
     def _commit_rows(self, n: _NewTable, ctx: CallContext) -> None:
         """COMMIT of a new table's data.csv: durable, and checked (at most 1 MiB of it:
@@ -1227,7 +1235,10 @@ class LakeFs:
         the edit (the NFSv4 CLOSE, or NFSv3's idle window), never here."""
         with self._lock:
             rows = n.rows
-            if rows is None or not rows.owned_by(ctx):
+        if rows is None or not rows.owned_by(ctx):
+            return
+        with rows.lock:
+            if rows.made:
                 return
             try:
                 rows.sync()
@@ -1239,8 +1250,9 @@ class LakeFs:
                 logger.warning(
                     "%s/%s: staged rows of %s dropped: %s", n.path, DATA_CSV, rows.peer, err
                 )
-                rows.drop()
-                n.rows = None
+                with self._lock:
+                    rows.drop()
+                    n.rows = None
                 raise
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:

@@ -16,6 +16,7 @@ ONE commit (version 0 holds them), its commit tagged with the staging's write id
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -97,6 +98,10 @@ class NewRows:
     last_write: float = 0.0
     synced: bool = False
     """A COMMIT or FILE_SYNC came after the last write (the writer flushed: close())."""
+    made: bool = False
+    """The table was made from these rows (the writer's calls go to it now)."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Serializes the writer's calls with the making of the table."""
 
     @property
     def bounded(self) -> bool:
