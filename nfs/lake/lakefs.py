@@ -700,6 +700,23 @@ class LakeFs:
             n.mtime = Nfstime3.from_seconds(self._wallclock())
         return lake_id(0, n.file_local)
 
+    def _check_rows_lost(self, n: _NewTable) -> None:
+        """Raise NFS3ERR_EXIST (dropping the staged rows) when another process made a
+        table at ``n``'s path while its data.csv was being written."""
+        with self._lock:
+            rows = n.rows
+            if not n.created or rows is None or rows.made:
+                return
+            if rows.journal is not None:
+                logger.warning(
+                    "%s/%s: staged rows of %s dropped: a table was made there meanwhile",
+                    n.path,
+                    DATA_CSV,
+                    rows.peer,
+                )
+                rows.drop()
+        raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"a table was made at {n.path} meanwhile")
+
     def _refuse_late_rows(self, local: int, name: str) -> None:
         """A ``data.csv`` created at a table's top level (a second client's ``cp`` of a
         table made meanwhile from its data.csv): NFS3ERR_EXIST, not a stray file (the
@@ -1192,8 +1209,7 @@ class LakeFs:
         n = self._new_of(local)
         if n is None or local != n.file_local:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
-        if n.created and n.rows is not None and not n.rows.made:
-            raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"a table was made at {n.path} meanwhile")
+        self._check_rows_lost(n)
         if n.created:
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
         if n.rows is not None:
@@ -1264,6 +1280,8 @@ class LakeFs:
             if moved is not None:
                 self.commit(moved, offset, count, ctx)
                 return
+            if n is not None and local == n.file_local:
+                self._check_rows_lost(n)
             if n is None or n.created or local != n.file_local:
                 return
             if n.rows is not None:
@@ -1304,6 +1322,8 @@ class LakeFs:
             moved = None if n is None else self._created_rows(n, local)
             if moved is not None:  # a CLOSE resent after the table was made
                 return self.finish(moved, ctx)
+            if n is not None and local == n.file_local:
+                self._check_rows_lost(n)
             if n is not None and not n.created and local == n.file_local:
                 if n.rows is not None and n.rows.owned_by(ctx):
                     self._create_rows(n)

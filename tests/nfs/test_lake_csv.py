@@ -237,6 +237,30 @@ def test_a_table_made_elsewhere_first_is_eexist_and_left_alone(lake: LakeFs, roo
     assert db.arrow_schema.names == ["x"] and db.version == 0
 
 
+@pytest.mark.parametrize("ctx", [V3, V4], ids=["v3", "v4"])
+def test_a_table_made_elsewhere_while_listed_again_fails_the_writer(
+    lake: LakeFs, root: Path, tmp_path: Path, ctx: CallContext
+) -> None:
+    new = lake.mkdir(lake.root_dir(), "taken", Sattr3(), ctx)
+    fid = lake.create(new, "data.csv", Sattr3(size=0), ctx, guarded=False)
+    lake.write(fid, 0, ROWS, StableHow.UNSTABLE, ctx)
+    with DatabaseOps.create(root / "taken", {"x": "String"}, engine="local"):
+        pass
+    lake.refresh()
+    assert "taken" in lake.tables()  # the other table shows; the staging is not it
+    ends: list[Callable[[], object]] = [
+        lambda: lake.commit(fid, 0, 0, ctx),
+        lambda: lake.finish(fid, ctx),
+    ]
+    for end in ends:
+        with pytest.raises(NfsError) as exc:
+            end()
+        assert exc.value.status == Nfsstat3.NFS3ERR_EXIST
+    assert not list((tmp_path / "state" / "new-tables").glob("*.wal"))
+    db = DatabaseOps.open(root / "taken", engine="local")
+    assert db.arrow_schema.names == ["x"] and db.version == 0
+
+
 def test_committed_bytes_survive_a_restart_and_are_created_once(
     make_lake: MakeLake, root: Path, tmp_path: Path, clock: FakeClock
 ) -> None:
