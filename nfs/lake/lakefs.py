@@ -34,7 +34,9 @@ directories at the lake level is refused likewise. ``rm -r table/`` removes
 the table, its directory, schema and history stay.
 
 Tables made by writing (with a ``creator``): MKDIR at the lake level makes an empty
-directory (in memory), in which only ``schema.sql`` may be created; its CREATE TABLE
+directory (in memory), in which only ``schema.sql`` may be created (or, with a
+``rows_creator``, ``data.csv``: the table made from its rows at the end of the edit, see
+:mod:`nfs.lake.newrows`); its CREATE TABLE
 (:mod:`nfs.lake.create`) creates the table when the writer is done: a FILE_SYNC WRITE, a
 COMMIT, or the NFSv4 CLOSE (a v4 COMMIT only validates). Bad SQL: NFS3ERR_INVAL, nothing
 created; a table made meanwhile at that path: NFS3ERR_EXIST. The directory's handle then
