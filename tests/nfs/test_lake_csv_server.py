@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -13,10 +14,12 @@ import pytest
 from nfs.lake.lakefs import LakeFs
 from nfs.lake.newrows import rows_table_creator
 from nfs.lake.opening import table_creator, tablefs_opener
-from nfs.protocol.nfs3 import Sattr3
+from nfs.protocol.nfs3 import Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.server import NfsServer
-from posixlake import DatabaseOps
+from nfs.protocol.vfs import BOUNDED_PEER_PREFIX
+from posixlake import DatabaseOps, S3Config
+from posixlake.storage import storage_options_for
 from tests.nfs.conftest import FakeClock
 
 needs_libnfs = pytest.mark.skipif(
@@ -115,3 +118,41 @@ def test_the_kernel_client_makes_a_table_with_mkdir_and_cp(tmp_path: Path) -> No
     db = DatabaseOps.open(root / "sales", engine="local")
     assert db.version == 0
     assert db.arrow_schema.field("zip").type == pa.string()
+
+
+@pytest.mark.s3
+def test_a_table_made_from_its_rows_on_s3(moto_server: Any, tmp_path: Path) -> None:
+    from tests.storage.conftest import REGION, S3_KEY, S3_SECRET, make_bucket
+
+    bucket = make_bucket("s3", moto_server.endpoint)
+    root = f"s3://{bucket}/lake"
+    config = S3Config(moto_server.endpoint, S3_KEY, S3_SECRET, REGION)
+    with DatabaseOps.create(f"{root}/old", {"id": "Int64"}, storage=config, engine="local"):
+        pass
+    state = tmp_path / "state"
+    opener = tablefs_opener(
+        root, state_dir=state, storage=config, engine={"engine": "local"}, tablefs={}
+    )
+    lake = LakeFs(
+        root,
+        opener,
+        storage_options=storage_options_for(root, config),
+        state_dir=state,
+        creator=table_creator(root, storage=config, engine={"engine": "local"}),
+        rows_creator=rows_table_creator(root, storage=config),
+        idle_timer=False,
+    )
+    ctx = CallContext.local(peer=BOUNDED_PEER_PREFIX + "c/o")
+    try:
+        new = lake.mkdir(lake.root_dir(), "sales", Sattr3(), ctx)
+        fid = lake.create(new, "data.csv", Sattr3(size=0), ctx, guarded=False)
+        lake.write(fid, 0, ROWS, StableHow.UNSTABLE, ctx)
+        lake.finish(fid, ctx)
+        db = DatabaseOps.open(f"{root}/sales", storage=config, engine="local")
+        assert db.version == 0
+        assert db.arrow_schema.field("zip").type == pa.string()
+        assert sorted(r["id"] for r in db.to_arrow().to_pylist()) == [1, 2, 3]
+        assert "sales" in lake.tables()
+        assert bytes(lake.read(fid, 0, 1 << 16, ctx)[0]) == ROWS
+    finally:
+        lake.close()
