@@ -1040,7 +1040,15 @@ class LakeFs:
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
-            if self._creator is None or self._pending(local) is not None:
+            n = self._pending(local) if self._creator is not None else None
+            if n is not None:
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES,
+                    f"{n.path} is not a table yet: write its schema.sql"
+                    + (" or data.csv" if self._rows_creator is not None else "")
+                    + " to make it",
+                )
+            if self._creator is None:
                 raise self._lake_dir_change(dir_id, name, "make a directory")
             listing = self._current()
             path = self._dir(local, listing)
@@ -1377,11 +1385,13 @@ class LakeFs:
             self._closed = True
             entries = list(self._open.items())
             self._open.clear()
+            staged = 0
             for n in self._new.values():  # unfinished: journaled for the next start
                 if n.rows is not None and n.rows.journal is not None:
                     n.rows.journal.close()
+                    staged += 1
         self._rows_journal.close()
-        unfinished = 0
+        unfinished = staged
         for slot, e in entries:
             self._close_table(slot, e)
             unfinished += e.table.fs.unfinished_at_close

@@ -272,6 +272,7 @@ def test_committed_bytes_survive_a_restart_and_are_created_once(
     saved = tmp_path / "saved.wal"
     shutil.copy(journals[0], saved)
     lake.close()  # the server stops (or dies) before the idle window
+    assert lake.unfinished_at_close == 1
     assert not (root / "crash").exists()
     again = make_lake()
     assert "crash" in names(again, again.root_dir())
@@ -294,6 +295,9 @@ def test_committed_bytes_survive_a_restart_and_are_created_once(
 
 def test_only_one_of_schema_sql_and_data_csv(lake: LakeFs) -> None:
     new = lake.mkdir(lake.root_dir(), "one", Sattr3(), V3)
+    with pytest.raises(NfsError) as exc:  # mkdir -p one/data: rows go in one/data.csv
+        lake.mkdir(new, "data", Sattr3(), V3)
+    assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
     write_rows(lake, new, ROWS, V3)
     with pytest.raises(NfsError) as exc:
         lake.create(new, "schema.sql", Sattr3(size=0), V3, guarded=False)
