@@ -767,6 +767,7 @@ class LakeFs:
                 with self._lock:
                     rows.made = True
                     n.created = True
+                    n.mtime = Nfstime3.from_seconds(self._wallclock())  # clients revalidate
                     self._new.pop(n.path, None)
                 self._rebuild(add=n.path)  # before the writer's next call goes to it
             logger.info("created table %s from its data.csv", n.path)

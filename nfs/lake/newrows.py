@@ -102,6 +102,37 @@ class NewRows:
     """The table was made from these rows (the writer's calls go to it now)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """Serializes the writer's calls with the making of the table."""
+    filled: list[tuple[int, int]] = field(default_factory=list)
+    """The byte ranges WRITEs filled, merged and sorted (a hole: a WRITE still on its way,
+    or a truncation that extended the file)."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether every byte was written (no hole)."""
+        return not self.data or self.filled == [(0, len(self.data))]
+
+    def put(self, offset: int, data: bytes) -> None:
+        """Stage the bytes of a WRITE (no journal: see :meth:`write`)."""
+        if len(self.data) < offset:
+            self.data.extend(bytes(offset - len(self.data)))
+        self.data[offset : offset + len(data)] = data
+        if data:
+            self._fill(offset, offset + len(data))
+
+    def cut(self, size: int) -> None:
+        """Stage a truncation to ``size`` (an extension is a hole until written)."""
+        del self.data[size:]
+        self.data.extend(bytes(size - len(self.data)))
+        self.filled = [(a, min(b, size)) for a, b in self.filled if a < size]
+
+    def _fill(self, start: int, end: int) -> None:
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted([*self.filled, (start, end)]):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self.filled = merged
 
     @property
     def bounded(self) -> bool:
@@ -116,9 +147,7 @@ class NewRows:
         """Journal then stage a WRITE; FILE_SYNC / DATA_SYNC fsync the journal first."""
         if self.journal is not None:
             self.journal.write(offset, data)
-        if len(self.data) < offset:
-            self.data.extend(bytes(offset - len(self.data)))
-        self.data[offset : offset + len(data)] = data
+        self.put(offset, data)
         self.last_write = now
         self.synced = False
         if stable != StableHow.UNSTABLE:
@@ -128,8 +157,7 @@ class NewRows:
         """Journal then stage a truncation (or extension with zeros) to ``size``."""
         if self.journal is not None:
             self.journal.truncate(size)
-        del self.data[size:]
-        self.data.extend(bytes(size - len(self.data)))
+        self.cut(size)
         self.last_write = now
         self.synced = False
 
@@ -145,16 +173,18 @@ class NewRows:
         Raises:
             NfsError: NFS3ERR_INVAL.
         """
-        if len(self.data) <= CHECK_AT_COMMIT and self.data.endswith(b"\n"):
+        if len(self.data) <= CHECK_AT_COMMIT and self.complete and self.data.endswith(b"\n"):
             infer_rows(self.data)
 
     def done(self, now: float, idle: float) -> bool:
         """Return whether an NFSv3 writer is done: flushed, quiet for ``idle`` seconds,
-        its content whole lines (never at a truncation alone or mid-line)."""
+        its content whole lines with no hole (never at a truncation alone, mid-line or
+        before a WRITE still on its way)."""
         return (
             not self.bounded
             and self.synced
             and now - self.last_write >= idle
+            and self.complete
             and self.data.endswith(b"\n")
         )
 
@@ -211,12 +241,9 @@ class RowsJournal:
         )
         for op in rec.ops:
             if op.kind == "W":
-                if len(rows.data) < op.number:
-                    rows.data.extend(bytes(op.number - len(rows.data)))
-                rows.data[op.number : op.number + len(op.data)] = op.data
+                rows.put(op.number, op.data)
             else:
-                del rows.data[op.number :]
-                rows.data.extend(bytes(op.number - len(rows.data)))
+                rows.cut(op.number)
         rows.synced = True  # what the journal holds is what was promised
         return rows
 
@@ -288,6 +315,10 @@ def create_rows(creator: RowsCreator, path: str, rows: NewRows) -> None:
         NfsError: NFS3ERR_INVAL (bad CSV), NFS3ERR_EXIST (a table is there), else the
             status of the storage error.
     """
+    if not rows.complete:
+        raise NfsError(
+            Nfsstat3.NFS3ERR_INVAL, f"{path}/{DATA_CSV} has a range no WRITE filled (a hole)"
+        )
     table = infer_rows(rows.data)
     try:
         creator.create(path, table, rows.write_id)

@@ -304,3 +304,19 @@ def test_only_one_of_schema_sql_and_data_csv(lake: LakeFs) -> None:
     assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
     lake.remove(new, "data.csv", V3)  # rm: the staged rows go
     assert names(lake, new) == []
+
+
+def test_a_hole_waits_for_its_write(lake: LakeFs, root: Path, clock: FakeClock) -> None:
+    new = lake.mkdir(lake.root_dir(), "holes", Sattr3(), V3)
+    fid = lake.create(new, "data.csv", Sattr3(size=0), V3, guarded=False)
+    cut = ROWS.index(b"\n1,") + 1  # the header, then the rows
+    lake.write(fid, cut, ROWS[cut:], StableHow.UNSTABLE, V3)  # the second WRITE first
+    lake.commit(fid, 0, 0, V3)  # a writeback COMMIT: zeros where the header goes are no CSV
+    clock.advance(IDLE + 1)
+    lake.poll()
+    assert not (root / "holes").exists()  # the first WRITE is still on its way
+    lake.write(fid, 0, ROWS[:cut], StableHow.UNSTABLE, V3)
+    lake.commit(fid, 0, 0, V3)
+    clock.advance(IDLE + 1)
+    lake.poll()
+    assert len(rows_of(root / "holes")) == 2
