@@ -1248,6 +1248,24 @@ class LakeFs:
             raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
         with rows.lock:
             if not rows.made:
+                assert self._rows_creator is not None
+                limit = self._rows_creator.max_bytes
+                if offset + len(data) > limit:
+                    logger.warning(
+                        "%s/%s: staged rows of %s dropped: past %d bytes",
+                        n.path,
+                        DATA_CSV,
+                        rows.peer,
+                        limit,
+                    )
+                    with self._lock:
+                        rows.drop()
+                        n.rows = None
+                    raise NfsError(
+                        Nfsstat3.NFS3ERR_FBIG,
+                        f"{n.path}/{DATA_CSV} past {limit} bytes: load a file this large with "
+                        "posixlake create --from-csv",
+                    )
                 try:
                     rows.write(offset, data, stable, self._clock())
                 except OSError as err:

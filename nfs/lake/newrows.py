@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from nfs.protocol.nfs3 import Nfsstat3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import BOUNDED_PEER_PREFIX, NfsError
+from nfs.table.apply import change_budget
 from nfs.table.journal import JournalDir, JournalFile, JournalHeader, Recovered, read_journal
 from posixlake.csvcodec import CsvFormatError, read_csv_infer
 from posixlake.database import DatabaseOps
@@ -71,6 +72,9 @@ class RowsCreator:
 
     create: Callable[[str, pa.Table, str], None]
     made_by: Callable[[str, str], bool | None]
+    max_bytes: int = field(default_factory=change_budget)
+    """The largest data.csv staged (held in memory, then parsed whole): 1/16 of the
+    machine's memory, as for an NFS edit's changed rows (``nfs.table.apply``)."""
 
 
 def infer_rows(data: bytes | bytearray) -> pa.Table:
@@ -258,7 +262,9 @@ class RowsJournal:
             self._dir.release()
 
 
-def rows_table_creator(root: str, *, storage: Any = None) -> RowsCreator:
+def rows_table_creator(
+    root: str, *, storage: Any = None, max_bytes: int | None = None
+) -> RowsCreator:
     """Return a creator of tables under ``root`` from rows, in ONE commit: a Parquet file
     written under the table's directory, then version 0 made with it (delta-rs'
     create with add actions), tagged with the write id."""
@@ -305,7 +311,9 @@ def rows_table_creator(root: str, *, storage: Any = None) -> RowsCreator:
             history = db.history(1 + db.version)
         return any(info.tags.get(WRITE_TAG) == write_id for info in history)
 
-    return RowsCreator(create, made_by)
+    if max_bytes is None:
+        return RowsCreator(create, made_by)
+    return RowsCreator(create, made_by, max_bytes)
 
 
 def create_rows(creator: RowsCreator, path: str, rows: NewRows) -> None:

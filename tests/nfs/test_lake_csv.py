@@ -320,3 +320,32 @@ def test_a_hole_waits_for_its_write(lake: LakeFs, root: Path, clock: FakeClock) 
     clock.advance(IDLE + 1)
     lake.poll()
     assert len(rows_of(root / "holes")) == 2
+
+
+def test_a_data_csv_past_the_bound_is_refused_with_fbig(
+    root: Path, tmp_path: Path, clock: FakeClock
+) -> None:
+    opener = tablefs_opener(str(root), state_dir=tmp_path / "st", engine={"engine": "local"})
+    lake = LakeFs(
+        str(root),
+        opener,
+        state_dir=tmp_path / "st",
+        clock=clock,
+        creator=table_creator(str(root), engine={"engine": "local"}),
+        rows_creator=rows_table_creator(str(root), max_bytes=64),
+        idle_timer=False,
+    )
+    try:
+        new = lake.mkdir(lake.root_dir(), "big", Sattr3(), V3)
+        fid = lake.create(new, "data.csv", Sattr3(size=0), V3, guarded=False)
+        lake.write(fid, 0, ROWS[:60], StableHow.UNSTABLE, V3)
+        with pytest.raises(NfsError) as exc:
+            lake.write(fid, 60, ROWS[60:], StableHow.UNSTABLE, V3)
+        assert exc.value.status == Nfsstat3.NFS3ERR_FBIG
+        assert names(lake, new) == []  # dropped, journal too
+        assert not list((tmp_path / "st" / "new-tables").glob("*.wal"))
+        clock.advance(IDLE + 1)
+        lake.poll()
+        assert not (root / "big").exists()
+    finally:
+        lake.close()
