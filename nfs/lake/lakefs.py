@@ -148,6 +148,23 @@ class _NewTable:
     created: bool = False
     rows: NewRows | None = None
     """The staged data.csv (a table made from its rows), instead of schema.sql."""
+    data_local: int = 0
+    """The ``data/`` directory made in it (0: none): data.csv may be written there too."""
+    in_data: bool = False
+    """The staged data.csv is ``data/data.csv`` (else ``data.csv`` at the top)."""
+
+    def names_in(self, local: int) -> tuple[str, ...]:
+        """The entries of the directory ``local`` (the new directory or its data/)."""
+        if local == self.data_local:
+            return (DATA_CSV,) if self.rows is not None and self.in_data else ()
+        top = () if self.file_name is None or self.in_data else (self.file_name,)
+        return (*top, "data") if self.data_local else top
+
+    def id_of(self, local: int, name: str) -> int | None:
+        """The local id of ``name`` in the directory ``local`` (None: no such entry)."""
+        if name not in self.names_in(local):
+            return None
+        return self.data_local if name == "data" and local == self.dir_local else self.file_local
 
     @property
     def file_name(self) -> str | None:
@@ -551,10 +568,15 @@ class LakeFs:
         if slot != 0:
             return dir_id
         n = self._new_of(local)
-        if n is None or not n.created or local != n.dir_local:
+        if n is None or not n.created or local not in (n.dir_local, n.data_local):
             return dir_id
         table = self._slots.slot_of(n.path)
-        return dir_id if table is None else lake_id(table, _TABLE_ROOT_LOCAL)
+        if table is None:
+            return dir_id
+        if local == n.data_local:  # its data/: the table's
+            root = lake_id(table, _TABLE_ROOT_LOCAL)
+            return self.lookup(root, "data", CallContext.local())
+        return lake_id(table, _TABLE_ROOT_LOCAL)
 
     def _rebuild(self, add: str | None = None) -> None:
         """List the lake again from the last listing after a change made here."""
@@ -588,11 +610,32 @@ class LakeFs:
         logger.info("new table directory %s: write its schema.sql to create the table", path)
         return lake_id(0, n.dir_local)
 
+    def _make_new_data(self, n: _NewTable) -> FileId:
+        """MKDIR ``data`` in a new table directory: where its data.csv may be written
+        (``mkdir -p sales/data && cp rows.csv sales/data/data.csv``)."""
+        if self._rows_creator is None or (n.file_name is not None and not n.in_data):
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES, f"{n.path} is not a table yet: write its schema.sql"
+            )
+        with self._lock:
+            if n.data_local:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, "data")
+            local = path_hash("new-data", self.root, n.path) & ((1 << 40) - 1)
+            taken = self._listing.dir_path if self._listing is not None else {}
+            while local in (0, LAKE_ROOT) or local in taken or local in self._new_ids:
+                local = (local + 1) & ((1 << 40) - 1)
+            n.data_local = local
+            self._new_ids[local] = n
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, local)
+
     def _drop_new(self, n: _NewTable) -> None:
         with self._lock:
             self._new.pop(n.path, None)
             self._new_ids.pop(n.dir_local, None)
             self._new_ids.pop(n.file_local, None)
+            if n.data_local:
+                self._new_ids.pop(n.data_local, None)
         self._rebuild()
 
     def _create(self, n: _NewTable) -> None:
@@ -656,9 +699,13 @@ class LakeFs:
     def _new_file(
         self, dir_id: FileId, name: str, size: int | None, ctx: CallContext, *, guarded: bool
     ) -> FileId:
-        n = self._pending(split_id(dir_id)[1])
+        local = split_id(dir_id)[1]
+        n = self._pending(local)
         assert n is not None
+        in_data = bool(n.data_local) and local == n.data_local
         allowed = (SCHEMA_SQL, DATA_CSV) if self._rows_creator is not None else (SCHEMA_SQL,)
+        if in_data:
+            allowed = (DATA_CSV,)
         if name not in allowed:
             raise NfsError(
                 Nfsstat3.NFS3ERR_ACCES,
@@ -670,7 +717,10 @@ class LakeFs:
                 f"{n.path} is made from its {n.file_name}: {name} cannot be written too",
             )
         if name == DATA_CSV:
-            return self._new_rows_file(n, size, ctx, guarded=guarded)
+            if n.rows is not None and n.in_data != in_data:
+                where = "data/data.csv" if n.in_data else DATA_CSV
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{where} is being written")
+            return self._new_rows_file(n, size, ctx, guarded=guarded, in_data=in_data)
         with self._lock:
             if n.schema is not None and guarded:
                 raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
@@ -683,7 +733,7 @@ class LakeFs:
         return lake_id(0, n.file_local)
 
     def _new_rows_file(
-        self, n: _NewTable, size: int | None, ctx: CallContext, *, guarded: bool
+        self, n: _NewTable, size: int | None, ctx: CallContext, *, guarded: bool, in_data: bool
     ) -> FileId:
         """CREATE (or a truncation) of a new table's data.csv: the caller's staging."""
         with self._lock:
@@ -694,7 +744,8 @@ class LakeFs:
                 raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
             try:
                 if rows is None:
-                    rows = n.rows = self._rows_journal.start(n.path, ctx, self._clock())
+                    rows = self._rows_journal.start(n.path, ctx, self._clock(), in_data=in_data)
+                    n.rows, n.in_data = rows, in_data
                 if size is not None:
                     rows.truncate(size, self._clock())
             except OSError as err:
@@ -794,7 +845,7 @@ class LakeFs:
     def _recover_rows(self) -> None:
         """Take over the staged data.csv of new tables an earlier server left."""
         assert self._rows_creator is not None
-        for path, rec in self._rows_journal.recover():
+        for path, in_data, rec in self._rows_journal.recover():
             try:
                 made = self._rows_creator.made_by(path, rec.header.write_id)
             except PosixLakeError as err:
@@ -815,6 +866,9 @@ class LakeFs:
             with self._lock:
                 n = self._new[path]
                 n.rows = self._rows_journal.restore(rec, self._clock())
+            if in_data:
+                n.in_data = True
+                self._make_new_data(n)
             logger.info("%s: staged data.csv of %s recovered", path, n.rows.peer)
 
     # ------------------------------------------------------------ Vfs: attributes
@@ -878,7 +932,8 @@ class LakeFs:
                     return self.setattr(moved, attrs, ctx)
                 name = n.file_name
                 if attrs.size is not None and local == n.file_local and not n.created and name:
-                    self._new_file(lake_id(0, n.dir_local), name, attrs.size, ctx, guarded=False)
+                    where = n.data_local if n.in_data else n.dir_local
+                    self._new_file(lake_id(0, where), name, attrs.size, ctx, guarded=False)
                 return self._new_attrs(fid, n, local)
             self._dir(local, self._current())
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, "the lake's directories cannot be changed")
@@ -894,7 +949,7 @@ class LakeFs:
         if slot == 0:
             n = self._new_of(local)
             if n is not None:
-                is_dir = local == n.dir_local
+                is_dir = local != n.file_local
                 mode = 0o777 if is_dir else 0o666
                 return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=is_dir, ctx=ctx)
             self._dir(local, listing)
@@ -927,13 +982,16 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._pending(local)
-            if n is not None and local == n.dir_local:
+            if n is not None and local in (n.dir_local, n.data_local):
                 if name == ".":
                     return dir_id
                 if name == "..":
+                    if local == n.data_local:
+                        return lake_id(0, n.dir_local)
                     return self._id_of(_parent(n.path), listing)
-                if name == n.file_name:
-                    return lake_id(0, n.file_local)
+                found = n.id_of(local, name)
+                if found is not None:
+                    return lake_id(0, found)
                 raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
             if n is not None:
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
@@ -960,12 +1018,12 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._pending(local)
-            if n is not None and local != n.dir_local:
+            if n is not None and local not in (n.dir_local, n.data_local):
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
             path = n.path if n is not None else self._dir(local, listing)
             names: tuple[str, ...] = (".", "..", *listing.children.get(path, ()))
-            if n is not None and n.file_name is not None:
-                names = (".", "..", n.file_name)
+            if n is not None:
+                names = (".", "..", *n.names_in(local))
             if after < 0 or after > len(names):
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
             entries = []
@@ -973,10 +1031,12 @@ class LakeFs:
                 name = names[i]
                 if name == ".":
                     fid = dir_id
+                elif name == ".." and n is not None and local == n.data_local:
+                    fid = lake_id(0, n.dir_local)
                 elif name == "..":
                     fid = self._id_of(_parent(path), listing)
                 elif n is not None:
-                    fid = lake_id(0, n.file_local)
+                    fid = lake_id(0, n.id_of(local, name) or n.file_local)
                 else:
                     fid = self._id_of(f"{path}/{name}" if path else name, listing)
                 entries.append(DirEntry(fid, name, i + 1))
@@ -1042,6 +1102,8 @@ class LakeFs:
         slot, local = split_id(dir_id)
         if slot == 0:
             n = self._pending(local) if self._creator is not None else None
+            if n is not None and name == "data" and local == n.dir_local:
+                return self._make_new_data(n)
             if n is not None:
                 raise NfsError(
                     Nfsstat3.NFS3ERR_ACCES,
@@ -1074,7 +1136,9 @@ class LakeFs:
             n = self._pending(local)
             if n is not None:
                 with self._lock:
-                    if name != n.file_name:
+                    if name == "data" and local == n.dir_local and n.data_local:
+                        raise NfsError(Nfsstat3.NFS3ERR_ISDIR, name)
+                    if n.id_of(local, name) != n.file_local:
                         raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
                     n.schema = None
                     if n.rows is not None:  # the staged rows go (their journal too)
@@ -1096,14 +1160,24 @@ class LakeFs:
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
-            listing = self._current()
-            path = self._dir(local, listing)
             if name in (".", ".."):
                 raise NfsError(Nfsstat3.NFS3ERR_INVAL, name)
+            sub = self._pending(local)
+            if sub is not None:  # in a new table directory: only its data/ is a directory
+                if name != "data" or local != sub.dir_local or not sub.data_local:
+                    raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+                if sub.names_in(sub.data_local):
+                    raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
+                with self._lock:
+                    self._new_ids.pop(sub.data_local, None)
+                    sub.data_local = 0
+                return
+            listing = self._current()
+            path = self._dir(local, listing)
             with self._lock:
                 new = self._new.get(f"{path}/{name}" if path else name)
             if new is not None and not new.created:  # not a table (yet): it may go
-                if new.file_name is not None:
+                if new.names_in(new.dir_local):
                     raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
                 self._drop_new(new)
                 return

@@ -1,7 +1,8 @@
 """A table made by writing ``data.csv`` into a new lake directory: its staged bytes, their
 journal, the table's types inferred from them, and the one commit that creates it.
 
-``mkdir lake/sales && cp rows.csv lake/sales/data.csv`` stages the bytes for their writer
+``mkdir lake/sales && cp rows.csv lake/sales/data.csv`` (or ``mkdir -p lake/sales/data``
+and ``lake/sales/data/data.csv``) stages the bytes for their writer
 (the client's address and AUTH_SYS identity, as for a table's ``data.csv``); a COMMIT or
 a FILE_SYNC WRITE makes them durable (the journal of :mod:`nfs.table.journal`, one file
 per staging in ``<lake state>/new-tables/``, fsynced before the reply). The edit ends at
@@ -58,6 +59,8 @@ WRITE_TAG: Final = "posixlake.nfs_write"
 CHECK_AT_COMMIT: Final = 1 << 20
 """Content up to this size is parsed at each COMMIT, so ``cp`` of bad CSV fails there."""
 _TABLE_ID_PREFIX: Final = "new-table:"
+_IN_DATA_PREFIX: Final = "new-table-data:"
+"""The journal of a ``<new>/data/data.csv`` (the other: ``<new>/data.csv``)."""
 
 
 @dataclass(frozen=True)
@@ -206,14 +209,15 @@ class RowsJournal:
     def __init__(self, state_dir: Path | None) -> None:
         self._dir = JournalDir(state_dir / "new-tables") if state_dir is not None else None
 
-    def start(self, path: str, ctx: CallContext, now: float) -> NewRows:
-        """Begin the staging of ``path``'s data.csv for the caller."""
+    def start(self, path: str, ctx: CallContext, now: float, *, in_data: bool) -> NewRows:
+        """Begin the staging of ``path``'s data.csv (``in_data``: its data/data.csv) for
+        the caller."""
         write_id = uuid.uuid4().hex
         journal = None
         if self._dir is not None:
             header = JournalHeader(
                 write_id=write_id,
-                table_id=_TABLE_ID_PREFIX + path,
+                table_id=(_IN_DATA_PREFIX if in_data else _TABLE_ID_PREFIX) + path,
                 base_version=-1,
                 base_size=0,
                 peer=ctx.peer or "",
@@ -224,16 +228,20 @@ class RowsJournal:
             journal = self._dir.create(header)
         return NewRows(ctx.peer or "", ctx.uid, ctx.gid, write_id, journal, last_write=now)
 
-    def recover(self) -> list[tuple[str, Recovered]]:
-        """Return the journals an earlier server left, with their table paths."""
+    def recover(self) -> list[tuple[str, bool, Recovered]]:
+        """Return the journals an earlier server left, with their table paths and whether
+        they were written as data/data.csv."""
         if self._dir is None:
             return []
         found = []
         for name in sorted(p.name for p in self._dir.path.glob("*.wal")):
             rec = read_journal(self._dir.path / name)
-            if rec is None or not rec.header.table_id.startswith(_TABLE_ID_PREFIX):
+            if rec is None:
                 continue
-            found.append((rec.header.table_id.removeprefix(_TABLE_ID_PREFIX), rec))
+            for prefix in (_TABLE_ID_PREFIX, _IN_DATA_PREFIX):
+                if rec.header.table_id.startswith(prefix):
+                    path = rec.header.table_id.removeprefix(prefix)
+                    found.append((path, prefix == _IN_DATA_PREFIX, rec))
         return found
 
     def restore(self, rec: Recovered, now: float) -> NewRows:

@@ -295,10 +295,13 @@ def test_committed_bytes_survive_a_restart_and_are_created_once(
 
 def test_only_one_of_schema_sql_and_data_csv(lake: LakeFs) -> None:
     new = lake.mkdir(lake.root_dir(), "one", Sattr3(), V3)
-    with pytest.raises(NfsError) as exc:  # mkdir -p one/data: rows go in one/data.csv
-        lake.mkdir(new, "data", Sattr3(), V3)
+    with pytest.raises(NfsError) as exc:  # no other directory than data/
+        lake.mkdir(new, "other", Sattr3(), V3)
     assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
     write_rows(lake, new, ROWS, V3)
+    with pytest.raises(NfsError) as exc:  # rows at the top already: no data/ then
+        lake.mkdir(new, "data", Sattr3(), V3)
+    assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
     with pytest.raises(NfsError) as exc:
         lake.create(new, "schema.sql", Sattr3(size=0), V3, guarded=False)
     assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
@@ -349,3 +352,65 @@ def test_a_data_csv_past_the_bound_is_refused_with_fbig(
         assert not (root / "big").exists()
     finally:
         lake.close()
+
+
+@pytest.mark.parametrize("ctx", [V3, V4], ids=["v3", "v4"])
+def test_mkdir_p_data_then_data_csv_in_it_makes_the_table(
+    lake: LakeFs, root: Path, clock: FakeClock, ctx: CallContext
+) -> None:
+    top = lake.root_dir()
+    new = lake.mkdir(top, "sales", Sattr3(), ctx)  # mkdir -p sales/data
+    data = lake.mkdir(new, "data", Sattr3(), ctx)
+    with pytest.raises(NfsError) as exc:
+        lake.mkdir(new, "data", Sattr3(), ctx)
+    assert exc.value.status == Nfsstat3.NFS3ERR_EXIST
+    assert lake.lookup(new, "data", ctx) == data and lake.lookup(data, "..", ctx) == new
+    assert names(lake, new) == ["data"] and names(lake, data) == []
+    with pytest.raises(NfsError) as exc:  # only data.csv belongs in data/
+        lake.create(data, "schema.sql", Sattr3(size=0), ctx, guarded=False)
+    assert exc.value.status == Nfsstat3.NFS3ERR_ACCES
+    fid = write_rows(lake, data, ROWS, ctx)  # cp rows.csv sales/data/data.csv
+    assert names(lake, data) == ["data.csv"] and lake.lookup(data, "data.csv", ctx) == fid
+    with pytest.raises(NfsError) as exc:  # and not at the top as well
+        lake.create(new, "data.csv", Sattr3(size=0), ctx, guarded=False)
+    assert exc.value.status == Nfsstat3.NFS3ERR_EXIST
+    with pytest.raises(NfsError) as exc:
+        lake.rmdir(new, "data", ctx)
+    assert exc.value.status == Nfsstat3.NFS3ERR_NOTEMPTY
+    if ctx is V4:
+        lake.finish(fid, ctx)
+    else:
+        clock.advance(IDLE + 1)
+        lake.poll()
+    assert DatabaseOps.open(root / "sales", engine="local").version == 0
+    table = lake.lookup(top, "sales", ROOT)
+    table_data = lake.lookup(table, "data", ROOT)
+    assert lake.getattr(fid).fileid == lake.lookup(table_data, "data.csv", ROOT)
+    assert names(lake, data) == names(lake, table_data)  # its data/ is the table's
+
+
+def test_an_empty_data_directory_may_go(lake: LakeFs) -> None:
+    new = lake.mkdir(lake.root_dir(), "tmp", Sattr3(), V3)
+    lake.mkdir(new, "data", Sattr3(), V3)
+    with pytest.raises(NfsError) as exc:
+        lake.rmdir(lake.root_dir(), "tmp", V3)
+    assert exc.value.status == Nfsstat3.NFS3ERR_NOTEMPTY
+    lake.rmdir(new, "data", V3)  # rm -r tmp
+    lake.rmdir(lake.root_dir(), "tmp", V3)
+    assert names(lake, lake.root_dir()) == ["old"]
+
+
+def test_rows_staged_in_data_survive_a_restart_there(
+    make_lake: MakeLake, root: Path, clock: FakeClock
+) -> None:
+    lake = make_lake()
+    new = lake.mkdir(lake.root_dir(), "crash", Sattr3(), V3)
+    write_rows(lake, lake.mkdir(new, "data", Sattr3(), V3), ROWS, V3)
+    lake.close()
+    again = make_lake()
+    d = again.lookup(again.root_dir(), "crash", V3)
+    assert names(again, d) == ["data"]
+    assert names(again, again.lookup(d, "data", V3)) == ["data.csv"]
+    clock.advance(IDLE + 1)
+    again.poll()
+    assert len(rows_of(root / "crash")) == 2

@@ -106,6 +106,7 @@ def test_the_kernel_client_makes_a_table_with_mkdir_and_cp(tmp_path: Path) -> No
         cp /tmp/rows.csv /mnt/sales/data.csv; echo "cp=$?"
         ls /mnt/sales
         cat /mnt/sales/data/data.csv
+        mkdir -p /mnt/more/data && cp /tmp/rows.csv /mnt/more/data/data.csv; echo "cp2=$?"
     """
     with NfsServer(lake) as server:
         res = run_in_vm(server.port, script, vers="4.0", timeout=180)
@@ -114,10 +115,12 @@ def test_the_kernel_client_makes_a_table_with_mkdir_and_cp(tmp_path: Path) -> No
     assert "mkdir=0" in out and "cp=0" in out, out + res.stderr
     listed = out.split("cp=0\n", 1)[1].split("id,zip", 1)[0].split()
     assert listed == ["changes.csv", "data", "schema.sql", "versions"], out + res.stderr
-    assert out.endswith("id,zip,amount\n1,007,1.5\n2,10115,-3\n3,,0.25\n"), out
-    db = DatabaseOps.open(root / "sales", engine="local")
-    assert db.version == 0
-    assert db.arrow_schema.field("zip").type == pa.string()
+    assert out.endswith("id,zip,amount\n1,007,1.5\n2,10115,-3\n3,,0.25\ncp2=0\n"), out
+    for name in ("sales", "more"):  # data.csv, or data/data.csv after mkdir -p
+        db = DatabaseOps.open(root / name, engine="local")
+        assert db.version == 0
+        assert db.arrow_schema.field("zip").type == pa.string()
+        assert len(db.to_arrow()) == 3
 
 
 @pytest.mark.s3
