@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nfs.lake.lakefs import LakeFs
-from nfs.lake.newrows import rows_table_creator
+from nfs.lake.newrows import NewRows, rows_table_creator
 from nfs.lake.opening import table_creator, tablefs_opener
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
@@ -414,3 +416,35 @@ def test_rows_staged_in_data_survive_a_restart_there(
     clock.advance(IDLE + 1)
     again.poll()
     assert len(rows_of(root / "crash")) == 2
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("W"), st.integers(0, 40), st.binary(min_size=0, max_size=12)),
+            st.tuples(st.just("T"), st.integers(0, 50), st.just(b"")),
+        ),
+        max_size=20,
+    )
+)
+def test_staged_rows_track_holes_like_a_byte_model(ops: list[tuple[str, int, bytes]]) -> None:
+    rows = NewRows("p", 0, 0, "w", None)
+    data = bytearray()
+    written: list[bool] = []
+    for kind, number, payload in ops:
+        if kind == "W":
+            rows.write(number, payload, StableHow.UNSTABLE, 0.0)
+            if len(data) < number:
+                data.extend(bytes(number - len(data)))
+                written.extend([False] * (number - len(written)))
+            data[number : number + len(payload)] = payload
+            end = number + len(payload)
+            written.extend([False] * (end - len(written)))
+            written[number:end] = [True] * len(payload)
+        else:
+            rows.truncate(number, 0.0)
+            del data[number:], written[number:]
+            data.extend(bytes(number - len(data)))
+            written.extend([False] * (number - len(written)))
+        assert rows.data == data
+        assert rows.complete == all(written)
