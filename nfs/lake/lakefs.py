@@ -174,11 +174,14 @@ class _NewTable:
         return SCHEMA_SQL if self.schema is not None else None
 
     @property
-    def content(self) -> bytes:
-        """The bytes of its file."""
-        if self.rows is not None:
-            return bytes(self.rows.data)
-        return bytes(self.schema or b"")
+    def size(self) -> int:
+        """The size of its file."""
+        return len(self.rows.data if self.rows is not None else self.schema or b"")
+
+    def read(self, offset: int, count: int) -> bytes:
+        """Return ``count`` bytes of its file from ``offset`` (a copy of those only)."""
+        data = self.rows.data if self.rows is not None else self.schema or b""
+        return bytes(data[offset : offset + count])
 
 
 @dataclass
@@ -664,7 +667,7 @@ class LakeFs:
 
     def _new_attrs(self, fid: FileId, n: _NewTable, local: int) -> Fattr3:
         if local == n.file_local:
-            size = len(n.content)
+            size = n.size
             return Fattr3(
                 type=Ftype3.NF3REG,
                 mode=0o644,
@@ -1234,8 +1237,7 @@ class LakeFs:
             moved = self._created_rows(n, local)
             if moved is not None:
                 return self.read(moved, offset, count, ctx)
-            data = n.content
-            return data[offset : offset + count], offset + count >= len(data)
+            return n.read(offset, count), offset + count >= n.size
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             return t.target.read(inner, offset, count, ctx)
