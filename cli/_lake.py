@@ -85,6 +85,7 @@ def open_lake(
     )
     creator = None if read_only else table_creator(root, storage=storage, engine=engine)
     from nfs.lake.newrows import rows_table_creator
+    from nfs.table.state import DEFAULT_IDLE_SECONDS
 
     idle = tablefs.get("idle_seconds")
     lake = LakeFs(
@@ -95,7 +96,7 @@ def open_lake(
         read_only=read_only,
         creator=creator,
         rows_creator=None if read_only else rows_table_creator(root, storage=storage),
-        idle_seconds=float(idle) if isinstance(idle, int | float) else 5.0,
+        idle_seconds=float(idle) if isinstance(idle, int | float) else DEFAULT_IDLE_SECONDS,
     )
     from nfs.protocol.vfs import NfsError
 
