@@ -83,13 +83,14 @@ def open_lake(
         tablefs={"read_only": read_only, **tablefs},
         wrap=None if wrap is None else _refusing(wrap),
     )
+    from nfs.lake.newrows import rows_table_creator
+    from nfs.table.state import DEFAULT_IDLE_SECONDS
+
     # with --map-uid every access is a mapped user's role on a table, and no role of any
     # table grants making a new one: tables are then made with `posixlake create`
-    creator = (
-        None
-        if read_only or wrap is not None
-        else table_creator(root, storage=storage, engine=engine)
-    )
+    makes = not read_only and wrap is None
+    creator = table_creator(root, storage=storage, engine=engine) if makes else None
+    idle = tablefs.get("idle_seconds")
     lake = LakeFs(
         root,
         opener,
@@ -97,6 +98,8 @@ def open_lake(
         state_dir=state,
         read_only=read_only,
         creator=creator,
+        rows_creator=rows_table_creator(root, storage=storage) if makes else None,
+        idle_seconds=float(idle) if isinstance(idle, int | float) else DEFAULT_IDLE_SECONDS,
     )
     from nfs.protocol.vfs import NfsError
 

@@ -5,10 +5,21 @@ table (a table nested in another table's directory is not shown), skips names st
 with ``.`` and ``_`` (hidden directories, ``_posixlake``, ``_delta_log`` itself) and shows
 only directories with a table below them.
 
-Cost: locally one ``scandir`` per directory down to the tables (not into them); on S3 and
-Azure one recursive listing of every object under the root (the object stores list keys,
-not directories), i.e. proportional to the objects of the lake, data files included. The
-lake caches the result (see :class:`nfs.lake.lakefs.LakeFs`).
+Cost: one listing per directory down to the tables, never into them.
+
+- Locally one ``scandir`` per directory, and a ``stat`` of ``<child>/_delta_log`` per
+  subdirectory.
+- On S3 and Azure, per directory that is not a table one delimiter listing of its direct
+  children (``list-type=2&delimiter=/`` / ``comp=list&delimiter=/``: the "directories"
+  under it and its own objects, through delta-rs' object store as a pyarrow file system,
+  :func:`posixlake.storage.table_filesystem`), and per child directory one probe of at
+  most one object under ``<child>/_delta_log/`` (:meth:`ObjectStore.has_any`), run
+  concurrently. A table's data files and log are never listed: the requests grow with
+  the tables and prefixes of the lake, not with their files. (A lake of many small
+  tables can take more requests than one recursive listing of every object would; it
+  never takes more as the tables grow.)
+
+The lake caches the result (see :class:`nfs.lake.lakefs.LakeFs`).
 """
 
 from __future__ import annotations
@@ -16,14 +27,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
-from posixlake.storage import is_local, normalize_uri, open_store
+import pyarrow.fs as pafs
 
-__all__ = ["DELTA_LOG", "discover_tables", "is_table"]
+from posixlake.storage import is_local, normalize_uri, open_store, table_filesystem
+
+__all__ = ["DELTA_LOG", "PROBE_THREADS", "discover_tables", "is_table"]
 
 logger = logging.getLogger(__name__)
 
-DELTA_LOG = "_delta_log"
+DELTA_LOG: Final = "_delta_log"
+PROBE_THREADS: Final = 16
+"""Concurrent ``_delta_log/`` probes of one object-store directory's children."""
 
 
 def _hidden(name: str) -> bool:
@@ -34,7 +51,7 @@ def is_table(uri: str, storage_options: Mapping[str, str] | None = None) -> bool
     """Return whether ``uri`` itself is a Delta table (it holds ``_delta_log/``)."""
     if is_local(uri):
         return os.path.isdir(os.path.join(normalize_uri(uri), DELTA_LOG))
-    return open_store(uri, storage_options).has_any(DELTA_LOG + "/")
+    return open_store(uri, storage_options).has_any(DELTA_LOG)
 
 
 def discover_tables(root: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
@@ -42,25 +59,33 @@ def discover_tables(root: str, storage_options: Mapping[str, str] | None = None)
 
     Raises:
         PosixLakeError: the object store cannot be listed (NetworkError, StorageError...).
-        OSError: the local root cannot be listed.
+        OSError: the local root cannot be listed (or an object-store listing fails in
+            the pyarrow file system).
     """
     if is_local(root):
         return sorted(_local_tables(normalize_uri(root)))
-    found: set[str] = set()
-    for entry in open_store(root, storage_options).list():
-        parts = entry.key.split("/")
-        if DELTA_LOG not in parts[:-1]:
-            continue
-        table = parts[: parts.index(DELTA_LOG)]
-        if table and not any(_hidden(p) for p in table):
-            found.add("/".join(table))
-    # a table inside another table's directory is part of that table's files
-    return sorted(t for t in found if not any(t.startswith(o + "/") for o in _parents(t, found)))
+    return sorted(_remote_tables(root, storage_options))
 
 
-def _parents(table: str, found: set[str]) -> list[str]:
-    parts = table.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in found]
+def _remote_tables(root: str, storage_options: Mapping[str, str] | None) -> list[str]:
+    fs = table_filesystem(root, storage_options)
+    store = open_store(root, storage_options)
+    out: list[str] = []
+    pending = [""]
+    with ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="lake-discovery") as pool:
+        while pending:
+            children: list[str] = []
+            for rel in pending:  # one delimiter listing per directory that is not a table
+                selector = pafs.FileSelector(rel, allow_not_found=True, recursive=False)
+                for info in fs.get_file_info(selector):
+                    name = info.path.rstrip("/").rpartition("/")[2]
+                    if info.type == pafs.FileType.Directory and not _hidden(name):
+                        children.append(f"{rel}/{name}" if rel else name)
+            probes = pool.map(lambda c: store.has_any(f"{c}/{DELTA_LOG}"), children)
+            pending = []
+            for child, table in zip(children, probes, strict=True):
+                (out if table else pending).append(child)
+    return out
 
 
 def _local_tables(root: str) -> list[str]:

@@ -34,7 +34,9 @@ directories at the lake level is refused likewise. ``rm -r table/`` removes
 the table, its directory, schema and history stay.
 
 Tables made by writing (with a ``creator``): MKDIR at the lake level makes an empty
-directory (in memory), in which only ``schema.sql`` may be created; its CREATE TABLE
+directory (in memory), in which only ``schema.sql`` may be created (or, with a
+``rows_creator``, ``data.csv``: the table made from its rows at the end of the edit, see
+:mod:`nfs.lake.newrows`); its CREATE TABLE
 (:mod:`nfs.lake.create`) creates the table when the writer is done: a FILE_SYNC WRITE, a
 COMMIT, or the NFSv4 CLOSE (a v4 COMMIT only validates). Bad SQL: NFS3ERR_INVAL, nothing
 created; a table made meanwhile at that path: NFS3ERR_EXIST. The directory's handle then
@@ -60,6 +62,7 @@ from typing import Final
 from nfs.lake.create import TableSpec, parse_create_table
 from nfs.lake.discovery import discover_tables
 from nfs.lake.ids import InnerIds, SlotMap, lake_id, path_hash, split_id
+from nfs.lake.newrows import DATA_CSV, NewRows, RowsCreator, RowsJournal, create_rows
 from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, Specdata3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
@@ -74,7 +77,7 @@ from nfs.protocol.vfs import (
     VfsCapabilities,
     posix_access,
 )
-from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
+from nfs.table.state import DATA_CSV_ID, DEFAULT_IDLE_SECONDS, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import (
     AlreadyExists,
@@ -148,6 +151,42 @@ class _NewTable:
     mtime: Nfstime3
     schema: bytearray | None = None
     created: bool = False
+    rows: NewRows | None = None
+    """The staged data.csv (a table made from its rows), instead of schema.sql."""
+    data_local: int = 0
+    """The ``data/`` directory made in it (0: none): data.csv may be written there too."""
+    in_data: bool = False
+    """The staged data.csv is ``data/data.csv`` (else ``data.csv`` at the top)."""
+
+    def names_in(self, local: int) -> tuple[str, ...]:
+        """The entries of the directory ``local`` (the new directory or its data/)."""
+        if local == self.data_local:
+            return (DATA_CSV,) if self.rows is not None and self.in_data else ()
+        top = () if self.file_name is None or self.in_data else (self.file_name,)
+        return (*top, "data") if self.data_local else top
+
+    def id_of(self, local: int, name: str) -> int | None:
+        """The local id of ``name`` in the directory ``local`` (None: no such entry)."""
+        if name not in self.names_in(local):
+            return None
+        return self.data_local if name == "data" and local == self.dir_local else self.file_local
+
+    @property
+    def file_name(self) -> str | None:
+        """The one file in the directory: schema.sql, data.csv, or None yet."""
+        if self.rows is not None:
+            return DATA_CSV
+        return SCHEMA_SQL if self.schema is not None else None
+
+    @property
+    def size(self) -> int:
+        """The size of its file."""
+        return len(self.rows.data if self.rows is not None else self.schema or b"")
+
+    def read(self, offset: int, count: int) -> bytes:
+        """Return ``count`` bytes of its file from ``offset`` (a copy of those only)."""
+        data = self.rows.data if self.rows is not None else self.schema or b""
+        return bytes(data[offset : offset + count])
 
 
 @dataclass
@@ -231,6 +270,11 @@ class LakeFs:
         discover: lists the tables (default: :func:`nfs.lake.discovery.discover_tables`).
         creator: creates a table from a ``schema.sql`` written into a new directory (see
             the module docstring); None: directories cannot be made at the lake level.
+        rows_creator: creates a table from a ``data.csv`` written into a new directory
+            (:mod:`nfs.lake.newrows`; with ``creator`` only); None: only schema.sql.
+        idle_seconds: an NFSv3 writer of a new table's data.csv is done after this long
+            without a write (after a COMMIT, whole lines): the table is made then.
+        idle_timer: run a thread that makes those tables (else :meth:`poll` does).
     """
 
     def __init__(
@@ -248,6 +292,9 @@ class LakeFs:
         wallclock: Callable[[], float] = time.time,
         discover: Callable[[], list[str]] | None = None,
         creator: TableCreator | None = None,
+        rows_creator: RowsCreator | None = None,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        idle_timer: bool = True,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open must be at least 1")
@@ -274,6 +321,13 @@ class LakeFs:
         self._dir_mode = 0o777 if creator is not None else DIR_MODE
         self._new: dict[str, _NewTable] = {}
         self._new_ids: dict[int, _NewTable] = {}
+        self._rows_creator = rows_creator if creator is not None else None
+        self._idle = idle_seconds
+        self._rows_journal = RowsJournal(
+            self._state_dir if self._rows_creator is not None else None
+        )
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
         self._boot = secrets.token_bytes(8)
         self._retired = 0
         self._closed = False
@@ -282,6 +336,13 @@ class LakeFs:
         self._dir_gen = path_hash("lake-dir", root).to_bytes(8, "big")
         self.opened = 0
         """Tables opened since start (for tests and metrics)."""
+        if self._rows_creator is not None:
+            self._recover_rows()
+            if idle_timer:
+                self._timer = threading.Thread(
+                    target=self._idle_loop, name="posixlake-lake-idle", daemon=True
+                )
+                self._timer.start()
 
     # ------------------------------------------------------------ the listing
 
@@ -558,10 +619,15 @@ class LakeFs:
         if slot != 0:
             return dir_id
         n = self._new_of(local)
-        if n is None or not n.created or local != n.dir_local:
+        if n is None or not n.created or local not in (n.dir_local, n.data_local):
             return dir_id
         table = self._slots.slot_of(n.path)
-        return dir_id if table is None else lake_id(table, _TABLE_ROOT_LOCAL)
+        if table is None:
+            return dir_id
+        if local == n.data_local:  # its data/: the table's
+            root = lake_id(table, _TABLE_ROOT_LOCAL)
+            return self.lookup(root, "data", CallContext.local())
+        return lake_id(table, _TABLE_ROOT_LOCAL)
 
     def _rebuild(self, add: str | None = None) -> None:
         """List the lake again from the last listing after a change made here."""
@@ -595,11 +661,32 @@ class LakeFs:
         logger.info("new table directory %s: write its schema.sql to create the table", path)
         return lake_id(0, n.dir_local)
 
+    def _make_new_data(self, n: _NewTable) -> FileId:
+        """MKDIR ``data`` in a new table directory: where its data.csv may be written
+        (``mkdir -p sales/data && cp rows.csv sales/data/data.csv``)."""
+        if self._rows_creator is None or (n.file_name is not None and not n.in_data):
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES, f"{n.path} is not a table yet: write its schema.sql"
+            )
+        with self._lock:
+            if n.data_local:
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, "data")
+            local = path_hash("new-data", self.root, n.path) & ((1 << 40) - 1)
+            taken = self._listing.dir_path if self._listing is not None else {}
+            while local in (0, LAKE_ROOT) or local in taken or local in self._new_ids:
+                local = (local + 1) & ((1 << 40) - 1)
+            n.data_local = local
+            self._new_ids[local] = n
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, local)
+
     def _drop_new(self, n: _NewTable) -> None:
         with self._lock:
             self._new.pop(n.path, None)
             self._new_ids.pop(n.dir_local, None)
             self._new_ids.pop(n.file_local, None)
+            if n.data_local:
+                self._new_ids.pop(n.data_local, None)
         self._rebuild()
 
     def _create(self, n: _NewTable) -> None:
@@ -628,7 +715,7 @@ class LakeFs:
 
     def _new_attrs(self, fid: FileId, n: _NewTable, local: int) -> Fattr3:
         if local == n.file_local:
-            size = len(n.schema or b"")
+            size = n.size
             return Fattr3(
                 type=Ftype3.NF3REG,
                 mode=0o644,
@@ -660,14 +747,31 @@ class LakeFs:
             ctime=n.mtime,
         )
 
-    def _new_file(self, dir_id: FileId, name: str, size: int | None, *, guarded: bool) -> FileId:
-        n = self._pending(split_id(dir_id)[1])
+    def _new_file(
+        self, dir_id: FileId, name: str, size: int | None, ctx: CallContext, *, guarded: bool
+    ) -> FileId:
+        local = split_id(dir_id)[1]
+        n = self._pending(local)
         assert n is not None
-        if name != SCHEMA_SQL:
+        in_data = bool(n.data_local) and local == n.data_local
+        allowed = (SCHEMA_SQL, DATA_CSV) if self._rows_creator is not None else (SCHEMA_SQL,)
+        if in_data:
+            allowed = (DATA_CSV,)
+        if name not in allowed:
             raise NfsError(
                 Nfsstat3.NFS3ERR_ACCES,
-                f"only {SCHEMA_SQL} can be written into the new table directory {n.path}",
+                f"only {' or '.join(allowed)} can be written into the new table directory {n.path}",
             )
+        if n.file_name is not None and n.file_name != name:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_ACCES,
+                f"{n.path} is made from its {n.file_name}: {name} cannot be written too",
+            )
+        if name == DATA_CSV:
+            if n.rows is not None and n.in_data != in_data:
+                where = "data/data.csv" if n.in_data else DATA_CSV
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{where} is being written")
+            return self._new_rows_file(n, size, ctx, guarded=guarded, in_data=in_data)
         with self._lock:
             if n.schema is not None and guarded:
                 raise NfsError(Nfsstat3.NFS3ERR_EXIST, name)
@@ -678,6 +782,145 @@ class LakeFs:
                 n.schema.extend(bytes(size - len(n.schema)))
             n.mtime = Nfstime3.from_seconds(self._wallclock())
         return lake_id(0, n.file_local)
+
+    def _new_rows_file(
+        self, n: _NewTable, size: int | None, ctx: CallContext, *, guarded: bool, in_data: bool
+    ) -> FileId:
+        """CREATE (or a truncation) of a new table's data.csv: the caller's staging."""
+        with self._lock:
+            rows = n.rows
+            if rows is not None and (guarded or not rows.owned_by(ctx)):
+                # one writer creates the table; another gets EEXIST (it may add rows to
+                # the table once it is made, by the usual rules of its data.csv)
+                raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
+            try:
+                if rows is None:
+                    rows = self._rows_journal.start(n.path, ctx, self._clock(), in_data=in_data)
+                    n.rows, n.in_data = rows, in_data
+                if size is not None:
+                    rows.truncate(size, self._clock())
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+            n.mtime = Nfstime3.from_seconds(self._wallclock())
+        return lake_id(0, n.file_local)
+
+    def _check_rows_lost(self, n: _NewTable) -> None:
+        """Raise NFS3ERR_EXIST (dropping the staged rows) when another process made a
+        table at ``n``'s path while its data.csv was being written."""
+        with self._lock:
+            rows = n.rows
+            if not n.created or rows is None or rows.made:
+                return
+            if rows.journal is not None:
+                logger.warning(
+                    "%s/%s: staged rows of %s dropped: a table was made there meanwhile",
+                    n.path,
+                    DATA_CSV,
+                    rows.peer,
+                )
+                rows.drop()
+        raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"a table was made at {n.path} meanwhile")
+
+    def _refuse_late_rows(self, local: int, name: str) -> None:
+        """A ``data.csv`` created at a table's top level (a second client's ``cp`` of a
+        table made meanwhile from its data.csv): NFS3ERR_EXIST, not a stray file (the
+        rows live in data/data.csv, where they can be added)."""
+        if self._rows_creator is not None and local == _TABLE_ROOT_LOCAL and name == DATA_CSV:
+            raise NfsError(
+                Nfsstat3.NFS3ERR_EXIST, f"the table exists: its rows are in data/{DATA_CSV}"
+            )
+
+    def _created_rows(self, n: _NewTable, local: int) -> FileId | None:
+        """The id of the table's data/data.csv, for the handle of the data.csv that
+        created it (its writer still holds that handle), else None."""
+        if not n.created or n.rows is None or not n.rows.made or local != n.file_local:
+            return None
+        slot = self._slots.slot_of(n.path)
+        if slot is None:
+            return None
+        table = lake_id(slot, _TABLE_ROOT_LOCAL)
+        ctx = CallContext.local()
+        return self.lookup(self.lookup(table, "data", ctx), DATA_CSV, ctx)
+
+    def _create_rows(self, n: _NewTable) -> None:
+        """Create the table from ``n``'s staged data.csv (one commit), or raise (INVAL:
+        the bytes are dropped; EXIST: a table was made there meanwhile, dropped too)."""
+        with self._refresh_lock:
+            rows = n.rows
+            if n.created or rows is None:
+                return
+            assert self._rows_creator is not None
+            with rows.lock:  # the writer's calls wait: they go to the table after
+                try:
+                    create_rows(self._rows_creator, n.path, rows)
+                except NfsError as err:
+                    if err.status in (Nfsstat3.NFS3ERR_INVAL, Nfsstat3.NFS3ERR_EXIST):
+                        logger.warning(
+                            "%s/%s: staged rows of %s dropped, no table made: %s",
+                            n.path,
+                            DATA_CSV,
+                            rows.peer or "a local caller",
+                            err,
+                        )
+                        with self._lock:
+                            rows.drop()
+                            n.rows = None
+                    raise
+                with self._lock:
+                    rows.made = True
+                    n.created = True
+                    n.mtime = Nfstime3.from_seconds(self._wallclock())  # clients revalidate
+                    self._new.pop(n.path, None)
+                self._rebuild(add=n.path)  # before the writer's next call goes to it
+            logger.info("created table %s from its data.csv", n.path)
+
+    def _poll_rows(self) -> None:
+        """Create the tables whose NFSv3 writer of data.csv is done (idle)."""
+        now = self._clock()
+        with self._lock:
+            due = [
+                n
+                for n in self._new.values()
+                if n.rows is not None and not n.created and n.rows.done(now, self._idle)
+            ]
+        for n in due:
+            try:
+                self._create_rows(n)
+            except NfsError as err:
+                logger.warning("%s: table not made at idle: %s", n.path, err)
+
+    def _idle_loop(self) -> None:
+        while not self._stop.wait(max(0.05, self._idle / 4)):
+            self._poll_rows()
+
+    def _recover_rows(self) -> None:
+        """Take over the staged data.csv of new tables an earlier server left."""
+        assert self._rows_creator is not None
+        for path, in_data, rec in self._rows_journal.recover():
+            try:
+                made = self._rows_creator.made_by(path, rec.header.write_id)
+            except PosixLakeError as err:
+                logger.error("cannot check %s for its staged data.csv: %s", path, err)
+                continue
+            if made:
+                logger.info("%s: its staged data.csv was committed as the table", path)
+                rec.path.unlink(missing_ok=True)
+                continue
+            if made is not None:
+                self._rows_journal.set_aside(rec, f"another table was made at {path}")
+                continue
+            try:
+                self._make_new(path)
+            except NfsError:
+                self._rows_journal.set_aside(rec, f"{path} cannot be made here again")
+                continue
+            with self._lock:
+                n = self._new[path]
+                n.rows = self._rows_journal.restore(rec, self._clock())
+            if in_data:
+                n.in_data = True
+                self._make_new_data(n)
+            logger.info("%s: staged data.csv of %s recovered", path, n.rows.peer)
 
     # ------------------------------------------------------------ Vfs: attributes
 
@@ -733,6 +976,9 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:
+                return self.getattr(moved)
             if n is not None:
                 return self._new_attrs(fid, n, local)
             return self._dir_attrs(fid, listing, self._dir(local, listing), self._dir_mode)
@@ -754,8 +1000,13 @@ class LakeFs:
         if slot == 0:
             n = self._new_of(local)
             if n is not None:
-                if attrs.size is not None and local == n.file_local and not n.created:
-                    self._new_file(lake_id(0, n.dir_local), SCHEMA_SQL, attrs.size, guarded=False)
+                moved = self._created_rows(n, local)
+                if moved is not None:
+                    return self.setattr(moved, attrs, ctx)
+                name = n.file_name
+                if attrs.size is not None and local == n.file_local and not n.created and name:
+                    where = n.data_local if n.in_data else n.dir_local
+                    self._new_file(lake_id(0, where), name, attrs.size, ctx, guarded=False)
                 return self._new_attrs(fid, n, local)
             self._dir(local, self._current())
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, "the lake's directories cannot be changed")
@@ -771,7 +1022,7 @@ class LakeFs:
         if slot == 0:
             n = self._new_of(local)
             if n is not None:
-                is_dir = local == n.dir_local
+                is_dir = local != n.file_local
                 mode = 0o777 if is_dir else 0o666
                 return posix_access(mask, mode=mode, uid=0, gid=0, is_dir=is_dir, ctx=ctx)
             self._dir(local, listing)
@@ -804,13 +1055,16 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._pending(local)
-            if n is not None and local == n.dir_local:
+            if n is not None and local in (n.dir_local, n.data_local):
                 if name == ".":
                     return dir_id
                 if name == "..":
+                    if local == n.data_local:
+                        return lake_id(0, n.dir_local)
                     return self._id_of(_parent(n.path), listing)
-                if name == SCHEMA_SQL and n.schema is not None:
-                    return lake_id(0, n.file_local)
+                found = n.id_of(local, name)
+                if found is not None:
+                    return lake_id(0, found)
                 raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
             if n is not None:
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
@@ -842,12 +1096,12 @@ class LakeFs:
         listing = self._current()
         if slot == 0:
             n = self._pending(local)
-            if n is not None and local != n.dir_local:
+            if n is not None and local not in (n.dir_local, n.data_local):
                 raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
             path = n.path if n is not None else self._dir(local, listing)
             children = listing.children.get(path, ())
-            if n is not None and n.schema is not None:
-                children = (SCHEMA_SQL,)
+            if n is not None:
+                children = n.names_in(local)
             if after < 0:
                 raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
             keyed = [(1, "."), (2, ".."), *sorted((_cookie(c), c) for c in children)]
@@ -856,10 +1110,12 @@ class LakeFs:
             for cookie, name in rest[:max_entries]:
                 if name == ".":
                     fid = dir_id
+                elif name == ".." and n is not None and local == n.data_local:
+                    fid = lake_id(0, n.dir_local)
                 elif name == "..":
                     fid = self._id_of(_parent(path), listing)
                 elif n is not None:
-                    fid = lake_id(0, n.file_local)
+                    fid = lake_id(0, n.id_of(local, name) or n.file_local)
                 else:
                     fid = self._id_of(f"{path}/{name}" if path else name, listing)
                 entries.append(DirEntry(fid, name, cookie))
@@ -894,8 +1150,9 @@ class LakeFs:
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
-                return self._new_file(dir_id, name, attrs.size, guarded=guarded)
+                return self._new_file(dir_id, name, attrs.size, ctx, guarded=guarded)
             raise self._lake_dir_change(dir_id, name, "create")
+        self._refuse_late_rows(local, name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
@@ -909,8 +1166,9 @@ class LakeFs:
         slot, local = split_id(dir_id)
         if slot == 0:
             if self._pending(local) is not None:
-                return self._new_file(dir_id, name, None, guarded=True)
+                return self._new_file(dir_id, name, None, ctx, guarded=True)
             raise self._lake_dir_change(dir_id, name, "create")
+        self._refuse_late_rows(local, name)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
@@ -921,7 +1179,17 @@ class LakeFs:
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
-            if self._creator is None or self._pending(local) is not None:
+            n = self._pending(local) if self._creator is not None else None
+            if n is not None and name == "data" and local == n.dir_local:
+                return self._make_new_data(n)
+            if n is not None:
+                raise NfsError(
+                    Nfsstat3.NFS3ERR_ACCES,
+                    f"{n.path} is not a table yet: write its schema.sql"
+                    + (" or data.csv" if self._rows_creator is not None else "")
+                    + " to make it",
+                )
+            if self._creator is None:
                 raise self._lake_dir_change(dir_id, name, "make a directory")
             listing = self._current()
             path = self._dir(local, listing)
@@ -953,9 +1221,14 @@ class LakeFs:
             n = self._pending(local)
             if n is not None:
                 with self._lock:
-                    if name != SCHEMA_SQL or n.schema is None:
+                    if name == "data" and local == n.dir_local and n.data_local:
+                        raise NfsError(Nfsstat3.NFS3ERR_ISDIR, name)
+                    if n.id_of(local, name) != n.file_local:
                         raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
                     n.schema = None
+                    if n.rows is not None:  # the staged rows go (their journal too)
+                        n.rows.drop()
+                        n.rows = None
                 return
             listing = self._current()
             path = self._dir(local, listing)
@@ -972,14 +1245,24 @@ class LakeFs:
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         if slot == 0:
-            listing = self._current()
-            path = self._dir(local, listing)
             if name in (".", ".."):
                 raise NfsError(Nfsstat3.NFS3ERR_INVAL, name)
+            sub = self._pending(local)
+            if sub is not None:  # in a new table directory: only its data/ is a directory
+                if name != "data" or local != sub.dir_local or not sub.data_local:
+                    raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+                if sub.names_in(sub.data_local):
+                    raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
+                with self._lock:
+                    self._new_ids.pop(sub.data_local, None)
+                    sub.data_local = 0
+                return
+            listing = self._current()
+            path = self._dir(local, listing)
             with self._lock:
                 new = self._new.get(f"{path}/{name}" if path else name)
             if new is not None and not new.created:  # not a table (yet): it may go
-                if new.schema is not None:
+                if new.names_in(new.dir_local):
                     raise NfsError(Nfsstat3.NFS3ERR_NOTEMPTY, name)
                 self._drop_new(new)
                 return
@@ -1033,8 +1316,10 @@ class LakeFs:
             n = self._new_of(local)
             if n is None or local != n.file_local:
                 raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
-            data = bytes(n.schema or b"")
-            return data[offset : offset + count], offset + count >= len(data)
+            moved = self._created_rows(n, local)
+            if moved is not None:
+                return self.read(moved, offset, count, ctx)
+            return n.read(offset, count), offset + count >= n.size
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             return t.target.read(inner, offset, count, ctx)
@@ -1075,26 +1360,33 @@ class LakeFs:
         """Write a table's file (staged for the caller, as the table face does)."""
         slot, local = split_id(fid)
         if slot == 0:
-            return self._write_new(local, offset, data, stable)
+            n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:  # the handle that made the table: its data.csv now
+                return self.write(moved, offset, data, stable, ctx)
+            return self._write_new(local, offset, data, stable, ctx)
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             self._writable(t)
             return t.target.write(inner, offset, data, stable, ctx)
 
     def _write_new(
-        self, local: int, offset: int, data: bytes, stable: StableHow
+        self, local: int, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
         """WRITE of a new table's schema.sql: kept until the writer is done (a COMMIT, a
         FILE_SYNC write, an NFSv4 CLOSE), which creates the table."""
         n = self._new_of(local)
         if n is None or local != n.file_local:
             raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
+        self._check_rows_lost(n)
         if n.created:
             with self._lock:
                 resent = n.schema is not None and n.schema[offset : offset + len(data)] == data
             if resent:  # the write that made the table again: its reply was lost
                 return len(data), StableHow.FILE_SYNC
             raise NfsError(Nfsstat3.NFS3ERR_ACCES, f"{n.path} is a table: schema.sql is read-only")
+        if n.rows is not None:
+            return self._write_rows(n, offset, data, stable, ctx)
         with self._lock:
             buf = n.schema if n.schema is not None else bytearray()
             if len(buf) < offset:
@@ -1107,12 +1399,84 @@ class LakeFs:
         self._create(n)
         return len(data), StableHow.FILE_SYNC
 
+    def _write_rows(
+        self, n: _NewTable, offset: int, data: bytes, stable: StableHow, ctx: CallContext
+    ) -> tuple[int, StableHow]:
+        """WRITE of a new table's data.csv: journaled, staged for its writer only (one
+        that comes while the table is being made goes to its data/data.csv after)."""
+        with self._lock:
+            rows = n.rows
+        if rows is None or not rows.owned_by(ctx):
+            raise NfsError(Nfsstat3.NFS3ERR_EXIST, f"{n.path}/{DATA_CSV} is being written")
+        with rows.lock:
+            if not rows.made:
+                assert self._rows_creator is not None
+                limit = self._rows_creator.max_bytes
+                if offset + len(data) > limit:
+                    logger.warning(
+                        "%s/%s: staged rows of %s dropped: past %d bytes",
+                        n.path,
+                        DATA_CSV,
+                        rows.peer,
+                        limit,
+                    )
+                    with self._lock:
+                        rows.drop()
+                        n.rows = None
+                    raise NfsError(
+                        Nfsstat3.NFS3ERR_FBIG,
+                        f"{n.path}/{DATA_CSV} past {limit} bytes: load a file this large with "
+                        "posixlake create --from-csv",
+                    )
+                try:
+                    rows.write(offset, data, stable, self._clock())
+                except OSError as err:
+                    raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+                n.mtime = Nfstime3.from_seconds(self._wallclock())
+                return len(data), stable
+        return self.write(lake_id(0, n.file_local), offset, data, stable, ctx)
+
+    def _commit_rows(self, n: _NewTable, ctx: CallContext) -> None:
+        """COMMIT of a new table's data.csv: durable, and checked (at most 1 MiB of it:
+        bad CSV fails here, and its bytes are dropped); the table is made at the end of
+        the edit (the NFSv4 CLOSE, or NFSv3's idle window), never here."""
+        with self._lock:
+            rows = n.rows
+        if rows is None or not rows.owned_by(ctx):
+            return
+        with rows.lock:
+            if rows.made:
+                return
+            try:
+                rows.sync()
+            except OSError as err:
+                raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot journal {n.path}: {err}") from err
+            try:
+                rows.check()
+            except NfsError as err:
+                logger.warning(
+                    "%s/%s: staged rows of %s dropped: %s", n.path, DATA_CSV, rows.peer, err
+                )
+                with self._lock:
+                    rows.drop()
+                    n.rows = None
+                raise
+
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT a table's file (makes the caller's staged data durable)."""
         slot, local = split_id(fid)
         if slot == 0:
             n = self._new_of(local)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:
+                self.commit(moved, offset, count, ctx)
+                return
+            if n is not None and local == n.file_local:
+                self._check_rows_lost(n)
             if n is None or n.created or local != n.file_local:
+                return
+            if n.rows is not None:
+                self._commit_rows(n, ctx)
                 return
             if (ctx.peer or "").startswith(BOUNDED_PEER_PREFIX):  # created at its CLOSE
                 try:
@@ -1146,8 +1510,16 @@ class LakeFs:
         slot, local = split_id(fid)
         if slot == 0:
             n = self._new_of(local)
-            if n is not None and not n.created and local == n.file_local and n.schema:
-                self._create(n)
+            moved = None if n is None else self._created_rows(n, local)
+            if moved is not None:  # a CLOSE resent after the table was made
+                return self.finish(moved, ctx)
+            if n is not None and local == n.file_local:
+                self._check_rows_lost(n)
+            if n is not None and not n.created and local == n.file_local:
+                if n.rows is not None and n.rows.owned_by(ctx):
+                    self._create_rows(n)
+                elif n.schema:
+                    self._create(n)
             return None
         inner = self._inner(slot, local)
         with self._using(slot) as t:
@@ -1159,7 +1531,14 @@ class LakeFs:
         """Drop the caller's staged edit of ``fid`` unapplied (an expired NFSv4 lease)."""
         slot, local = split_id(fid)
         if slot == 0:
-            return False
+            n = self._new_of(local)
+            if n is None or n.created or n.rows is None or not n.rows.owned_by(ctx):
+                return False
+            with self._lock:
+                logger.warning("%s/%s: staged rows of %s dropped", n.path, DATA_CSV, ctx.peer)
+                n.rows.drop()
+                n.rows = None
+            return True
         inner = self._inner(slot, local)
         with self._using(slot) as t:
             if isinstance(t.target, EditBounds):
@@ -1173,17 +1552,27 @@ class LakeFs:
 
     def poll(self) -> None:
         """Apply the idle stagings of every open table (see `TableFs.poll`)."""
+        self._poll_rows()
         for fs in self.open_tables().values():
             fs.poll()
 
     def close(self) -> None:
         """Close every open table (NfsServer calls this at shutdown); unfinished staged
         writes stay journaled for the next start (see `TableFs.close`)."""
+        self._stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join(5)
         with self._lock:
             self._closed = True
             entries = list(self._open.items())
             self._open.clear()
-        unfinished = 0
+            staged = 0
+            for n in self._new.values():  # unfinished: journaled for the next start
+                if n.rows is not None and n.rows.journal is not None:
+                    n.rows.journal.close()
+                    staged += 1
+        self._rows_journal.close()
+        unfinished = staged
         for slot, e in entries:
             self._close_table(slot, e)
             unfinished += e.table.fs.unfinished_at_close
