@@ -246,7 +246,16 @@ LAKE: dict[str, set[str]] = {
     "lake.create": set(),
     "lake.discovery": set(),
     "lake.ids": {"table.state"},
-    "lake.lakefs": {"lake.create", "lake.discovery", "lake.ids", "table.state", "table.tablefs"},
+    "lake.lakefs": {
+        "lake.create",
+        "lake.discovery",
+        "lake.ids",
+        "lake.newrows",
+        "table.state",
+        "table.tablefs",
+    },
+    # tables made from their rows: the table face's journal and change budget
+    "lake.newrows": {"table.apply", "table.journal", "table.state"},
     "lake.opening": {"lake.create", "lake.lakefs", "table.tablefs"},
 }
 
