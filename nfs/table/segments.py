@@ -160,6 +160,7 @@ class Segmenter:
         self.stats = SegmenterStats()
         self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
         self._keys: dict[tuple[str, int, int, str, str], str] = {}
+        self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
@@ -312,18 +313,28 @@ class Segmenter:
             snapshot=snapshot,
             files=tuple(order),
             keys=keys,
-            header=self._header(snapshot.schema),
+            header=self._header(snapshot.schema, digest),
             read_only=log.read_only,
         )
 
-    def _header(self, schema: pa.Schema) -> bytes:
-        """Return the header line, itself cached (rendering it costs pyarrow's lazy imports)."""
-        key = digest(["header", CODEC_VERSION, _schema_digest(schema)])
+    def _header(self, schema: pa.Schema, schema_digest: str | None = None) -> bytes:
+        """Return the header line, itself cached (rendering it costs pyarrow's lazy
+        imports), and kept per schema: every version of a table has the same one."""
+        schema_digest = schema_digest or _schema_digest(schema)
+        header = self._headers.get(schema_digest)
+        if header is not None:
+            return header
+        key = digest(["header", CODEC_VERSION, schema_digest])
         seg = self._cached(key)
         if seg is None:
             seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
             self._live[key] = seg
-        return bytes(seg.view)
+        header = bytes(seg.view)
+        with self._lock:
+            if len(self._headers) >= 64:
+                self._headers.clear()
+            self._headers[schema_digest] = header
+        return header
 
     def _cached(self, key: str) -> Segment | None:
         seg = self._live.get(key)

@@ -1084,3 +1084,42 @@ def test_a_resent_append_of_a_committed_line_inserts_nothing_twice(
         kfs.write(DATA_CSV_ID, size, b"7,other\n", StableHow.FILE_SYNC, B)
     assert status(e) == Nfsstat3.NFS3ERR_INVAL
     assert (7, "seven") in rows(keyed) and keyed.version == v
+
+
+def test_appends_and_others_commits_in_turn_always_show_the_tables_csv(
+    fs: TableFs, plain: DatabaseOps, tmp_path: Path
+) -> None:
+    """One-row FILE_SYNC appends (each one commit, rendered from the new file's segment
+    only) with another writer's commits between an append and the next read: every
+    reader is shown exactly what a server with an empty segment cache renders, the
+    table's rows, each commit's at the end (appends land after what was there)."""
+
+    def fresh(n: int) -> bytes:
+        other = TableFs(
+            plain,
+            idle_timer=False,
+            state_dir=tmp_path / f"fresh-state-{n}",
+            segment_cache=tmp_path / f"fresh-cache-{n}",
+        )
+        try:
+            return PathOps(other, B).read_file("/data/data.csv")
+        finally:
+            other.close()
+
+    shown = PathOps(fs, B).read_file("/data/data.csv")
+    for i in range(4):
+        before = plain.version
+        size = fs.getattr(DATA_CSV_ID, A).size
+        fs.write(DATA_CSV_ID, size, f"{10 + i},a{i}\n".encode(), StableHow.FILE_SYNC, A)
+        assert plain.version == before + 1
+        if i % 2:  # another writer commits before anyone reads the append's version
+            plain.insert([{"id": 100 + i, "name": f"api{i}"}])
+        want = fresh(i)
+        assert PathOps(fs, B).read_file("/data/data.csv") == want
+        assert fs.getattr(DATA_CSV_ID, A).size == len(want)
+        assert PathOps(fs, A).read_file("/data/data.csv") == want
+        assert want.startswith(shown)
+        table = render_csv(plain.to_arrow())
+        assert sorted(want.splitlines()) == sorted(table.splitlines())
+        shown = want
+    assert len(rows(plain)) == 5 + 4 + 2

@@ -407,3 +407,21 @@ def test_a_lone_small_new_file_is_rendered_on_the_calling_thread(
     assert seg2.stats.rendered == 0
     seg.close()
     seg2.close()
+
+
+def test_a_new_column_gives_later_versions_its_header(tmp_path: Path) -> None:
+    """The header line is kept per schema: a version with another schema (a column added
+    by an insert) gets its own, and the older version keeps the older one."""
+    db = _table(tmp_path / "t")
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    first = db.version
+    assert _bytes(seg(first)).startswith(b"id,name,score,city\n")
+    db.insert(
+        [{"id": 10_000, "name": "n", "score": 1.0, "city": "c", "extra": 7}], schema_mode="merge"
+    )
+    r = seg(db.version)
+    assert r.header == b"id,name,score,city,extra\n"
+    assert _bytes(r) == _expected(db, db.version)
+    assert _bytes(r).endswith(b"10000,n,1,c,7\n")
+    assert seg(first).header == b"id,name,score,city\n"
+    seg.close()
