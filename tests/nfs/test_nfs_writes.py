@@ -1123,3 +1123,69 @@ def test_appends_and_others_commits_in_turn_always_show_the_tables_csv(
         assert sorted(want.splitlines()) == sorted(table.splitlines())
         shown = want
     assert len(rows(plain)) == 5 + 4 + 2
+
+
+def test_a_file_sync_append_that_applies_at_once_writes_no_journal(
+    fs: TableFs, plain: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``echo >>``'s one FILE_SYNC WRITE begins a staging and applies it in the same call:
+    nothing is promised before its commit and the staging ends with the call, so no journal
+    file is made for it (a full journal disk does not stop it)."""
+    import errno
+
+    from nfs.table.journal import JournalDir
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(JournalDir, "create", full)
+    before = plain.version
+    size = fs.getattr(DATA_CSV_ID, A).size
+    assert fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.FILE_SYNC, A) == (
+        6,
+        StableHow.FILE_SYNC,
+    )
+    assert plain.version == before + 1 and rows(plain)[-1] == (6, "six")
+    assert not fs._writers
+
+
+def test_a_first_file_sync_write_that_does_not_apply_is_journaled_before_its_reply(
+    fs: TableFs, plain: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FILE_SYNC WRITE that begins a staging but is not an append (a change in the
+    middle of the file) is journaled and fsynced before its reply, so a crash keeps it;
+    if the journal cannot take it, the WRITE fails and nothing is staged."""
+    import errno
+
+    from nfs.table.journal import JournalDir, read_journal
+
+    at = PathOps(fs, A).read_file("/data/data.csv").index(b"n1")
+    fs.write(DATA_CSV_ID, at, b"N", StableHow.FILE_SYNC, A)
+    assert fs._writers
+    (wal,) = fs._journals.path.glob("*.wal")
+    got = read_journal(wal)
+    assert got is not None and [(op.kind, op.number, op.data) for op in got.ops] == [
+        ("W", at, b"N")
+    ]
+    crash(fs)
+    again = _fs(plain, clock, state)
+    try:
+        close(again, A)  # recovered for its writer, applied when it is done
+        assert rows(plain) == [(1, "N1"), (2, "n2"), (3, "n3"), (4, "n4"), (5, "n5")]
+    finally:
+        again.close()
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    other = _fs(plain, clock, state)
+    try:
+        at = PathOps(other, B).read_file("/data/data.csv").index(b"n2")
+        monkeypatch.setattr(JournalDir, "create", full)
+        with pytest.raises(NfsError) as e:
+            other.write(DATA_CSV_ID, at, b"N", StableHow.FILE_SYNC, B)
+        assert status(e) == Nfsstat3.NFS3ERR_NOSPC
+        assert not other._writers
+        assert rows(plain) == [(1, "N1"), (2, "n2"), (3, "n3"), (4, "n4"), (5, "n5")]
+    finally:
+        other.close()
