@@ -164,7 +164,10 @@ def main() -> None:
         insert_ms: list[float] = []
         key = 50_000_000
         with NfsServer(fs) as srv:
-            client = LibNfs(srv.port)
+            try:
+                client = LibNfs(srv.port)
+            except OSError as err:  # the library itself is missing
+                sys.exit(f"bench_append: needs libnfs (apt install libnfs-utils): {err}")
             ctx = CallContext.local(peer="127.0.0.1:1")
             fs.read(DATA_CSV_ID, 0, 1 << 16, ctx)  # the first rendering: not an append's
             try:
