@@ -3,7 +3,8 @@
 A reply of FILE_SYNC to a WRITE, OK to a COMMIT or to a SETATTR of ``data.csv`` promises
 that the bytes survive a server crash. Until they are in a Delta commit, they are here:
 every WRITE and truncation of a staging is appended to that staging's journal file, and
-the file is fsynced before such a reply. The next :class:`~nfs.table.tablefs.TableFs` for the
+the file is fsynced before such a reply (a FILE_SYNC append that begins its staging and is
+committed in the same call has no journal: its reply promises the commit). The next :class:`~nfs.table.tablefs.TableFs` for the
 same table recovers the files it finds (see :meth:`JournalDir.recover`): a staging whose
 Delta commit had already been made (its write id is in the commit's metadata) is
 removed, any other is restored for its writer, who may go on writing.

@@ -84,6 +84,12 @@ logger = logging.getLogger(__name__)
 
 _BATCH_ROWS: Final = 65_536
 _SMALL_DICTIONARY: Final = 256 << 10
+_INLINE_BYTES: Final = 1 << 20
+"""A lone missing file up to this size (a one-row append's) is rendered on the calling
+thread, whole: a hop to the pool and a look at its row groups cost more than its rows."""
+_DICTIONARY_ROWS: Final = 4096
+"""Files with fewer rows are not read again with dictionaries (see `_small_dictionaries`):
+a second open of the file costs more than rendering their strings."""
 KEY_MEMO: Final = 1 << 20
 
 # -- building renderings -----------------------------------------------------------------
@@ -154,6 +160,7 @@ class Segmenter:
         self.stats = SegmenterStats()
         self._live: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
         self._keys: dict[tuple[str, int, int, str, str], str] = {}
+        self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
@@ -284,14 +291,18 @@ class Segmenter:
             # column mapping (physical names) or deletion vectors: delta-rs' scan applies
             # them; a file read on its own would not
             raise InvalidOperation("the data files are not plain Parquet")
-        actions = log.add_actions()
-        mtimes = dict(
-            zip(
-                (_unquote(p) for p in actions.column("path").to_pylist()),
-                actions.column("modification_time").to_pylist(),
-                strict=True,
+        # the snapshot's listing carries the modification times: listing the add actions
+        # again (O(files), ~20 us a file) only if it did not
+        mtimes: dict[str, int | None] = {f.path: f.modification_time for f in snapshot.files}
+        if any(m is None for m in mtimes.values()):
+            actions = log.add_actions()
+            mtimes = dict(
+                zip(
+                    (_unquote(p) for p in actions.column("path").to_pylist()),
+                    actions.column("modification_time").to_pylist(),
+                    strict=True,
+                )
             )
-        )
         order = sorted(snapshot.files, key=lambda f: (int(mtimes.get(f.path) or 0), f.path))
         digest = _schema_digest(snapshot.schema)
         keys = tuple(
@@ -302,18 +313,28 @@ class Segmenter:
             snapshot=snapshot,
             files=tuple(order),
             keys=keys,
-            header=self._header(snapshot.schema),
+            header=self._header(snapshot.schema, digest),
             read_only=log.read_only,
         )
 
-    def _header(self, schema: pa.Schema) -> bytes:
-        """Return the header line, itself cached (rendering it costs pyarrow's lazy imports)."""
-        key = digest(["header", CODEC_VERSION, _schema_digest(schema)])
+    def _header(self, schema: pa.Schema, schema_digest: str | None = None) -> bytes:
+        """Return the header line, itself cached (rendering it costs pyarrow's lazy
+        imports), and kept per schema: every version of a table has the same one."""
+        schema_digest = schema_digest or _schema_digest(schema)
+        header = self._headers.get(schema_digest)
+        if header is not None:
+            return header
+        key = digest(["header", CODEC_VERSION, schema_digest])
         seg = self._cached(key)
         if seg is None:
             seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
             self._live[key] = seg
-        return bytes(seg.view)
+        header = bytes(seg.view)
+        with self._lock:
+            if len(self._headers) >= 64:
+                self._headers.clear()
+            self._headers[schema_digest] = header
+        return header
 
     def _cached(self, key: str) -> Segment | None:
         seg = self._live.get(key)
@@ -341,6 +362,14 @@ class Segmenter:
         """
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
+        if len(missing) == 1 and plan.files[missing[0]].size <= _INLINE_BYTES:
+            index = missing[0]
+            chunks, rows = _render_unit(fs, plan, _Unit(index))
+            parts = [*((chunk, 0) for chunk in chunks), (b"", rows)]
+            seg = self.store.write(plan.keys[index], parts)
+            self._live[seg.key] = seg
+            yield index, seg
+            return
         units: list[_Unit] = []
         split = len(missing) < self._workers
         for i in missing:
@@ -465,7 +494,8 @@ def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[byt
         if pf.metadata.num_rows == 0:
             return [], 0
         groups = list(unit.row_groups) if unit.row_groups is not None else None
-        small = _small_dictionaries(pf, schema, wanted, groups)
+        few = pf.metadata.num_rows < _DICTIONARY_ROWS
+        small = [] if few else _small_dictionaries(pf, schema, wanted, groups)
         if small:
             pf = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us", read_dictionary=small)
         batches = pf.iter_batches(

@@ -44,18 +44,29 @@ class Stagings:
             spill_dir=str(spill),
         )
 
-    def stage(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
+    def stage(
+        self,
+        w: Writer,
+        *,
+        write: tuple[int, bytes] | None = None,
+        size: int = 0,
+        journal: bool = True,
+    ) -> None:
         """Journal one operation of ``w``, then apply it to its staging.
 
         The journal first: a write it could not record is not staged either (the WRITE
         fails, and neither a crash nor its absence shows the bytes). A staging that then
         fails (its spill file) is dropped with its journal, and the write verifier
-        changes, so the client resends what it had not committed.
+        changes, so the client resends what it had not committed. Without ``journal``
+        (the first WRITE of a staging that may apply in the same call, see
+        `WriteRules.write`) nothing is recorded: the caller records it with
+        :meth:`record_late` before any reply if it does not apply.
 
         Raises:
             NfsError: NOSPC or IO.
         """
-        self.record(w, write=write, size=size)
+        if journal:
+            self.record(w, write=write, size=size)
         w.checked = -1
         try:
             if write is not None:
@@ -138,6 +149,20 @@ class Stagings:
                 journal.truncate(size)
         except OSError as err:
             raise journal_error(err) from err
+
+    def record_late(self, w: Writer, write: tuple[int, bytes]) -> None:
+        """Journal the one write a new staging was staged with unjournaled (it did not apply
+        in its call); if it cannot be recorded, the staging is dropped: as if the write had
+        never been staged (see :meth:`stage`).
+
+        Raises:
+            NfsError: NOSPC or IO.
+        """
+        try:
+            self.record(w, write=write)
+        except NfsError:
+            self._s.drop(w)
+            raise
 
     def make_durable(self, w: Writer) -> None:
         """fsync ``w``'s journal: from now on a reply may promise its bytes.

@@ -479,7 +479,12 @@ class ClientPages:
             with open(tmp, "wb") as f:
                 f.write(json.dumps(head).encode() + b"\n")
                 f.write(data)
-            os.replace(tmp, path)
+            # the older page goes first, then the new one is renamed into place: a rename
+            # over an existing file makes ext4 (auto_da_alloc) write the new file's data
+            # out before it returns, ~1 ms on every append; a crash in between leaves no
+            # page for this client (matched less well), never the older one
+            path.unlink(missing_ok=True)
+            os.rename(tmp, path)
             files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
             for old in files[: -self._limit]:
                 old.unlink(missing_ok=True)

@@ -568,22 +568,30 @@ class WriteRules:
 
         A FILE_SYNC / DATA_SYNC write is journaled and fsynced before the reply; one that
         makes the content its base plus whole new lines is applied at once as an INSERT
-        (its error is the reply's). A failure found since this writer's last reply is
-        raised instead of writing.
+        (its error is the reply's; when it also began the staging, it is not journaled:
+        the staging ends with the call). A failure found since this writer's last reply
+        is raised instead of writing.
         """
         if fid == DATA_CSV_ID:
             self.writable()
-            self.raise_failure(WriterKey.of(ctx))
+            key = WriterKey.of(ctx)
+            self.raise_failure(key)
+            bounded = key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: at CLOSE
+            # A FILE_SYNC WRITE that starts a staging may apply in this call (``echo >>``):
+            # its staging then ends with the call and nothing was promised before its
+            # commit, so it is journaled only if it does not apply (before the reply).
+            late = stable != StableHow.UNSTABLE and not bounded and key not in self._s.writers
             w = self.writer(ctx, (offset, data))
-            self._stagings.stage(w, write=(offset, data))
+            self._stagings.stage(w, write=(offset, data), journal=not late)
             w.flushed = False
             if stable == StableHow.UNSTABLE:
                 self.check_lines(w)
                 return len(data), StableHow.UNSTABLE
-            bounded = w.key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: at CLOSE
             if self.is_append(w.staging) and not w.coverage.holes() and not bounded:
                 self.apply_writer(w)  # whole new rows: an INSERT, nothing half-written
             else:  # a rewrite: applied once its writer is done (idle)
+                if late:
+                    self._stagings.record_late(w, (offset, data))
                 self.check_lines(w)
                 self._stagings.make_durable(w)
                 w.flushed = True

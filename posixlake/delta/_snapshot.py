@@ -66,6 +66,8 @@ class DataFile:
         num_records: rows, when the add action has statistics.
         partition_values: typed Python values per partition column (None for NULL).
         deleted_rows: indexes of the rows its deletion vector deletes (empty: none).
+        modification_time: the add action's modificationTime (ms since the epoch), when
+            the snapshot was read from the log (None: not known).
     """
 
     path: str
@@ -73,6 +75,7 @@ class DataFile:
     num_records: int | None
     partition_values: Mapping[str, Any] = field(default_factory=dict)
     deleted_rows: tuple[int, ...] = ()
+    modification_time: int | None = None
 
     def serialized_partition_values(self, schema: pa.Schema) -> dict[str, str | None]:
         """Return the partition values as the Delta log stores them."""
@@ -255,6 +258,11 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         )
     paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
     sizes = actions.column("size_bytes").to_pylist()
+    mtimes = (
+        actions.column("modification_time").to_pylist()
+        if "modification_time" in actions.column_names
+        else [None] * len(paths)
+    )
     rows = (
         actions.column("num_records").to_pylist()
         if "num_records" in actions.column_names
@@ -267,8 +275,15 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
             for i, v in enumerate(struct.field(col).to_pylist()):
                 values[i][col] = v
     files = tuple(
-        DataFile(p, int(s), None if r is None else int(r), v, dvs.get(p, ()))
-        for p, s, r, v in zip(paths, sizes, rows, values, strict=True)
+        DataFile(
+            p,
+            int(s),
+            None if r is None else int(r),
+            v,
+            dvs.get(p, ()),
+            None if m is None else int(m),
+        )
+        for p, s, r, v, m in zip(paths, sizes, rows, values, mtimes, strict=True)
     )
     return Snapshot(
         uri=log.uri,

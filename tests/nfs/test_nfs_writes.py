@@ -1084,3 +1084,108 @@ def test_a_resent_append_of_a_committed_line_inserts_nothing_twice(
         kfs.write(DATA_CSV_ID, size, b"7,other\n", StableHow.FILE_SYNC, B)
     assert status(e) == Nfsstat3.NFS3ERR_INVAL
     assert (7, "seven") in rows(keyed) and keyed.version == v
+
+
+def test_appends_and_others_commits_in_turn_always_show_the_tables_csv(
+    fs: TableFs, plain: DatabaseOps, tmp_path: Path
+) -> None:
+    """One-row FILE_SYNC appends (each one commit, rendered from the new file's segment
+    only) with another writer's commits between an append and the next read: every
+    reader is shown exactly what a server with an empty segment cache renders, the
+    table's rows, each commit's at the end (appends land after what was there)."""
+
+    def fresh(n: int) -> bytes:
+        other = TableFs(
+            plain,
+            idle_timer=False,
+            state_dir=tmp_path / f"fresh-state-{n}",
+            segment_cache=tmp_path / f"fresh-cache-{n}",
+        )
+        try:
+            return PathOps(other, B).read_file("/data/data.csv")
+        finally:
+            other.close()
+
+    shown = PathOps(fs, B).read_file("/data/data.csv")
+    for i in range(4):
+        before = plain.version
+        size = fs.getattr(DATA_CSV_ID, A).size
+        fs.write(DATA_CSV_ID, size, f"{10 + i},a{i}\n".encode(), StableHow.FILE_SYNC, A)
+        assert plain.version == before + 1
+        if i % 2:  # another writer commits before anyone reads the append's version
+            plain.insert([{"id": 100 + i, "name": f"api{i}"}])
+        want = fresh(i)
+        assert PathOps(fs, B).read_file("/data/data.csv") == want
+        assert fs.getattr(DATA_CSV_ID, A).size == len(want)
+        assert PathOps(fs, A).read_file("/data/data.csv") == want
+        assert want.startswith(shown)
+        table = render_csv(plain.to_arrow())
+        assert sorted(want.splitlines()) == sorted(table.splitlines())
+        shown = want
+    assert len(rows(plain)) == 5 + 4 + 2
+
+
+def test_a_file_sync_append_that_applies_at_once_writes_no_journal(
+    fs: TableFs, plain: DatabaseOps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``echo >>``'s one FILE_SYNC WRITE begins a staging and applies it in the same call:
+    nothing is promised before its commit and the staging ends with the call, so no journal
+    file is made for it (a full journal disk does not stop it)."""
+    import errno
+
+    from nfs.table.journal import JournalDir
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(JournalDir, "create", full)
+    before = plain.version
+    size = fs.getattr(DATA_CSV_ID, A).size
+    assert fs.write(DATA_CSV_ID, size, b"6,six\n", StableHow.FILE_SYNC, A) == (
+        6,
+        StableHow.FILE_SYNC,
+    )
+    assert plain.version == before + 1 and rows(plain)[-1] == (6, "six")
+    assert not fs._writers
+
+
+def test_a_first_file_sync_write_that_does_not_apply_is_journaled_before_its_reply(
+    fs: TableFs, plain: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FILE_SYNC WRITE that begins a staging but is not an append (a change in the
+    middle of the file) is journaled and fsynced before its reply, so a crash keeps it;
+    if the journal cannot take it, the WRITE fails and nothing is staged."""
+    import errno
+
+    from nfs.table.journal import JournalDir, read_journal
+
+    at = PathOps(fs, A).read_file("/data/data.csv").index(b"n1")
+    fs.write(DATA_CSV_ID, at, b"N", StableHow.FILE_SYNC, A)
+    assert fs._writers
+    (wal,) = fs._journals.path.glob("*.wal")
+    got = read_journal(wal)
+    assert got is not None and [(op.kind, op.number, op.data) for op in got.ops] == [
+        ("W", at, b"N")
+    ]
+    crash(fs)
+    again = _fs(plain, clock, state)
+    try:
+        close(again, A)  # recovered for its writer, applied when it is done
+        assert rows(plain) == [(1, "N1"), (2, "n2"), (3, "n3"), (4, "n4"), (5, "n5")]
+    finally:
+        again.close()
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    other = _fs(plain, clock, state)
+    try:
+        at = PathOps(other, B).read_file("/data/data.csv").index(b"n2")
+        monkeypatch.setattr(JournalDir, "create", full)
+        with pytest.raises(NfsError) as e:
+            other.write(DATA_CSV_ID, at, b"N", StableHow.FILE_SYNC, B)
+        assert status(e) == Nfsstat3.NFS3ERR_NOSPC
+        assert not other._writers
+        assert rows(plain) == [(1, "N1"), (2, "n2"), (3, "n3"), (4, "n4"), (5, "n5")]
+    finally:
+        other.close()

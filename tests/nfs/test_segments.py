@@ -345,3 +345,83 @@ def test_released_pages_read_back_the_same_bytes(tmp_path: Path) -> None:
         assert _bytes(rendering) == before
     finally:
         segmenter.close()
+
+
+def test_a_version_is_planned_from_one_listing_of_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's listing carries each file's modification time (the segment order):
+    a plan lists the add actions once, not a second time for the times (O(files) each)."""
+    from posixlake.delta import loaded_log, snapshot_of
+
+    db = _table(tmp_path / "t")
+    db.insert({"id": 10_000, "name": "n", "score": 1.0, "city": "c"})
+    log = loaded_log(db)
+    listed = {
+        urllib.parse.unquote(a["path"]): a["modification_time"]
+        for a in log.add_actions().to_pylist()
+    }
+    assert {f.path: f.modification_time for f in snapshot_of(log).files} == listed
+    expected = _expected(db, db.version)
+
+    def no_second_listing(self: object) -> pa.Table:
+        raise AssertionError("the add actions were listed again")
+
+    monkeypatch.setattr(type(log), "add_actions", no_second_listing)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    assert _bytes(seg(db.version)) == expected
+    seg.close()
+
+
+def test_a_lone_small_new_file_is_rendered_on_the_calling_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version that adds one small file (a one-row append) renders it whole on the
+    caller's thread, with the same bytes as a full rendering; several files still go to
+    the pool."""
+    import threading
+
+    import nfs.table.segments as segments
+
+    threads: list[str] = []
+    render_unit = segments._render_unit
+
+    def recorded(*args: Any) -> tuple[list[bytes], int]:
+        threads.append(threading.current_thread().name)
+        return render_unit(*args)
+
+    monkeypatch.setattr(segments, "_render_unit", recorded)
+    db = _table(tmp_path / "t")
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    seg(db.version)
+    assert threads and all(t.startswith("posixlake-segments") for t in threads)
+    threads.clear()
+    db.insert({"id": 10_000, "name": 'a "quoted", name', "score": None, "city": "Zürich"})
+    r = seg(db.version)
+    assert threads == [threading.current_thread().name]
+    assert _bytes(r) == _expected(db, db.version)
+    assert _bytes(r).endswith('10000,"a ""quoted"", name",,Zürich\n'.encode())
+    # a restart reuses the segment the caller rendered
+    seg2 = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    assert _bytes(seg2(db.version)) == _expected(db, db.version)
+    assert seg2.stats.rendered == 0
+    seg.close()
+    seg2.close()
+
+
+def test_a_new_column_gives_later_versions_its_header(tmp_path: Path) -> None:
+    """The header line is kept per schema: a version with another schema (a column added
+    by an insert) gets its own, and the older version keeps the older one."""
+    db = _table(tmp_path / "t")
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"))
+    first = db.version
+    assert _bytes(seg(first)).startswith(b"id,name,score,city\n")
+    db.insert(
+        [{"id": 10_000, "name": "n", "score": 1.0, "city": "c", "extra": 7}], schema_mode="merge"
+    )
+    r = seg(db.version)
+    assert r.header == b"id,name,score,city,extra\n"
+    assert _bytes(r) == _expected(db, db.version)
+    assert _bytes(r).endswith(b"10000,n,1,c,7\n")
+    assert seg(first).header == b"id,name,score,city\n"
+    seg.close()
