@@ -386,27 +386,9 @@ class LakeFs:
         listing = self._listing.current()
         if slot == 0:
             n = self._new.pending(local)
-            if n is not None and local in (n.dir_local, n.data_local):
-                if name == ".":
-                    return dir_id
-                if name == "..":
-                    if local == n.data_local:
-                        return lake_id(0, n.dir_local)
-                    return self._listing.id_of(parent(n.path), listing)
-                found = n.id_of(local, name)
-                if found is not None:
-                    return lake_id(0, found)
-                raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
             if n is not None:
-                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
-            path = self._listing.dir(local, listing)
-            if name == ".":
-                return dir_id
-            if name == "..":
-                return self._listing.id_of(parent(path), listing)
-            if name not in listing.children.get(path, ()):
-                raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
-            return self._listing.id_of(f"{path}/{name}" if path else name, listing)
+                return self._new.lookup(listing, n, local, dir_id, name)
+            return self._listing.lookup(listing, dir_id, self._listing.dir(local, listing), name)
         path = self._listing.table_path(slot, listing)
         if local == TABLE_ROOT_LOCAL and name == "..":
             return self._listing.id_of(parent(path), listing)
@@ -415,42 +397,21 @@ class LakeFs:
             return self._tables.out(slot, t.target.lookup(inner, name, ctx))
 
     def readdir(self, dir_id: FileId, *, after: int, max_entries: int, ctx: CallContext) -> DirPage:
-        """List a lake directory, or a table's directory (the table face's own listing).
-
-        A lake directory's cookies are "." 1, ".." 2 and, for an entry, a hash of its name
-        (entries come in cookie order): a cookie stays valid, and means the same place,
-        while tables appear and disappear between two pages, so a client paging through
-        lists every entry that stays exactly once (a position would skip or repeat one).
-        """
+        """List a lake directory (see :func:`nfs.lake.listing.dir_page` for its cookies), a
+        new table's, or a table's directory (the table face's own listing)."""
         dir_id = self._table_dir(dir_id)
         slot, local = split_id(dir_id)
         listing = self._listing.current()
         if slot == 0:
             n = self._new.pending(local)
-            if n is not None and local not in (n.dir_local, n.data_local):
-                raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
-            path = n.path if n is not None else self._listing.dir(local, listing)
-            children = listing.children.get(path, ())
             if n is not None:
-                children = n.names_in(local)
-            if after < 0:
-                raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
-            keyed = [(1, "."), (2, ".."), *sorted((_cookie(c), c) for c in children)]
-            rest = [(cookie, name) for cookie, name in keyed if cookie > after]
-            entries = []
-            for cookie, name in rest[:max_entries]:
-                if name == ".":
-                    fid = dir_id
-                elif name == ".." and n is not None and local == n.data_local:
-                    fid = lake_id(0, n.dir_local)
-                elif name == "..":
-                    fid = self._listing.id_of(parent(path), listing)
-                elif n is not None:
-                    fid = lake_id(0, n.id_of(local, name) or n.file_local)
-                else:
-                    fid = self._listing.id_of(f"{path}/{name}" if path else name, listing)
-                entries.append(DirEntry(fid, name, cookie))
-            return DirPage(tuple(entries), len(rest) <= max_entries)
+                return self._new.readdir(
+                    listing, n, local, dir_id, after=after, max_entries=max_entries
+                )
+            path = self._listing.dir(local, listing)
+            return self._listing.readdir(
+                listing, dir_id, path, after=after, max_entries=max_entries
+            )
         path = self._listing.table_path(slot, listing)
         inner = self._tables.inner(slot, local)
         with self._using(slot) as t:
@@ -715,8 +676,3 @@ class LakeFs:
     def unfinished_at_close(self) -> int:
         """Staged writes :meth:`close` kept in the journals, over every table."""
         return self._unfinished_at_close
-
-
-def _cookie(name: str) -> int:
-    """Return the READDIR cookie of a lake directory's entry ``name`` (3 .. 2^62 + 2)."""
-    return 3 + path_hash("cookie", name) % (1 << 62)

@@ -19,10 +19,10 @@ from nfs.lake.ids import lake_id, path_hash
 from nfs.lake.state import DIR_SIZE, LAKE_ROOT, TABLE_ROOT_LOCAL, LakeState
 from nfs.lake.tables import OpenTables
 from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Specdata3
-from nfs.protocol.vfs import FileId, NfsError
+from nfs.protocol.vfs import DirEntry, DirPage, FileId, NfsError
 from posixlake.errors import PosixLakeError
 
-__all__ = ["Listing", "Tree", "parent"]
+__all__ = ["Listing", "Tree", "dir_page", "join", "parent"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,34 @@ class Tree:
 def parent(path: str) -> str:
     """The directory a lake path is in ("" for the root)."""
     return path.rpartition("/")[0]
+
+
+def join(path: str, name: str) -> str:
+    """The lake path of ``name`` in the directory ``path``."""
+    return f"{path}/{name}" if path else name
+
+
+def cookie(name: str) -> int:
+    """Return the READDIR cookie of a lake directory's entry ``name`` (3 .. 2^62 + 2)."""
+    return 3 + path_hash("cookie", name) % (1 << 62)
+
+
+def dir_page(
+    names: tuple[str, ...], after: int, max_entries: int, id_of: Callable[[str], FileId]
+) -> DirPage:
+    """One READDIR page of a lake directory holding ``names`` (``.`` and ``..`` too).
+
+    Cookies are "." 1, ".." 2 and, for an entry, a hash of its name (entries come in
+    cookie order): a cookie stays valid, and means the same place, while tables appear
+    and disappear between two pages, so a client paging through lists every entry that
+    stays exactly once (a position would skip or repeat one).
+    """
+    if after < 0:
+        raise NfsError(Nfsstat3.NFS3ERR_BAD_COOKIE)
+    keyed = [(1, "."), (2, ".."), *sorted((cookie(c), c) for c in names)]
+    rest = [(at, name) for at, name in keyed if at > after]
+    entries = [DirEntry(id_of(name), name, at) for at, name in rest[:max_entries]]
+    return DirPage(tuple(entries), len(rest) <= max_entries)
 
 
 def _build(tables: list[str], at: float, mtime: Nfstime3, old: Tree | None, new: list[str]) -> Tree:
@@ -197,3 +225,25 @@ class Listing:
             mtime=tree.mtime,
             ctime=tree.mtime,
         )
+
+    def lookup(self, tree: Tree, dir_id: FileId, path: str, name: str) -> FileId:
+        """LOOKUP of ``name`` in the lake directory ``path`` (``dir_id``)."""
+        if name == ".":
+            return dir_id
+        if name == "..":
+            return self.id_of(parent(path), tree)
+        if name not in tree.children.get(path, ()):
+            raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+        return self.id_of(join(path, name), tree)
+
+    def readdir(
+        self, tree: Tree, dir_id: FileId, path: str, *, after: int, max_entries: int
+    ) -> DirPage:
+        """READDIR of the lake directory ``path`` (``dir_id``): see :func:`dir_page`."""
+
+        def id_of(name: str) -> FileId:
+            if name == ".":
+                return dir_id
+            return self.id_of(parent(path) if name == ".." else join(path, name), tree)
+
+        return dir_page(tree.children.get(path, ()), after, max_entries, id_of)

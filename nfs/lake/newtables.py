@@ -24,12 +24,12 @@ from typing import Final
 
 from nfs.lake.create import TableSpec, parse_create_table
 from nfs.lake.ids import lake_id, path_hash, split_id
-from nfs.lake.listing import Listing, Tree
+from nfs.lake.listing import Listing, Tree, dir_page, parent
 from nfs.lake.newrows import DATA_CSV, RowsCreator, RowsJournal, create_rows
 from nfs.lake.state import DIR_SIZE, LAKE_ROOT, SCHEMA_SQL, LakeState, NewTable
 from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Specdata3, StableHow
 from nfs.protocol.rpc import CallContext
-from nfs.protocol.vfs import BOUNDED_PEER_PREFIX, FileId, NfsError
+from nfs.protocol.vfs import BOUNDED_PEER_PREFIX, DirPage, FileId, NfsError
 from nfs.table.state import nfs_error
 from posixlake.errors import AlreadyExists, PosixLakeError
 
@@ -204,6 +204,39 @@ class NewTables:
                 st.new_ids.pop(new.data_local, None)
         self._listing.rebuild()
         return True
+
+    def lookup(self, tree: Tree, n: NewTable, local: int, dir_id: FileId, name: str) -> FileId:
+        """LOOKUP of ``name`` in the new table's directory or its data/ (``local``)."""
+        if local not in (n.dir_local, n.data_local):
+            raise NfsError(Nfsstat3.NFS3ERR_NOTDIR, name)
+        if name == ".":
+            return dir_id
+        if name == "..":
+            if local == n.data_local:
+                return lake_id(0, n.dir_local)
+            return self._listing.id_of(parent(n.path), tree)
+        found = n.id_of(local, name)
+        if found is not None:
+            return lake_id(0, found)
+        raise NfsError(Nfsstat3.NFS3ERR_NOENT, name)
+
+    def readdir(
+        self, tree: Tree, n: NewTable, local: int, dir_id: FileId, *, after: int, max_entries: int
+    ) -> DirPage:
+        """READDIR of the new table's directory or its data/ (``local``)."""
+        if local not in (n.dir_local, n.data_local):
+            raise NfsError(Nfsstat3.NFS3ERR_NOTDIR)
+
+        def id_of(name: str) -> FileId:
+            if name == ".":
+                return dir_id
+            if name == ".." and local == n.data_local:
+                return lake_id(0, n.dir_local)
+            if name == "..":
+                return self._listing.id_of(parent(n.path), tree)
+            return lake_id(0, n.id_of(local, name) or n.file_local)
+
+        return dir_page(n.names_in(local), after, max_entries, id_of)
 
     # ------------------------------------------------------------ attributes
 
