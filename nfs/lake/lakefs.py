@@ -9,10 +9,7 @@ The tree (see docs/design.md, "The NFS face", "The lake")::
 
 LakeFs composes one table face per table, opened on first use (a LOOKUP into it, a READ,
 an ACCESS...; listing the lake and GETATTR of a table's directory open nothing) and kept in
-an LRU of at most ``max_open`` tables: past the bound the least recently used table is
-closed once it has no call in flight, no staged write, and no call for ``keep_open``
-seconds, or past twice the bound whatever its last call (a table with staged or
-unfinished writes is never evicted; the bound is then exceeded, with a log line).
+an LRU of at most ``max_open`` tables (:mod:`nfs.lake.tables`).
 
 Every call on a table's file goes to that table's face with the table's own id (see
 :mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
@@ -34,13 +31,9 @@ directories at the lake level is refused likewise. ``rm -r table/`` removes
 the table, its directory, schema and history stay.
 
 Tables made by writing (with a ``creator``): MKDIR at the lake level makes an empty
-directory (in memory), in which only ``schema.sql`` may be created (or, with a
-``rows_creator``, ``data.csv``: the table made from its rows at the end of the edit, see
-:mod:`nfs.lake.newrows`); its CREATE TABLE
-(:mod:`nfs.lake.create`) creates the table when the writer is done: a FILE_SYNC WRITE, a
-COMMIT, or the NFSv4 CLOSE (a v4 COMMIT only validates). Bad SQL: NFS3ERR_INVAL, nothing
-created; a table made meanwhile at that path: NFS3ERR_EXIST. The directory's handle then
-stands for the table's directory.
+directory in which ``schema.sql`` (or, with a ``rows_creator``, ``data.csv``) written
+creates the table (:mod:`nfs.lake.newtables`). The directory's handle then stands for the
+table's directory.
 
 The facade routes each call: an id of slot 0 is a lake directory (:mod:`nfs.lake.listing`)
 or a new table's (:mod:`nfs.lake.newtables`); any other goes to its table's face, open in

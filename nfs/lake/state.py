@@ -99,7 +99,7 @@ class LakeState:
         state_dir: the lake's own state directory (None: in memory).
         clock: monotonic seconds; wallclock: seconds since the epoch.
         fsid: the lake's file system id, in every attribute it returns.
-        lock: guards the open tables and the new tables (held briefly, never over IO).
+        lock: guards the open tables and the new tables (held briefly).
         refresh_lock: one listing (or change of the listing) at a time.
         new: the new tables not made yet, by path.
         new_ids: every new table (made or not) by the local ids of its directories and file.
