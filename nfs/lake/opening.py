@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nfs.lake.create import TableSpec
-from nfs.lake.lakefs import LakeTable
+from nfs.lake.tables import LakeTable
 from nfs.protocol.vfs import Vfs
 from nfs.table.tablefs import TableFs, default_state_dir
 from posixlake.database import DatabaseOps

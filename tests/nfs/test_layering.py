@@ -246,17 +246,36 @@ LAKE: dict[str, set[str]] = {
     "lake.create": set(),
     "lake.discovery": set(),
     "lake.ids": {"table.state"},
+    # the facade: routes each Vfs call to a part or to a table's face
     "lake.lakefs": {
-        "lake.create",
         "lake.discovery",
         "lake.ids",
+        "lake.listing",
         "lake.newrows",
+        "lake.newtables",
+        "lake.state",
+        "lake.tables",
         "table.state",
         "table.tablefs",
     },
+    # the lake's one state object (slots, clocks, lock, the new tables)
+    "lake.state": {"lake.ids", "lake.newrows", "table.tablefs"},
+    # the open tables: LRU, opening, eviction, kept generations, the write verifier
+    "lake.tables": {"lake.ids", "lake.state", "table.state", "table.tablefs"},
+    # the cached listing: tables, lake directories, their ids and attributes
+    "lake.listing": {"lake.ids", "lake.state", "lake.tables"},
+    # directories made by MKDIR, tables made from their schema.sql or data.csv
+    "lake.newtables": {
+        "lake.create",
+        "lake.ids",
+        "lake.listing",
+        "lake.newrows",
+        "lake.state",
+        "table.state",
+    },
     # tables made from their rows: the table face's journal and change budget
     "lake.newrows": {"table.apply", "table.journal", "table.state"},
-    "lake.opening": {"lake.create", "lake.lakefs", "table.tablefs"},
+    "lake.opening": {"lake.create", "lake.tables", "table.tablefs"},
 }
 
 UMBRELLA: dict[str, set[str]] = {
