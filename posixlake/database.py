@@ -52,7 +52,7 @@ from posixlake.delta import DeltaLog
 from posixlake.engines import Engine, resolve_engine
 from posixlake.engines.local import expand_paths
 from posixlake.errors import InvalidOperation, SchemaError, TableExists
-from posixlake.storage import normalize_uri, storage_options_for
+from posixlake.storage import storage_options_for, table_uri
 from posixlake.types import DECLARED_TYPES_PROPERTY, Schema, declared_types, delta_schema
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class DatabaseOps(OriginalNames):
         for col in partition_by or ():
             if col not in arrow.names:
                 raise SchemaError(f"partition column {col!r} is not in the schema")
-        uri = normalize_uri(path)
+        uri = table_uri(path)
         options = storage_options_for(uri, storage)
         prepare_storage(uri, storage, create=True, create_bucket=create_bucket)
         if DeltaLog.exists(uri, options):
@@ -213,7 +213,7 @@ class DatabaseOps(OriginalNames):
             NotFound: no Delta table at ``path``.
             AuthenticationError: the table has users and ``credentials`` are missing or wrong.
         """
-        uri = normalize_uri(path)
+        uri = table_uri(path)
         options = storage_options_for(uri, storage)
         prepare_storage(uri, storage, create=False)
         log = DeltaLog.open(uri, options)

@@ -25,7 +25,7 @@ from posixlake.errors import (
     SerializationError,
     TableExists,
 )
-from posixlake.storage import normalize_uri, storage_options_for
+from posixlake.storage import storage_options_for, table_uri
 from posixlake.types import Schema, delta_schema, parse_type
 
 __all__ = ["NewTable", "create_from_files", "prepare_storage", "read_typed_csv"]
@@ -85,7 +85,7 @@ def create_from_files(
     eng = resolve_engine(
         options.pop("engine", None), master=options.get("master"), spark=options.get("spark")
     )
-    uri = normalize_uri(db_path)
+    uri = table_uri(db_path)
     if DeltaLog.exists(uri, storage_options_for(uri, options.get("storage"))):
         raise TableExists(f"a Delta table already exists at {uri}")
     if fmt == "csv" and len(paths) > 1 and not types and schema is None:

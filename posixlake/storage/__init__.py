@@ -48,6 +48,7 @@ from posixlake.storage.common import (
     is_local,
     normalize_uri,
     parse_uri,
+    table_uri,
 )
 from posixlake.storage.config import ObjectStoreConfig, config_for, storage_options_for
 from posixlake.storage.files import (
@@ -106,5 +107,6 @@ __all__ = [
     "s3_error",
     "storage_options_for",
     "table_filesystem",
+    "table_uri",
     "usage",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
@@ -28,6 +29,7 @@ __all__ = [
     "normalize_uri",
     "parse_uri",
     "split_options",
+    "table_uri",
 ]
 
 
@@ -74,6 +76,26 @@ def normalize_uri(path: str | os.PathLike[str]) -> str:
     if is_local(text):
         return os.path.abspath(os.path.expanduser(text))
     return text.rstrip("/")
+
+
+_PERCENT_ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def table_uri(path: str | os.PathLike[str]) -> str:
+    """Return :func:`normalize_uri` of a table's location.
+
+    Raises:
+        InvalidOperation: a local path holding a ``%XX`` escape: delta-rs writes a table's
+            first commit at the literal path and then reads it percent-decoded (``a%20b``
+            as ``a b``), so such a table could be made half and never opened.
+    """
+    uri = normalize_uri(path)
+    if is_local(uri) and _PERCENT_ESCAPE.search(uri):
+        raise InvalidOperation(
+            f"{uri}: a table cannot live at a local path holding a %XX escape (delta-rs "
+            "reads the path percent-decoded, '%20' as ' '): use a directory name without one"
+        )
+    return uri
 
 
 @dataclass(frozen=True)

@@ -440,3 +440,31 @@ class TestCreateAndOpen:
         with pytest.raises(InvalidOperation, match="engine"):
             DatabaseOps.create(tmp_path / "t", SCHEMA, engine="quantum")
         assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("name", ["a%20b", "q%2Fr", "x%zz%41"])
+def test_a_local_path_with_a_percent_escape_is_refused_before_anything_is_made(
+    tmp_path: Path, name: str
+) -> None:
+    """delta-rs writes version 0 at the literal path and reads it percent-decoded: such a
+    table was half made (a `_delta_log` at ``a%20b``) and could never be opened."""
+    where = tmp_path / name
+    with pytest.raises(InvalidOperation, match="%XX escape"):
+        DatabaseOps.create(where, {"id": "int"}, engine="local")
+    assert not where.exists()
+    with pytest.raises(InvalidOperation, match="%XX escape"):
+        DatabaseOps.open(where, engine="local")
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id\n1\n")
+    with pytest.raises(InvalidOperation, match="%XX escape"):
+        DatabaseOps.create_from_csv(where, str(csv), engine="local")
+    assert not where.exists()
+    # a % that is no escape is an ordinary character
+    fine = DatabaseOps.create(tmp_path / "100%", {"id": "int"}, engine="local")
+    fine.insert([{"id": 1}])
+    assert (
+        DatabaseOps.open(tmp_path / "100%", engine="local")
+        .query("SELECT count(*) FROM data")
+        .scalar()
+        == 1
+    )
