@@ -296,21 +296,36 @@ class LoadedTable:
         except (DeltaError, OSError) as err:
             raise translate(err, what="read table metadata") from err
 
-    def _stat_log_dir(self) -> tuple[int, int] | None:
+    def _stat_log_dir(self) -> tuple[int, int, tuple[int, int] | None] | None:
+        """The identity of a local table's log: its directory's (device, inode) and its
+        first commit file's (inode, ctime) when that file is there."""
         if not is_local(self.uri):
             return None
+        log = os.path.join(self.uri, "_delta_log")
         try:
-            st = os.stat(os.path.join(self.uri, "_delta_log"))
+            st = os.stat(log)
         except OSError:
             return None
-        return (st.st_dev, st.st_ino)
+        try:
+            first = os.stat(os.path.join(log, f"{0:020d}.json"))
+        except OSError:  # cleaned up after a checkpoint, or a checkpoint-only log
+            return (st.st_dev, st.st_ino, None)
+        return (st.st_dev, st.st_ino, (first.st_ino, first.st_ctime_ns))
 
     def _log_dir_changed(self) -> bool:
-        """Return True when a local table's ``_delta_log`` is another directory than at load."""
+        """Return True when a local table's log is another one than at load: another
+        ``_delta_log`` directory, or another first commit in it (a table removed and made
+        again at the path: a file system may give the new directory the old inode)."""
         if self._log_stat is None:
             return False
         now = self._stat_log_dir()
-        return now is not None and now != self._log_stat
+        if now is None:
+            return False
+        if now[:2] != self._log_stat[:2]:
+            return True
+        was_first, first = self._log_stat[2], now[2]
+        # a first commit that is gone is log cleanup, not a new table
+        return was_first is not None and first is not None and first != was_first
 
     def _reload(self, why: str) -> None:
         """Load the table at ``uri`` afresh; count a new generation if it is another table."""

@@ -159,3 +159,25 @@ def test_a_handle_follows_a_restore_onto_its_path(tmp_path: Path) -> None:
     assert db.version == 2
     assert db.get_metrics().table_reloads == 1
     assert DatabaseOps.open(path, engine="local").query("SELECT count(*) FROM data").scalar() == 4
+
+
+def test_a_handle_sees_a_table_made_again_in_the_same_log_directory(tmp_path: Path) -> None:
+    """A table removed and made again at its path may get a ``_delta_log`` with the old
+    inode number (file systems reuse them): here the directory itself is kept and only its
+    files replaced, so its (device, inode) cannot tell the two tables apart. The handle
+    must still notice the other table (its first commit is another file) and reload it,
+    not go on serving the old rows or read the new commits onto the old state."""
+    path = tmp_path / "live"
+    db = DatabaseOps.create(path, SCHEMA, engine="local")
+    db.insert([{"id": i, "v": "old"} for i in range(5)])
+    db.insert([{"id": 9, "v": "old"}])
+    assert db.version == 2
+    log = path / "_delta_log"
+    for f in [*log.iterdir(), *path.glob("*.parquet")]:
+        f.unlink()
+    again = DatabaseOps.create(path, SCHEMA, engine="local")  # same directory, new table
+    again.insert([{"id": 1, "v": "new"}])
+    assert db.query("SELECT v FROM data").arrow().column("v").to_pylist() == ["new"]
+    assert db.version == 1
+    assert db.generation == 1
+    assert db.table_id == again.table_id
