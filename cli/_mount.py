@@ -29,7 +29,7 @@ from cli._common import (
     table_argument,
     user_option,
 )
-from cli._serve import _notify, _stop_on_signals
+from cli._serve import _stop_on_signals, serve_until_stopped
 from posixlake.errors import IoError
 
 if TYPE_CHECKING:
@@ -255,20 +255,10 @@ def mount(table: str, mount_point: str, port: int, read_only: bool, state_dir: s
                 argv, vers, code, detail = mount_first(mount_attempts(server.port, where))
                 mounted = code == 0
                 _report_mount(db.uri, server.port, where, argv, code, detail, vers)
-                _notify(f"READY=1\nSTATUS=serving {db.uri} on 127.0.0.1:{server.port}\n")
-                while not stop.wait(1.0):
-                    if not server.is_ready():
-                        raise IoError("the NFS server stopped unexpectedly")
-                _notify("STOPPING=1\n")
-                logger.info("stopping on %s", ", ".join(received))
+                serve_until_stopped(server, stop, received, f"{db.uri} on 127.0.0.1")
         finally:
             if mounted:  # while the server still answers, or umount would hang
-                code, detail = _run(unmount_argv(where))
-                if code != 0:
-                    unmount_error = (
-                        f"unmount of {where} failed (exit {code}{': ' + detail if detail else ''}); "
-                        f"unmount it by hand: {_shell(unmount_argv(where))}"
-                    )
+                unmount_error = _unmount_at_stop(where)
             server.shutdown()
         version = db.version
     kept = fs.unfinished_at_close
@@ -306,23 +296,14 @@ def mount_lake(lake: LakeFs, where: str, port: int) -> None:
     mounted = False
     unmount_error: str | None = None
     try:
-        with _stop_on_signals(stop):
+        with _stop_on_signals(stop) as received:
             argv, vers, code, detail = mount_first(mount_attempts(server.port, where))
             mounted = code == 0
             _report_mount(lake.root, server.port, where, argv, code, detail, vers)
-            _notify(f"READY=1\nSTATUS=serving {lake.root} on 127.0.0.1:{server.port}\n")
-            while not stop.wait(1.0):
-                if not server.is_ready():
-                    raise IoError("the NFS server stopped unexpectedly")
-            _notify("STOPPING=1\n")
+            serve_until_stopped(server, stop, received, f"{lake.root} on 127.0.0.1")
     finally:
         if mounted:  # while the server still answers, or umount would hang
-            code, detail = _run(unmount_argv(where))
-            if code != 0:
-                unmount_error = (
-                    f"unmount of {where} failed (exit {code}{': ' + detail if detail else ''}); "
-                    f"unmount it by hand: {_shell(unmount_argv(where))}"
-                )
+            unmount_error = _unmount_at_stop(where)
         server.shutdown()
     kept = lake.unfinished_at_close
     if opts.json:
@@ -334,6 +315,17 @@ def mount_lake(lake: LakeFs, where: str, port: int) -> None:
         click.echo(("Unmounted; " if mounted else "") + f"stopped serving {lake.root}.{note}")
     if unmount_error:
         raise click.ClickException(unmount_error)
+
+
+def _unmount_at_stop(where: str) -> str | None:
+    """Unmount ``where``; return the error to report (None: unmounted)."""
+    code, detail = _run(unmount_argv(where))
+    if code == 0:
+        return None
+    return (
+        f"unmount of {where} failed (exit {code}{': ' + detail if detail else ''}); "
+        f"unmount it by hand: {_shell(unmount_argv(where))}"
+    )
 
 
 def _report_mount(

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import click
 
@@ -124,6 +124,37 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[str]]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class _Serving(Protocol):
+    """What :func:`serve_until_stopped` needs of an NFS server."""
+
+    @property
+    def port(self) -> int: ...
+
+    def is_ready(self) -> bool: ...
+
+
+def serve_until_stopped(
+    server: _Serving, stop: threading.Event, received: list[str], what: str
+) -> None:
+    """Tell systemd the server is ready (``what``: "<table or lake> on <host>"), wait for
+    ``stop`` (a signal), failing if the server dies meanwhile, and tell systemd it stops."""
+    _notify(f"READY=1\nSTATUS=serving {what}:{server.port}\n")
+    while not stop.wait(1.0):
+        if not server.is_ready():
+            raise IoError("the NFS server stopped unexpectedly")
+    _notify("STOPPING=1\n")
+    logger.info("stopping on %s", ", ".join(received))
+
+
+def _warn_if_exposed(host: str, port: int, mode: str) -> None:
+    if host not in _LOOPBACK:
+        click.echo(
+            f"Warning: listening on {host}: NFS clients are not authenticated, "
+            f"anyone who reaches port {port} gets a {mode} share",
+            err=True,
+        )
 
 
 @click.command()
@@ -379,18 +410,8 @@ def serve(
                     _print_banner(db.uri, host, server.port, mode, mounts)
                     if plane is not None:
                         click.echo(f"HTTP: {plane.url}/metrics, /healthz, /readyz, /api/v1/tables")
-                if host not in _LOOPBACK:
-                    click.echo(
-                        f"Warning: listening on {host}: NFS clients are not authenticated, "
-                        f"anyone who reaches port {server.port} gets a {mode} share",
-                        err=True,
-                    )
-                _notify(f"READY=1\nSTATUS=serving {db.uri} on {host}:{server.port}\n")
-                while not stop.wait(1.0):
-                    if not server.is_ready():
-                        raise IoError("the NFS server stopped unexpectedly")
-                _notify("STOPPING=1\n")
-                logger.info("stopping on %s", ", ".join(received))
+                _warn_if_exposed(host, server.port, mode)
+                serve_until_stopped(server, stop, received, f"{db.uri} on {host}")
         finally:
             if plane is not None:
                 plane.stop()
@@ -447,18 +468,8 @@ def serve_lake(
                 )
             else:
                 _print_banner(lake.root, host, server.port, mode, mounts, lake=True)
-            if host not in _LOOPBACK:
-                click.echo(
-                    f"Warning: listening on {host}: NFS clients are not authenticated, "
-                    f"anyone who reaches port {server.port} gets a {mode} share",
-                    err=True,
-                )
-            _notify(f"READY=1\nSTATUS=serving {lake.root} on {host}:{server.port}\n")
-            while not stop.wait(1.0):
-                if not server.is_ready():
-                    raise IoError("the NFS server stopped unexpectedly")
-            _notify("STOPPING=1\n")
-            logger.info("stopping on %s", ", ".join(received))
+            _warn_if_exposed(host, server.port, mode)
+            serve_until_stopped(server, stop, received, f"{lake.root} on {host}")
     finally:
         server.shutdown()  # closes the lake, and with it every open table
     kept = lake.unfinished_at_close
