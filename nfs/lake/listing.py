@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from nfs.lake.ids import lake_id, path_hash
-from nfs.lake.state import DIR_SIZE, LAKE_ROOT, TABLE_ROOT_LOCAL, LakeState
+from nfs.lake.state import LAKE_ROOT, TABLE_ROOT_LOCAL, LakeState, lake_attrs
 from nfs.lake.tables import OpenTables
-from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Nfstime3, Specdata3
+from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
 from nfs.protocol.vfs import DirEntry, DirPage, FileId, NfsError
 from posixlake.errors import PosixLakeError
 
@@ -210,20 +210,8 @@ class Listing:
 
     def dir_attrs(self, fid: FileId, tree: Tree, path: str, mode: int) -> Fattr3:
         """The attributes of a lake directory or a table's directory (none opened)."""
-        return Fattr3(
-            type=Ftype3.NF3DIR,
-            mode=mode,
-            nlink=2 + tree.subdirs.get(path, 0),
-            uid=0,
-            gid=0,
-            size=DIR_SIZE,
-            used=DIR_SIZE,
-            rdev=Specdata3(),
-            fsid=self._state.fsid,
-            fileid=fid,
-            atime=tree.mtime,
-            mtime=tree.mtime,
-            ctime=tree.mtime,
+        return lake_attrs(
+            fid, self._state.fsid, mode=mode, mtime=tree.mtime, nlink=2 + tree.subdirs.get(path, 0)
         )
 
     def lookup(self, tree: Tree, dir_id: FileId, path: str, name: str) -> FileId:

@@ -26,8 +26,8 @@ from nfs.lake.create import TableSpec, parse_create_table
 from nfs.lake.ids import lake_id, path_hash, split_id
 from nfs.lake.listing import Listing, Tree, dir_page, parent
 from nfs.lake.newrows import DATA_CSV, RowsCreator, RowsJournal, create_rows
-from nfs.lake.state import DIR_SIZE, LAKE_ROOT, SCHEMA_SQL, LakeState, NewTable
-from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfsstat3, Specdata3, StableHow
+from nfs.lake.state import LAKE_ROOT, SCHEMA_SQL, LakeState, NewTable, lake_attrs
+from nfs.protocol.nfs3 import Fattr3, Nfsstat3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import BOUNDED_PEER_PREFIX, DirPage, FileId, NfsError
 from nfs.table.state import nfs_error
@@ -243,37 +243,10 @@ class NewTables:
     def attrs(self, fid: FileId, n: NewTable, local: int) -> Fattr3:
         """The attributes of the new table's directory, its data/ or its file."""
         if local == n.file_local:
-            size = n.size
-            return Fattr3(
-                type=Ftype3.NF3REG,
-                mode=0o644,
-                nlink=1,
-                uid=0,
-                gid=0,
-                size=size,
-                used=(size + 511) & ~511,
-                rdev=Specdata3(),
-                fsid=self._state.fsid,
-                fileid=fid,
-                atime=n.mtime,
-                mtime=n.mtime,
-                ctime=n.mtime,
+            return lake_attrs(
+                fid, self._state.fsid, mode=0o644, mtime=n.mtime, nlink=1, size=n.size
             )
-        return Fattr3(
-            type=Ftype3.NF3DIR,
-            mode=0o777,
-            nlink=2,
-            uid=0,
-            gid=0,
-            size=DIR_SIZE,
-            used=DIR_SIZE,
-            rdev=Specdata3(),
-            fsid=self._state.fsid,
-            fileid=fid,
-            atime=n.mtime,
-            mtime=n.mtime,
-            ctime=n.mtime,
-        )
+        return lake_attrs(fid, self._state.fsid, mode=0o777, mtime=n.mtime)
 
     def truncate(self, n: NewTable, local: int, size: int | None, ctx: CallContext) -> None:
         """SETATTR of the new table's file: a size truncates (or extends) it."""

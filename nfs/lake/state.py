@@ -18,7 +18,8 @@ from typing import Final
 
 from nfs.lake.ids import SlotMap, path_hash
 from nfs.lake.newrows import DATA_CSV, NewRows
-from nfs.protocol.nfs3 import Nfstime3
+from nfs.protocol.nfs3 import Fattr3, Ftype3, Nfstime3, Specdata3
+from nfs.protocol.vfs import FileId
 from nfs.table.tablefs import ROOT_ID
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "TABLE_ROOT_LOCAL",
     "LakeState",
     "NewTable",
+    "lake_attrs",
 ]
 
 LAKE_ROOT: Final = 1
@@ -38,6 +40,30 @@ DIR_SIZE: Final = 4096
 TABLE_ROOT_LOCAL: Final = int(ROOT_ID)
 """The packed id of a table face's root (its fixed id 1 packs to itself)."""
 SCHEMA_SQL: Final = "schema.sql"
+
+
+def lake_attrs(
+    fid: FileId, fsid: int, *, mode: int, mtime: Nfstime3, nlink: int = 2, size: int | None = None
+) -> Fattr3:
+    """The attributes of an entry the lake itself shows (owned by root; one time for
+    atime, mtime and ctime): a directory, or with ``size`` a regular file."""
+    is_dir = size is None
+    shown = DIR_SIZE if size is None else size
+    return Fattr3(
+        type=Ftype3.NF3DIR if is_dir else Ftype3.NF3REG,
+        mode=mode,
+        nlink=nlink,
+        uid=0,
+        gid=0,
+        size=shown,
+        used=shown if is_dir else (shown + 511) & ~511,
+        rdev=Specdata3(),
+        fsid=fsid,
+        fileid=fid,
+        atime=mtime,
+        mtime=mtime,
+        ctime=mtime,
+    )
 
 
 @dataclass
