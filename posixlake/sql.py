@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import pyarrow as pa
 
+from posixlake._ops.args import sql_literal
 from posixlake.errors import QueryError
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ __all__ = [
     "run_statement",
     "split_statements",
     "split_time_travel",
+    "sql_literal",
     "statement_kind",
 ]
 

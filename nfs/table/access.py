@@ -35,7 +35,7 @@ from nfs.protocol.vfs import (
     Vfs,
     VfsCapabilities,
 )
-from nfs.table.partitions import is_partition_file
+from nfs.table.partitions import PARTITION_BASE, is_partition_file
 
 __all__ = ["TableAccessVfs", "TableEntries", "UserMap", "UserPermissions"]
 
@@ -202,7 +202,12 @@ class TableAccessVfs:
             )
 
     def _is_data(self, dir_id: FileId, name: str) -> bool:
+        if dir_id >= PARTITION_BASE and name == self._entries.data_name:
+            return True  # a partition's data.csv: that partition's rows
         return dir_id == self._entries.data_dir and name == self._entries.data_name
+
+    def _is_data_file(self, fid: FileId) -> bool:
+        return fid == self._entries.data_file or is_partition_file(fid)
 
     def _is_table_content(self, fid: FileId) -> bool:
         # a partition's data.csv (nfs.table.partitions) holds rows whatever `entries` says
@@ -232,7 +237,7 @@ class TableAccessVfs:
 
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
         """See `Vfs.setattr`; a size on the table file needs "write" and "delete"."""
-        if fid == self._entries.data_file and attrs.size is not None:
+        if self._is_data_file(fid) and attrs.size is not None:
             self._require(ctx, "write", "delete")
         return self.inner.setattr(fid, attrs, ctx)
 
@@ -262,14 +267,14 @@ class TableAccessVfs:
     def write(
         self, fid: FileId, offset: int, data: bytes, stable: StableHow, ctx: CallContext
     ) -> tuple[int, StableHow]:
-        """See `Vfs.write`; the table file needs "write"."""
-        if fid == self._entries.data_file:
+        """See `Vfs.write`; the table file (and a partition's) needs "write"."""
+        if self._is_data_file(fid):
             self._require(ctx, "write")
         return self.inner.write(fid, offset, data, stable, ctx)
 
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
-        """See `Vfs.commit`; the table file needs "write"."""
-        if fid == self._entries.data_file:
+        """See `Vfs.commit`; the table file (and a partition's) needs "write"."""
+        if self._is_data_file(fid):
             self._require(ctx, "write")
         self.inner.commit(fid, offset, count, ctx)
 

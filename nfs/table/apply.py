@@ -2,13 +2,17 @@
 
 Glue between the CSV codec, the row diff and :class:`~posixlake.DatabaseOps`:
 
-- empty content: delete every row;
+- empty content: delete every row (of the partition, for a partition's file: a `Scope`);
 - the content the writer started from plus whole new lines: INSERT those lines;
 - anything else: parse the whole file (it must start with the header), diff it against
   the rows of the version the writer started from — by primary key (inserts, updates,
   deletes), or without a key as a multiset of whole rows — and commit that diff with
   ``DatabaseOps.replace_rows`` (one delta-rs MERGE) on the current version, so rows that
   others committed meanwhile survive.
+
+A partition's ``data.csv`` (:mod:`nfs.table.partitions`) is the same with a `Scope`: its
+rows are the partition's, every row written must hold the partition's values
+(InvalidOperation, naming the row, else), and its base and deletes are the partition's.
 
 Errors are the posixlake ones (``CsvFormatError`` is a ``SerializationError``); the NFS
 status mapping lives in :mod:`nfs.table.tablefs`.
@@ -36,11 +40,14 @@ from nfs.table.region import (
 from nfs.table.staging import Base, BytesBase, read_all
 from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.database import DatabaseOps
+from posixlake.delta import quote_ident
 from posixlake.errors import DuplicateKeyError, InvalidOperation
+from posixlake.sql import sql_literal
 
 __all__ = [
     "Applied",
     "KeyReader",
+    "Scope",
     "apply_content",
     "apply_lines",
     "arrow_schema",
@@ -98,6 +105,61 @@ class Applied:
     deleted: int = 0
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The rows one file holds: a partition's ``data.csv`` holds the rows whose partition
+    columns have that partition's values.
+
+    Attributes:
+        name: the file, for messages (``partitions/region=eu/data.csv``).
+        values: each partition column and the partition's value of it (None: NULL), as
+            the add actions hold it (typed).
+    """
+
+    name: str
+    values: tuple[tuple[str, object], ...]
+
+    def _matches(self, rows: pa.Table, column: str, value: object) -> pa.ChunkedArray:
+        col = rows.column(column)
+        if value is None:  # the NULL partition; Delta stores an empty string as NULL too
+            ok = pc.is_null(col)
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                ok = pc.or_(ok, pc.fill_null(pc.equal(col, ""), False))
+            return ok
+        return pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False)
+
+    def check(self, rows: pa.Table) -> None:
+        """Refuse rows of another partition (InvalidOperation naming the first one)."""
+        for column, value in self.values:
+            ok = self._matches(rows, column, value)
+            if pc.all(ok).as_py() is False:
+                at = pc.index(ok, False).as_py()
+                got = rows.column(column)[at].as_py()
+                raise InvalidOperation(
+                    f"{self.name}: a row written there has {column}={got!r}, but this "
+                    f"partition's file holds only rows with {column}={value!r} (row "
+                    f"{at + 1} of those written); write it to its own partition's data.csv "
+                    "or to /data/data.csv"
+                )
+
+    def rows_of(self, table: pa.Table) -> pa.Table:
+        """The rows of ``table`` in this partition."""
+        for column, value in self.values:
+            table = table.filter(self._matches(table, column, value))
+        return table
+
+    def predicate(self, schema: pa.Schema) -> str:
+        """A SQL predicate true for this partition's rows (for `DatabaseOps.delete_rows_where`)."""
+        parts = []
+        for column, value in self.values:
+            ident = quote_ident(column)
+            if value is None:
+                parts.append(f"{ident} IS NULL")
+            else:
+                parts.append(f"{ident} = {sql_literal(value, column, schema.field(column))}")
+        return " AND ".join(parts)
+
+
 # -- what the NFS face needs of a table ----------------------------------------------------
 
 
@@ -122,7 +184,12 @@ def partition_columns(db: DatabaseOps) -> list[str]:
 
 
 def _insert_lines(
-    db: DatabaseOps, content: Base, start: int, header: bytes, keys: KeyReader | None
+    db: DatabaseOps,
+    content: Base,
+    start: int,
+    header: bytes,
+    keys: KeyReader | None,
+    scope: Scope | None = None,
 ) -> Applied:
     """Insert the whole lines of ``content`` from ``start`` on (one commit)."""
     added = content.size - start
@@ -134,6 +201,8 @@ def _insert_lines(
         )
     extra = _without_header(read_all(content, start), header)
     rows = parse_csv(extra, arrow_schema(db), header="none")
+    if scope is not None:
+        scope.check(rows)
     if rows.num_rows == 0:
         return Applied("unchanged", None)
     try:
@@ -302,6 +371,7 @@ def apply_content(
     base: Base,
     write_id: str | None = None,
     keys: KeyReader | None = None,
+    scope: Scope | None = None,
 ) -> Applied:
     """Commit ``content`` as the new ``data.csv`` of ``db`` (at most one commit).
 
@@ -314,6 +384,7 @@ def apply_content(
             lets a keyed rewrite read only the region it changed.
         write_id: stored in the commit's metadata as ``posixlake.nfs_write`` (see
             :func:`committed_write`).
+        scope: the content is one partition's file (its base that partition's rows).
 
     Raises:
         CsvFormatError: bad content (wrong header, column count, value).
@@ -324,7 +395,7 @@ def apply_content(
     tags = {WRITE_TAG: write_id} if write_id else {}
     source = BytesBase(content) if isinstance(content, bytes | memoryview) else content
     with db.commit_tags(tags):
-        return _apply(db, source, base_version, base, keys)
+        return _apply(db, source, base_version, base, keys, scope)
 
 
 def apply_lines(
@@ -335,6 +406,7 @@ def apply_lines(
     header: bytes,
     write_id: str | None = None,
     keys: KeyReader | None = None,
+    scope: Scope | None = None,
 ) -> Applied:
     """Insert the whole lines a writer added after its base: ``content`` from ``start``
     on (one commit).
@@ -342,10 +414,11 @@ def apply_lines(
     ``header``: the base's header line; added lines starting with it again (``cat
     more.csv >> data.csv``) skip it. Past `change_budget` bytes, InvalidOperation.
     ``keys``: as for `apply_content` (a resent append reads only the rows of its keys).
+    ``scope``: the lines were written to one partition's file (rows of others: refused).
     """
     tags = {WRITE_TAG: write_id} if write_id else {}
     with db.commit_tags(tags):
-        return _insert_lines(db, content, start, header, keys)
+        return _insert_lines(db, content, start, header, keys, scope)
 
 
 def committed_write(db: DatabaseOps, write_id: str, since: int) -> int | None:
@@ -365,9 +438,13 @@ def _apply(
     base_version: int,
     base: Base,
     keys: KeyReader | None,
+    scope: Scope | None = None,
 ) -> Applied:
     if content.size == 0:
-        done = db.truncate()  # delta-rs directly; no commit when the table is empty
+        if scope is not None:  # the partition's rows, at the current version
+            done = db.delete_rows_where(scope.predicate(arrow_schema(db)))
+        else:
+            done = db.truncate()  # delta-rs directly; no commit when the table is empty
         return Applied("empty", done.version, deleted=done.rows)
     n = base.size
     same, quotes = common_prefix(content, base)
@@ -375,11 +452,11 @@ def _apply(
         return Applied("unchanged", None)
     if same == n and n > 0 and read_all(base, n - 1, n)[0] == _LF:
         # the base plus whole lines: an INSERT of those lines
-        return _insert_lines(db, content, n, header_of(base), keys)
+        return _insert_lines(db, content, n, header_of(base), keys, scope)
     regions = changed_regions(content, base, same, quotes)
     if regions is not None:
         try:
-            applied = _apply_regions(db, content, base, base_version, regions, keys)
+            applied = _apply_regions(db, content, base, base_version, regions, keys, scope)
         except CsvFormatError as err:
             if content.size > change_budget():  # too large to parse whole for line numbers
                 raise CsvFormatError(f"{err} (in a changed part of data.csv)") from err
@@ -395,7 +472,11 @@ def _apply(
             "update, merge or add_columns instead"
         )
     new = parse_csv(read_all(content), arrow_schema(db), header="require")
-    return _diff(db, new, db.to_arrow(version=base_version))
+    old = db.to_arrow(version=base_version)
+    if scope is not None:
+        scope.check(new)
+        old = scope.rows_of(old)
+    return _diff(db, new, old)
 
 
 def change_budget() -> int:
@@ -416,6 +497,7 @@ def _apply_regions(
     base_version: int,
     regions: list[Region],
     keys: KeyReader | None,
+    scope: Scope | None = None,
 ) -> Applied | None:
     """Apply a rewrite from the rows of its changed regions alone (None: cannot).
 
@@ -446,6 +528,8 @@ def _apply_regions(
     if not olds:  # no row changed (the regions' bytes are the same records)
         olds = news = [parse_csv(b"", schema, header="none")]
     old, new = pa.concat_tables(olds), pa.concat_tables(news)
+    if scope is not None:  # rows outside the regions are the base's: the partition's
+        scope.check(new)
     key = list(db.key_columns or ())
     if not key:
         return _diff(db, new, old)

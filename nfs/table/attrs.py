@@ -28,6 +28,7 @@ from nfs.table.state import (
     CHANGES_ID,
     DATA_CSV_ID,
     DATA_DIR_ID,
+    DIR_MODE,
     DIR_SIZE,
     FILE_MODE,
     RO_DIR_MODE,
@@ -179,11 +180,26 @@ class Attributes:
             return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(self._reads.version()))
         if is_partition_entry(fid):
             node = self._parts.node(fid)
-            mtime = self._reads.commit_time(self._reads.version())
             if node.is_file:
-                return self.file_attrs(fid, 0o444, self._parts.rendering(fid).size, mtime)
-            return self.dir_attrs(fid, RO_DIR_MODE, mtime, 2 + len(node.children))
+                mode = FILE_MODE if self._s.read_only else RW_MODE
+                staged = self._parts.staged_size(fid, ctx)
+                if staged is not None:  # the caller writes it: its own content
+                    return self.file_attrs(fid, mode, staged[0], Nfstime3.from_seconds(staged[1]))
+                mtime = self._reads.commit_time(self._reads.version())
+                return self.file_attrs(fid, mode, self._parts.rendering(fid).size, mtime)
+            mtime = self._reads.commit_time(self._reads.version())
+            return self.mixed_partition_dir(fid, mtime, 2 + len(node.children))
         return self._s.scratch.getattr(fid)
+
+    def mixed_partition_dir(self, fid: FileId, mtime: Nfstime3, nlink: int) -> Fattr3:
+        """A partition directory: its data.csv (or sub-partitions) and, in a writable
+        share, the scratch files made there (``sed -i``'s temporary file)."""
+        mode = RO_DIR_MODE if self._s.read_only or fid == PARTITIONS_ID else DIR_MODE
+        made = self._parts.scratch_dir(fid, make=False)
+        if made is not None:  # files made there change its mtime
+            inner = self._s.scratch.getattr(made)
+            mtime = max(inner.mtime, mtime, key=Nfstime3.to_ns)
+        return self.dir_attrs(fid, mode, mtime, nlink)
 
     def mixed_dir_attrs(self, fid: FileId) -> Fattr3:
         inner = self._s.scratch.getattr(fid)
@@ -228,9 +244,14 @@ class Attributes:
                 raise status_error(Nfsstat3.NFS3ERR_ROFS, "read-only")
             return self.of(fid, ctx)
         if is_partition_entry(fid):
-            self._parts.node(fid)
-            if attrs != Sattr3():
-                self._parts.refuse(fid)
+            node = self._parts.node(fid)
+            if node.is_file:  # as data.csv: a size stages a truncation of this partition
+                if attrs.size is not None:
+                    self._rules.writable()
+                    self._rules.truncate(attrs.size, ctx, self._parts.part_of(fid))
+                return self.of(fid, ctx)
+            if attrs.size is not None:
+                raise status_error(Nfsstat3.NFS3ERR_ISDIR)
             return self.of(fid, ctx)
         if fid in (ROOT_ID, DATA_DIR_ID):
             if attrs.size is not None:
@@ -265,7 +286,12 @@ class Attributes:
             return mask & (ACCESS3_READ | ACCESS3_LOOKUP)
         if is_partition_entry(fid):
             node = self._parts.node(fid)
-            return mask & (read if node.is_file else (ACCESS3_READ | ACCESS3_LOOKUP))
+            if node.is_file:
+                return mask & (read | write)
+            granted = ACCESS3_READ | ACCESS3_LOOKUP
+            if not self._s.read_only and fid != PARTITIONS_ID:  # scratch files there
+                granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+            return mask & granted
         return self._s.scratch.access(fid, mask, ctx)
 
     def fsstat(self, fid: FileId) -> FsStat:

@@ -79,6 +79,8 @@ class JournalHeader:
         started: when the staging began (ns, increasing across server restarts; 0 in the
             journals of earlier releases): journals are recovered in this order, the order
             a server applies idle stagings in.
+        part: the file staged: "" for ``/data/data.csv``, else the partition's path
+            below ``/partitions`` (its rows only; see `nfs.table.writers.WriterKey.part`).
     """
 
     write_id: str
@@ -89,6 +91,7 @@ class JournalHeader:
     uid: int
     gid: int
     started: int = 0
+    part: str = ""
 
 
 @dataclass(frozen=True)

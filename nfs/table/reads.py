@@ -13,11 +13,13 @@ import logging
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Final, Protocol
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.apply import (
+    Scope,
     arrow_schema,
     loaded_version,
     partition_columns,
@@ -44,13 +46,53 @@ from nfs.table.state import (
 from nfs.table.writers import Bounded, ReadViews, WriterKey
 from posixlake.errors import PosixLakeError
 
-__all__ = ["Reads"]
+__all__ = ["EditFace", "Reads"]
 
 logger = logging.getLogger("nfs.table.tablefs")
 
 
+class EditFace(Protocol):
+    """What the write rules need of the file a writer edits (`nfs.table.writes`):
+    ``/data/data.csv`` (`Reads`) or one partition's ``data.csv``
+    (`nfs.table.partfiles.PartitionFace`)."""
+
+    @property
+    def part(self) -> str:
+        """ "" for data.csv, else the partition's path below /partitions."""
+        ...
+
+    @property
+    def scope(self) -> Scope | None:
+        """The rows the file holds (None: the table's)."""
+        ...
+
+    def version(self) -> int:
+        """The table version shown."""
+        ...
+
+    def presented(self, version: int) -> Base:
+        """The file's bytes at ``version`` as NFS showed them (NfsError: cannot)."""
+        ...
+
+    def presented_or_none(self, version: int) -> Base | None:
+        """As `presented`, None when it cannot be shown."""
+        ...
+
+    def seen_versions(self) -> Iterator[tuple[int, Base]]:
+        """Recent versions of the file whose bytes are at hand, newest first."""
+        ...
+
+    def stamp_of(self, version: int) -> int:
+        """The commit time of ``version`` in ns."""
+        ...
+
+
 class Reads:
-    """The versions a TableFs shows and the bytes of its files."""
+    """The versions a TableFs shows and the bytes of its files; the `EditFace` of
+    ``/data/data.csv``."""
+
+    part: Final = ""
+    scope: Final = None
 
     def __init__(self, state: TableState) -> None:
         self._s = state

@@ -9,11 +9,12 @@ gets EIO), and restaging the rest for the same writer (see :mod:`nfs.table.journ
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from nfs.protocol.nfs3 import Nfsstat3
 from nfs.table.apply import committed_write
 from nfs.table.journal import JournalOp, Recovered
-from nfs.table.reads import Reads
+from nfs.table.reads import EditFace
 from nfs.table.staging import Base, BytesBase, Staging
 from nfs.table.stagings import Stagings
 from nfs.table.state import TableState, nfs_error, status_error
@@ -28,16 +29,19 @@ logger = logging.getLogger("nfs.table.tablefs")
 class Recovery:
     """Take over the journals of an earlier server (at construction)."""
 
-    def __init__(self, state: TableState, reads: Reads, stagings: Stagings) -> None:
+    def __init__(
+        self, state: TableState, face: Callable[[str], EditFace], stagings: Stagings
+    ) -> None:
+        """``face``: the file a journal's ``part`` names (`WriteRules.face`)."""
         self._s = state
-        self._reads = reads
+        self._face = face
         self._stagings = stagings
 
     def recover(self) -> None:
         """Take over the journals an earlier server left (see :mod:`nfs.table.journal`)."""
         for rec in self._s.journals.recover(self._s.table_id):
             head = rec.header
-            key = WriterKey(head.peer, head.uid, head.gid)
+            key = WriterKey(head.peer, head.uid, head.gid, head.part)
             try:
                 done = committed_write(self._s.db, head.write_id, head.base_version)
             except PosixLakeError as err:
@@ -86,21 +90,16 @@ class Recovery:
         version (of its size, unless the staging began with a truncation: then only its
         rows count)."""
         head = rec.header
+        face = self._face(head.part)  # data.csv, or the partition's file
         kept, page = rec.kept_base(), rec.kept_page()
         if page is not None:  # a client's page: its version's bytes, the client's over them
-            under = (
-                BytesBase(kept) if kept is not None else self._reads.presented_or_none(page.version)
-            )
+            under = BytesBase(kept) if kept is not None else face.presented_or_none(page.version)
             if under is None or under.size != page.size:
                 return None
             st = Staging(under, base_version=page.version, touched=0.0, mtime=0.0)
             st.write(page.low, page.data, touched=0.0, mtime=0.0)
             return st
-        base = (
-            BytesBase(kept)
-            if kept is not None
-            else self._reads.presented_or_none(head.base_version)
-        )
+        base = BytesBase(kept) if kept is not None else face.presented_or_none(head.base_version)
         independent = bool(rec.ops) and rec.ops[0] == JournalOp("T", 0)
         if base is None or (base.size != head.base_size and not independent):
             return None

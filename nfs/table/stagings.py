@@ -98,6 +98,7 @@ class Stagings:
                 uid=w.key.uid,
                 gid=w.key.gid,
                 started=self.started_ns(),
+                part=w.key.part,
             )
             try:
                 w.journal = self._s.journals.create(

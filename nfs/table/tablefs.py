@@ -10,7 +10,8 @@ The tree (see docs/design.md, "The NFS face")::
     /versions/<N>/changes.csv   the changes commit N made (read-only)
     /partitions/<col>=<value>/.../data.csv
                                 a partitioned table's partitions (Hive-style), each the
-                                rows of one partition at the current version (read-only)
+                                rows of one partition at the current version (read /
+                                write, that partition's rows only)
 
 plus a scratch area with full POSIX semantics (a :class:`~nfs.table.scratchfs.ScratchFs` on disk
 under the state directory) for every other file or directory a client creates in ``/`` or ``/data``: editors' and
@@ -222,14 +223,14 @@ class TableFs:
             scratch_quota=scratch_quota,
         )
         self._reads = Reads(self._s)
-        self._stagings = Stagings(self._s, self._reads)
-        self._rules = WriteRules(self._s, self._reads, self._stagings)
-        self._changes = Changes(self._s, self._reads)
         self._parts = PartitionFiles(self._s, self._reads)
+        self._stagings = Stagings(self._s, self._reads)
+        self._rules = WriteRules(self._s, self._reads, self._stagings, self._parts)
+        self._changes = Changes(self._s, self._reads)
         self._attrs = Attributes(self._s, self._reads, self._rules, self._changes, self._parts)
         self._names = Names(self._s, self._reads, self._rules, self._parts)
         with self._s.lock:
-            Recovery(self._s, self._reads, self._stagings).recover()
+            Recovery(self._s, self._rules.face, self._stagings).recover()
         if idle_timer:
             self._s.timer = threading.Thread(
                 target=self._idle_loop, name="posixlake-nfs-idle", daemon=True
@@ -343,7 +344,7 @@ class TableFs:
             if is_changes(fid):
                 got: tuple[bytes | memoryview, bool] = self._changes.read(fid, offset, count, ctx)
             elif is_partition_entry(fid):
-                got = self._parts.read(fid, offset, count)
+                got = self._parts.read(fid, offset, count, ctx)
             else:
                 got = self._reads.read(fid, offset, count, ctx)
             self._s.read_bytes += len(got[0])
@@ -364,10 +365,8 @@ class TableFs:
         """Write: data.csv writes are staged for the caller (see `WriteRules.write`)."""
         with self._s.lock:
             self._rules.poll_locked()
-            if is_partition_entry(fid):
-                if not self._parts.node(fid).is_file:
-                    raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
-                self._parts.refuse(fid)
+            if is_partition_entry(fid) and not self._parts.node(fid).is_file:
+                raise NfsError(Nfsstat3.NFS3ERR_ISDIR)
             done = self._rules.write(fid, offset, data, stable, ctx)
             self._s.written_bytes += done[0]
             return done
@@ -375,9 +374,8 @@ class TableFs:
     def commit(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> None:
         """COMMIT: make the caller's staged data.csv durable; apply nothing."""
         with self._s.lock:
-            if is_partition_entry(fid):
-                self._parts.node(fid)  # nothing to make durable: STALE if gone
-                return
+            if is_partition_entry(fid) and not self._parts.node(fid).is_file:
+                return  # a directory: nothing to make durable (STALE if gone)
             self._rules.commit(fid, offset, count, ctx)
 
     def write_verifier(self) -> bytes:

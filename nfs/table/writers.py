@@ -33,6 +33,7 @@ __all__ = [
     "Torn",
     "Writer",
     "WriterKey",
+    "slot_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,14 +56,30 @@ class WriterKey:
     peer: str
     uid: int
     gid: int
+    part: str = ""
+    """The file written: "" for ``/data/data.csv``, else a partition's path below
+    ``/partitions`` (``region=eu/day=2024-01-01``): one client's edits of two files are
+    two stagings."""
 
     @classmethod
-    def of(cls, ctx: CallContext) -> WriterKey:
-        """Return the writer that makes the call ``ctx``."""
-        return cls(ctx.peer or _LOCAL, ctx.uid, ctx.gid)
+    def of(cls, ctx: CallContext, part: str = "") -> WriterKey:
+        """Return the writer that makes the call ``ctx`` (of the file ``part``)."""
+        return cls(ctx.peer or _LOCAL, ctx.uid, ctx.gid, part)
+
+    @property
+    def slot(self) -> str:
+        """The key of what this client read and holds of its file (`ReadViews`, pages,
+        its own last edit): the peer, with the partition's path for a partition's file."""
+        return slot_of(self.peer, self.part)
 
     def __str__(self) -> str:
-        return f"{self.peer} uid={self.uid} gid={self.gid}"
+        text = f"{self.peer} uid={self.uid} gid={self.gid}"
+        return f"{text} partition={self.part}" if self.part else text
+
+
+def slot_of(peer: str, part: str) -> str:
+    """The key of what ``peer`` read and holds of the file ``part`` (see `WriterKey.slot`)."""
+    return f"{peer}\0{part}" if part else peer
 
 
 class Coverage:

@@ -7,6 +7,10 @@ staging applies (an append at a FILE_SYNC WRITE, a RENAME onto data.csv, a write
 WRITE/COMMIT, the one apply (:mod:`nfs.table.apply`: INSERT or a 3-way change, one
 commit), resends after a restart (commit tags), and failures reported to the writer's
 next call. Staging and journals: :mod:`nfs.table.stagings`.
+
+A partition's data.csv (:mod:`nfs.table.partfiles`) follows the same rules: its writer is
+the client with the partition's path (`WriterKey.part`), its bytes and rows are its
+`~nfs.table.partfiles.PartitionFace`'s, and every row it writes must be the partition's.
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from nfs.protocol.vfs import (
 )
 from nfs.table.apply import (
     Applied,
+    Scope,
     apply_content,
     apply_lines,
     arrow_schema,
     header_of,
     same_bytes,
 )
-from nfs.table.reads import Reads
+from nfs.table.partfiles import PartitionFiles, part_file
+from nfs.table.partitions import is_partition_file
+from nfs.table.reads import EditFace, Reads
 from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
 from nfs.table.stagings import Stagings
 from nfs.table.state import (
@@ -56,7 +63,7 @@ from nfs.table.state import (
 )
 from nfs.table.writers import Torn, Writer, WriterKey
 from posixlake.csvcodec import CsvFormatError, parse_csv
-from posixlake.errors import PosixLakeError
+from posixlake.errors import InvalidOperation, PosixLakeError
 from posixlake.storage import fsync_dir
 
 __all__ = ["CHECK_BYTES", "EDIT_TAG", "WriteRules"]
@@ -100,10 +107,32 @@ class _Terminated:
 class WriteRules:
     """When and how a writer's staged data.csv becomes one Delta commit."""
 
-    def __init__(self, state: TableState, reads: Reads, stagings: Stagings) -> None:
+    def __init__(
+        self, state: TableState, reads: Reads, stagings: Stagings, parts: PartitionFiles
+    ) -> None:
         self._s = state
         self._reads = reads
         self._stagings = stagings
+        self._parts = parts
+
+    def face(self, part: str) -> EditFace:
+        """The file ``part`` names: data.csv (""), else a partition's data.csv."""
+        return self._reads if not part else self._parts.face(part)
+
+    def target(self, fid: FileId) -> str | None:
+        """The ``part`` of an editable file (data.csv: "", a partition's data.csv: its
+        path; STALE if that partition is gone), else None."""
+        if fid == DATA_CSV_ID:
+            return ""
+        if is_partition_file(fid):
+            try:
+                return self._parts.part_of(fid)
+            except NfsError:  # gone from the version shown: a writer may still stage it
+                for key in self._s.writers:
+                    if key.part and part_file(key.part) == fid:
+                        return key.part
+                raise
+        return None
 
     def write_verifier(self) -> bytes:
         """Return the WRITE/COMMIT verifier: new per boot, and whenever staged data is lost."""
@@ -114,7 +143,7 @@ class WriteRules:
             raise status_error(Nfsstat3.NFS3ERR_ROFS, "the user may not write this table")
 
     def base_for(
-        self, peer: str, first: tuple[int, bytes] | None
+        self, key: WriterKey, first: tuple[int, bytes] | None
     ) -> tuple[int, Base, tuple[int, ...]]:
         """Return the version (and its bytes) a new staging of ``peer`` is based on, and
         the versions of its READs when they were several (a torn base: refused).
@@ -128,16 +157,17 @@ class WriteRules:
         the base, so
         a client with a stale page appends to what it saw and deleted rows stay deleted.
         Only a staging that starts with a WRITE is matched so: one that starts with a
-        truncation is a new file, diffed against what the client was shown.
+        truncation is a new file, diffed against what the client was shown. The bytes
+        are those of the writer's file (`WriteRules.face`).
         """
-        current = self._reads.version()
+        face = self.face(key.part)
+        peer = key.slot
+        current = face.version()
         view = self._s.views.base(peer)
         torn = view.versions if isinstance(view, Torn) else ()
         shown = view.versions[-1] if isinstance(view, Torn) else view
         order = [current] if shown is None or shown == current else [shown, current]
-        candidates: list[tuple[int, Base | None]] = [
-            (v, self._reads.presented_or_none(v)) for v in order
-        ]
+        candidates: list[tuple[int, Base | None]] = [(v, face.presented_or_none(v)) for v in order]
         own = self._s.own.get(peer)  # its own last edit: its bytes (not always a version's)
         if first is not None:
             # The versions the write may extend: what the client was shown, the current
@@ -172,11 +202,11 @@ class WriteRules:
                     fits.append((content.size, v, content))
                 tried.add(v)
 
-            for v, content in [*candidates, *self._reads.seen_versions()]:
+            for v, content in [*candidates, *face.seen_versions()]:
                 look(v, content)
             if own is not None and _fits(own[1], *first):
                 fits.append((own[1].size, own[0], own[1]))
-            page = self._s.pages.get(peer, self._reads.presented_or_none)
+            page = self._s.pages.get(peer, face.presented_or_none)
             if page is not None and _fits(page[1], *first):  # its page after its append
                 fits.append((page[1].size, page[0], page[1]))  # (a version of the same
                 # bytes comes first: max keeps it, and a rewrite from it can be a shadow)
@@ -184,7 +214,7 @@ class WriteRules:
             if shown is None or not at_end:
                 for v in range(current - 1, max(-1, current - STALE_SEARCH - 1), -1):
                     if v not in tried:
-                        look(v, self._reads.presented_or_none(v))
+                        look(v, face.presented_or_none(v))
             if fits:  # an append: only its new lines are new, whatever the client read
                 _size, v, content = max(fits, key=lambda f: (f[0], f[1]))
                 return v, content, ()
@@ -193,14 +223,17 @@ class WriteRules:
         for v, content in candidates:
             if content is not None:
                 return v, content, torn
-        return current, self._reads.presented(current), torn
+        return current, face.presented(current), torn
 
-    def writer(self, ctx: CallContext, first: tuple[int, bytes] | None = None) -> Writer:
-        """Return the caller's writer, starting one (see :meth:`WriteRules.base_for`) if it has none."""
-        key = WriterKey.of(ctx)
+    def writer(
+        self, ctx: CallContext, first: tuple[int, bytes] | None = None, part: str = ""
+    ) -> Writer:
+        """Return the caller's writer of the file ``part``, starting one (see
+        :meth:`WriteRules.base_for`) if it has none."""
+        key = WriterKey.of(ctx, part)
         w = self._s.writers.get(key)
         if w is None:
-            version, base, torn = self.base_for(key.peer, first)
+            version, base, torn = self.base_for(key, first)
             if torn:
                 raise status_error(Nfsstat3.NFS3ERR_IO, _torn_message(torn))
             w = Writer(key, self._stagings.new_staging(base, version))
@@ -209,9 +242,10 @@ class WriteRules:
             self._s.writers[key] = w
         return w
 
-    def truncate(self, size: int, ctx: CallContext) -> None:
-        """Stage a truncation for the caller, durably (SETATTR replies are synchronous)."""
-        w = self.writer(ctx)
+    def truncate(self, size: int, ctx: CallContext, part: str = "") -> None:
+        """Stage a truncation of the file ``part`` for the caller, durably (SETATTR
+        replies are synchronous)."""
+        w = self.writer(ctx, part=part)
         w.flushed = False
         self._stagings.stage(w, size=size)
         self._stagings.make_durable(w)
@@ -233,6 +267,8 @@ class WriteRules:
             NfsError: the write was refused (bad content: INVAL) or failed (IO).
         """
         st = w.staging
+        face = self.face(w.key.part)
+        peer = w.key.slot
         try:
             earlier = self.resent(w)
             if earlier is not None:
@@ -247,6 +283,7 @@ class WriteRules:
             start = st.appended_at()
             if start is not None:  # the base plus whole lines: an INSERT, costs the lines
                 at = start
+                scope = self.scope_of(face)
                 with self._s.db.commit_tags(tags):
                     applied = self.run_apply(
                         lambda: apply_lines(
@@ -256,25 +293,26 @@ class WriteRules:
                             header=header_of(st.base),
                             write_id=w.write_id,
                             keys=self._s.keys,
+                            scope=scope,
                         )
                     )
                 page = st.flattened()  # the client's page now (its cache serves reads)
                 produced = applied.version
                 version = self._reads.version() if produced is None else produced
-                self._s.views.wrote(w.key.peer, version)
+                self._s.views.wrote(peer, version)
                 if page.overlay_size <= PAGE_BYTES:
-                    self._s.pages.put(w.key.peer, version, page)
-                    self._s.own.set(w.key.peer, (version, page))
+                    self._s.pages.put(peer, version, page)
+                    self._s.own.set(peer, (version, page))
                 else:  # an older page of it must not be matched any more
-                    self._s.pages.forget(w.key.peer)
-                    self._s.own.pop(w.key.peer)
+                    self._s.pages.forget(peer)
+                    self._s.own.pop(peer)
             else:
                 if st.same_as_base():
                     applied = Applied("unchanged", None)
                 else:
                     with self._s.db.commit_tags(tags):
-                        applied = self.apply(content, st.base_version, st.base, w.write_id)
-                self.holds(w.key.peer, applied, content)
+                        applied = self.apply(content, st.base_version, st.base, w.write_id, face)
+                self.holds(peer, applied, content)
             if applied.version is None and tags:
                 self.note_unchanged(tags[EDIT_TAG])
             return applied
@@ -299,8 +337,8 @@ class WriteRules:
             logger.warning("data.csv: could not keep an unchanged edit's record", exc_info=True)
 
     def holds(self, peer: str, applied: Applied, content: Base) -> None:
-        """``peer``'s rewrite applied: what it holds now is its own content (the base of
-        its next edit, until it reads data.csv again)."""
+        """``peer``'s rewrite applied (a `WriterKey.slot`): what it holds now is its own
+        content (the base of its next edit, until it reads that file again)."""
         produced = applied.version if applied.version is not None else self._reads.version()
         self._s.views.wrote(peer, produced)
         if content.size <= PAGE_BYTES:
@@ -405,16 +443,21 @@ class WriteRules:
         part = read_all(st, lo)
         end = _records_end(part.tobytes())  # a record still being written is not checked
         schema = arrow_schema(self._s.db)
+        scope = self.scope_of(self.face(w.key.part))
         try:
             if start is not None:
                 header = header_of(st.base)
                 extra = part[:end]
                 if header and bytes(extra[: len(header)]) == header:
                     extra = extra[len(header) :]
-                parse_csv(extra, schema, header="none")
+                rows = parse_csv(extra, schema, header="none")
             elif end:
-                parse_csv(part[:end], schema, header="require")
-        except CsvFormatError as err:
+                rows = parse_csv(part[:end], schema, header="require")
+            else:
+                rows = None
+            if scope is not None and rows is not None:
+                scope.check(rows)  # a row of another partition
+        except (CsvFormatError, InvalidOperation) as err:
             logger.warning("data.csv: the write of %s was refused: %s", w.key, err)
             self._s.drop(w)
             raise status_error(Nfsstat3.NFS3ERR_INVAL, str(err)) from err
@@ -435,14 +478,23 @@ class WriteRules:
         logger.debug("data.csv: %s", applied)
         return applied
 
+    def scope_of(self, face: EditFace) -> Scope | None:
+        """The rows ``face``'s file holds (None: the table's); a partition gone since is
+        STALE."""
+        return face.scope
+
     def apply(
         self,
         content: Base,
         base_version: int,
         base: Base,
         write_id: str | None = None,
+        face: EditFace | None = None,
     ) -> Applied:
-        """Commit ``content`` as data.csv, diffed against ``base_version``. Raises NfsError."""
+        """Commit ``content`` as the file of ``face`` (data.csv by default), diffed
+        against ``base_version``. Raises NfsError."""
+        face = self._reads if face is None else face
+        scope = self.scope_of(face)
         try:
             before = self._s.db.version
         except PosixLakeError as err:
@@ -455,11 +507,13 @@ class WriteRules:
                 base=base,
                 write_id=write_id,
                 keys=self._s.keys,
+                scope=scope,
             )
         )
         # Keep showing the writer's bytes while the table is exactly what it wrote (not
-        # when its base was its own page after an append: no version was those bytes).
-        exact = not isinstance(base, Staging)
+        # when its base was its own page after an append: no version was those bytes;
+        # never for a partition's file, which is always its partition's rendering).
+        exact = not isinstance(base, Staging) and not face.part
         if applied.kind != "empty" and content.size and base_version == before and exact:
             produced = applied.version if applied.version is not None else before
             if applied.version is None or applied.version == before + 1:
@@ -517,10 +571,11 @@ class WriteRules:
         Raises:
             NfsError: the edit was refused (INVAL) or failed (IO).
         """
-        if fid != DATA_CSV_ID:
-            return None  # other files are applied as they are written
         with self._s.lock:
-            key = WriterKey.of(ctx)
+            part = self.target(fid)
+            if part is None:
+                return None  # other files are applied as they are written
+            key = WriterKey.of(ctx, part)
             self.raise_failure(key)
             w = self._s.writers.get(key)
             if w is None:
@@ -535,7 +590,11 @@ class WriteRules:
         """Drop the caller's staged edit of ``fid`` unapplied, with its journal (an NFSv4
         client whose lease expired); whether there was one. Logged at WARNING."""
         with self._s.lock:
-            w = self._s.writers.get(WriterKey.of(ctx)) if fid == DATA_CSV_ID else None
+            try:
+                part = self.target(fid)
+            except NfsError:  # a partition gone: its writers' stagings are found by key
+                part = None
+            w = self._s.writers.get(WriterKey.of(ctx, part)) if part is not None else None
             if w is None:
                 return False
             logger.warning("data.csv: the edit of %s was dropped unapplied: %s", w.key, "expired")
@@ -572,16 +631,17 @@ class WriteRules:
         the staging ends with the call). A failure found since this writer's last reply
         is raised instead of writing.
         """
-        if fid == DATA_CSV_ID:
+        part = self.target(fid)
+        if part is not None:
             self.writable()
-            key = WriterKey.of(ctx)
+            key = WriterKey.of(ctx, part)
             self.raise_failure(key)
             bounded = key.peer.startswith(BOUNDED_PEER_PREFIX)  # NFSv4: at CLOSE
             # A FILE_SYNC WRITE that starts a staging may apply in this call (``echo >>``):
             # its staging then ends with the call and nothing was promised before its
             # commit, so it is journaled only if it does not apply (before the reply).
             late = stable != StableHow.UNSTABLE and not bounded and key not in self._s.writers
-            w = self.writer(ctx, (offset, data))
+            w = self.writer(ctx, (offset, data), part)
             self._stagings.stage(w, write=(offset, data), journal=not late)
             w.flushed = False
             if stable == StableHow.UNSTABLE:
@@ -611,8 +671,9 @@ class WriteRules:
         see :meth:`WriteRules.poll_locked`). Lines that are bad on their own are refused here
         (:meth:`WriteRules.check_lines`). A failure found since this writer's last reply is raised.
         """
-        if fid == DATA_CSV_ID:
-            key = WriterKey.of(ctx)
+        part = self.target(fid)
+        if part is not None:
+            key = WriterKey.of(ctx, part)
             self.raise_failure(key)
             w = self._s.writers.get(key)
             if w is None:
@@ -629,8 +690,13 @@ class WriteRules:
             return
         self._s.scratch.commit(fid, offset, count, ctx)
 
-    def rename_onto_table(self, from_dir: FileId, from_name: str, ctx: CallContext) -> None:
+    def rename_onto_table(
+        self, from_dir: FileId, from_name: str, ctx: CallContext, part: str = ""
+    ) -> None:
+        """A scratch file renamed onto data.csv (``part`` "") or a partition's data.csv:
+        its content is an edit of that file, based on what the caller read of it."""
         self.writable()
+        face = self.face(part)
         src = self._s.scratch.lookup(from_dir, from_name, ctx)
         attrs = self._s.scratch.getattr(src)
         if attrs.type == Ftype3.NF3DIR:
@@ -639,8 +705,9 @@ class WriteRules:
         if not self._s.scratch.access(from_dir, ACCESS3_DELETE | ACCESS3_MODIFY, ctx):
             raise status_error(Nfsstat3.NFS3ERR_ACCES)
         content = self._s.scratch.read_all(src)
-        own = self._s.writers.get(WriterKey.of(ctx))
-        peer = ctx.peer or "local"
+        key = WriterKey.of(ctx, part)
+        own = self._s.writers.get(key)
+        peer = key.slot
         if own is not None:
             # the caller's own edit of data.csv is done (it moved on to a rename): it
             # applies first, and what the caller read of data.csv was that content
@@ -656,14 +723,14 @@ class WriteRules:
                 raise status_error(Nfsstat3.NFS3ERR_IO, _torn_message(view.versions))
             base_version = view if view is not None else self._s.scratch_base.get(src, -1)
             if base_version < 0:
-                base_version = self._reads.version()
-            found = self._reads.presented_or_none(base_version)
+                base_version = face.version()
+            found = face.presented_or_none(base_version)
             if found is None:
-                base_version = self._s.scratch_base.get(src, self._reads.version())
-                found = self._reads.presented_or_none(base_version) or BytesBase(b"")
+                base_version = self._s.scratch_base.get(src, face.version())
+                found = face.presented_or_none(base_version) or BytesBase(b"")
             base = found
         new = BytesBase(content)
-        applied = self.apply(new, base_version, base, secrets.token_hex(12))
+        applied = self.apply(new, base_version, base, secrets.token_hex(12), face)
         self.holds(peer, applied, new)
         self._s.scratch.pop_file(from_dir, from_name)
         self._s.scratch_base.pop(src, None)

@@ -394,3 +394,38 @@ def test_the_listing_follows_the_lake_and_ids_stay(lakes: list[set[str]]) -> Non
                 with pytest.raises(NfsError) as exc:
                     fs.getattr(fid)
                 assert exc.value.status == Nfsstat3.NFS3ERR_STALE
+
+
+def test_a_partition_of_a_lake_table_is_written_as_its_data_csv(
+    lake: LakeFs, root: Path, tmp_path: Path
+) -> None:
+    """In a lake too, an append to a partition's data.csv inserts that partition's row
+    (one commit), a row of another partition is EINVAL, and a temporary file renamed
+    onto it (sed -i) rewrites that partition only."""
+    db = DatabaseOps.create(
+        root / "parted",
+        {"id": "Int64", "region": "String"},
+        partition_by=["region"],
+        engine="local",
+    )
+    db.insert([{"id": i, "region": ["eu", "us"][i % 2]} for i in range(6)])
+    path = "parted/partitions/region=eu/data.csv"
+    csv = walk(lake, path)
+    content = cat(lake, path)
+    version = db.version
+    lake.write(csv, len(content), b"10,eu\n", StableHow.FILE_SYNC, ROOT)
+    with pytest.raises(NfsError) as err:
+        lake.write(csv, len(content) + 6, b"11,us\n", StableHow.FILE_SYNC, ROOT)
+    assert status(err) == Nfsstat3.NFS3ERR_INVAL
+    table = DatabaseOps.open(root / "parted", engine="local")
+    assert table.version == version + 1
+    assert sorted(r["id"] for r in table.to_arrow().to_pylist()) == [0, 1, 2, 3, 4, 5, 10]
+    leaf = walk(lake, "parted/partitions/region=eu")
+    tmp = lake.create(leaf, "sedX1", _sattr(), ROOT, guarded=True)
+    edited = cat(lake, path).replace(b"2,eu\n", b"")
+    lake.write(tmp, 0, edited, StableHow.FILE_SYNC, ROOT)
+    lake.rename(leaf, "sedX1", leaf, "data.csv", ROOT)
+    after = DatabaseOps.open(root / "parted", engine="local")
+    assert after.version == version + 2
+    assert sorted(r["id"] for r in after.to_arrow().to_pylist()) == [0, 1, 3, 4, 5, 10]
+    assert names(lake, leaf) == ["data.csv"]

@@ -185,6 +185,8 @@ TABLE: dict[str, set[str]] = {
     },
     "table.writes": {
         "table.apply",
+        "table.partfiles",  # a partition's data.csv, written as data.csv is
+        "table.partitions",
         "table.reads",
         "table.staging",
         "table.stagings",
@@ -193,7 +195,9 @@ TABLE: dict[str, set[str]] = {
     },
     "table.changes": {"table.apply", "table.changelog", "table.reads", "table.state"},
     "table.partfiles": {
+        "table.apply",  # the Scope of a partition's rows
         "table.partitions",
+        "table.staging",
         "table.reads",
         "table.segstore",
         "table.state",

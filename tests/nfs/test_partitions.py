@@ -2,7 +2,8 @@
 
 partitions/<col>=<value>/.../data.csv: Hive-style names, listed from the add actions,
 each file the table's header plus that partition's segments (only its files rendered),
-following the version shown; read-only (NFS3ERR_ROFS), nothing committed.
+following the version shown; the tree itself read-only (writes of a partition's rows:
+test_partitions_write.py).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cli._serve import table_entries
-from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
+from nfs.protocol.nfs3 import Nfsstat3, Sattr3
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import ACCESS3_EXTEND, ACCESS3_MODIFY, ACCESS3_READ, NfsError
 from nfs.table.access import TableAccessVfs, UserMap
 from nfs.table.partitions import (
     HIVE_DEFAULT_PARTITION,
     PARTITION_BASE,
+    PARTITIONS_ID,
     escape_path_name,
     is_partition_file,
     parse_partition_dir,
@@ -177,31 +179,36 @@ def test_the_tree_follows_the_version(fs: TableFs, db: DatabaseOps) -> None:
     )
 
 
-def test_the_partition_files_are_read_only(fs: TableFs, db: DatabaseOps) -> None:
+def test_the_partition_tree_itself_is_read_only(fs: TableFs, db: DatabaseOps) -> None:
+    """Its directories are the table's partitions: none is made, removed or renamed, and
+    a partition's data.csv is not moved away (its rows are written as data.csv is:
+    tests/nfs/test_partitions_write.py)."""
     p = fs.paths
     before = db.version
     path = "/partitions/region=eu/day=2024-01-01/data.csv"
     fid = p.resolve(path)
     content = p.read_file(path)
     leaf = p.resolve("/partitions/region=eu/day=2024-01-01")
-    attempts: list[Callable[[], object]] = [
-        lambda: fs.write(fid, len(content), b"7,eu,2024-01-01,1\n", StableHow.FILE_SYNC, ROOT),
-        lambda: fs.setattr(fid, Sattr3(size=0), ROOT),
-        lambda: fs.remove(leaf, "data.csv", ROOT),
-        lambda: fs.create(leaf, "x.csv", Sattr3(), ROOT, guarded=False),
-        lambda: fs.mkdir(leaf, "sub", Sattr3(), ROOT),
-        lambda: fs.rename(leaf, "data.csv", leaf, "y.csv", ROOT),
+    attempts: list[tuple[Callable[[], object], Nfsstat3]] = [
+        (lambda: fs.mkdir(leaf, "sub", Sattr3(), ROOT), Nfsstat3.NFS3ERR_ROFS),
+        (
+            lambda: fs.create(PARTITIONS_ID, "x.csv", Sattr3(), ROOT, guarded=False),
+            Nfsstat3.NFS3ERR_ROFS,
+        ),
+        (
+            lambda: fs.rmdir(p.resolve("/partitions/region=eu"), "day=2024-01-01", ROOT),
+            Nfsstat3.NFS3ERR_ROFS,
+        ),
+        (lambda: fs.rename(leaf, "data.csv", leaf, "y.csv", ROOT), Nfsstat3.NFS3ERR_ACCES),
+        (lambda: fs.rmdir(ROOT_ID, "partitions", ROOT), Nfsstat3.NFS3ERR_ACCES),
     ]
-    for attempt in attempts:
+    for attempt, status in attempts:
         with pytest.raises(NfsError) as err:
             attempt()
-        assert err.value.status == Nfsstat3.NFS3ERR_ROFS
-        assert "read-only" in str(err.value)
-    with pytest.raises(NfsError) as err:
-        fs.rmdir(ROOT_ID, "partitions", ROOT)
-    assert err.value.status == Nfsstat3.NFS3ERR_ACCES
-    assert fs.access(fid, ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND, ROOT) == ACCESS3_READ
-    assert fs.getattr(fid, ROOT).mode == 0o444
+        assert err.value.status == status
+    rw = ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND
+    assert fs.access(fid, rw, ROOT) == rw
+    assert fs.getattr(fid, ROOT).mode == 0o666
     assert db.version == before
     assert p.read_file(path) == content
 

@@ -1,8 +1,9 @@
 """/partitions through the Linux kernel client (nfs-vm, NFSv3 and NFSv4.0).
 
 ``ls`` and ``cat`` of a partition show its rows; ``cat partitions/*/*/data.csv`` (headers
-dropped) holds the table's rows; an ``echo >>`` into a partition fails (the partition
-files are read-only) and the table is left as it was.
+dropped) holds the table's rows; an ``echo >>`` into a partition inserts its row in one
+commit, one with another partition's value fails (EINVAL) and commits nothing, and a
+``sed -i`` there changes only that partition's rows.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ for f in partitions/*/*/data.csv; do tail -n +2 "$f"; done
 echo ---
 echo '999,eu,2024-01-02,x' >> partitions/region=eu/day=2024-01-02/data.csv
 echo "append status $?"
+cat partitions/region=eu/day=2024-01-02/data.csv > /tmp/wrong.csv
+echo '998,us,2024-01-02,x' >> /tmp/wrong.csv
+cp /tmp/wrong.csv partitions/region=eu/day=2024-01-02/data.csv
+echo "wrong status $?"
+sed -i 's/^2,eu,2024-01-03,n2$/2,eu,2024-01-03,edited/' partitions/region=eu/day=2024-01-03/data.csv
+echo "sed status $?"
+ls -1N partitions/region=eu/day=2024-01-03
 """
 
 
@@ -59,6 +67,7 @@ def test_cat_and_append_through_the_kernel(tmp_path: Path, vers: str | None) -> 
         ]
     )
     version = db.version
+    before = db.to_arrow()
     fs = TableFs(db, state_dir=tmp_path / "state", segment_cache=tmp_path / "segments")
     with NfsServer(fs) as srv:
         res = run_in_vm(srv.port, SCRIPT, vers=vers, timeout=180)
@@ -75,8 +84,14 @@ def test_cat_and_append_through_the_kernel(tmp_path: Path, vers: str | None) -> 
     assert sorted(int(r.split(b",")[0]) for r in rows[1:]) == [
         i for i in range(60) if i % 2 == 0 and i % 3 == 1
     ]
-    table = render_csv(db.to_arrow()).splitlines()[1:]
-    assert Counter(together.encode().splitlines()) == Counter(table)
-    assert "append status 1" in tail, (res.stdout, res.stderr)
-    assert "ermission denied" in res.stderr or "ead-only" in res.stderr, res.stderr
-    assert db.version == version
+    table_before = Counter(render_csv(before).splitlines()[1:])
+    assert Counter(together.encode().splitlines()) == table_before
+    assert "append status 0" in tail, (res.stdout, res.stderr)
+    assert "wrong status 1" in tail, (res.stdout, res.stderr)
+    assert "sed status 0" in tail, (res.stdout, res.stderr)
+    assert tail.split("sed status 0\n")[1].split() == ["data.csv"]  # sed's file is gone
+    assert "nvalid argument" in res.stderr, res.stderr
+    assert db.version == version + 2  # the append, and the sed -i: one commit each
+    want = table_before + Counter([b"999,eu,2024-01-02,x", b"2,eu,2024-01-03,edited"])
+    want -= Counter([b"2,eu,2024-01-03,n2"])
+    assert Counter(render_csv(db.to_arrow()).splitlines()[1:]) == want

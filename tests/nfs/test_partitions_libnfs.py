@@ -1,7 +1,8 @@
 """/partitions served to Debian's libnfs-utils (nfs-ls, nfs-cat, nfs-cp): a real client.
 
 A partition is listed and read over the wire as in process; a copy onto a partition's
-data.csv is refused (read-only) and commits nothing.
+data.csv changes that partition's rows only (one commit once the writer is done), and a
+copy holding a row of another partition is refused and commits nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from nfs.protocol.server import NfsServer
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
-from tests.nfs.idle import FakeClock
+from tests.nfs.idle import FakeClock, quiet
 
 TOOLS = ("nfs-ls", "nfs-cat", "nfs-cp")
 _missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -94,14 +95,41 @@ def test_nfs_cat_reads_one_partition(server: NfsServer, db: DatabaseOps) -> None
     assert set(rows[1:]) <= set(table[1:])
 
 
-def test_nfs_cp_onto_a_partition_is_refused(
+def test_nfs_cp_onto_a_partition_changes_only_its_rows(
     server: NfsServer, db: DatabaseOps, tmp_path: Path
 ) -> None:
     url = server.nfs_url("/partitions/region=eu/day=2024-01-01/data.csv")
     old = run("nfs-cat", url).stdout
-    (tmp_path / "new.csv").write_bytes(old + b"99999,eu,2024-01-01,x\n")
+    lines = old.splitlines()
+    new = b"\n".join([lines[0], *lines[2:], b'99999,eu,2024-01-01,"x, y"']) + b"\n"
+    (tmp_path / "new.csv").write_bytes(new)
+    before = db.to_arrow().to_pylist()
+    version = db.version
+    run("nfs-cp", str(tmp_path / "new.csv"), url)
+    quiet(server)
+    assert db.version == version + 1
+    after = db.to_arrow().to_pylist()
+
+    def outside(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        keep = [r for r in rows if (r["region"], r["day"]) != ("eu", DAYS[0])]
+        return sorted(keep, key=lambda r: str(r["id"]))
+
+    assert outside(after) == outside(before)
+    dropped = int(lines[1].split(b",")[0])
+    mine = {r["id"] for r in after if (r["region"], r["day"]) == ("eu", DAYS[0])}
+    assert dropped not in mine and 99999 in mine
+    assert sorted(run("nfs-cat", url).stdout.splitlines()) == sorted(new.splitlines())
+
+
+def test_nfs_cp_of_another_partition_row_is_refused(
+    server: NfsServer, db: DatabaseOps, tmp_path: Path
+) -> None:
+    url = server.nfs_url("/partitions/region=eu/day=2024-01-01/data.csv")
+    old = run("nfs-cat", url).stdout
+    (tmp_path / "new.csv").write_bytes(old + b"99999,us,2024-01-01,x\n")
     version = db.version
     res = run("nfs-cp", str(tmp_path / "new.csv"), url, check=False)
     assert res.returncode != 0
+    quiet(server)
     assert db.version == version
     assert run("nfs-cat", url).stdout == old
