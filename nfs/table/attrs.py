@@ -77,8 +77,8 @@ class Attributes:
     def generation(self, fid: FileId) -> bytes:
         """Return the handle generation of ``fid``.
 
-        Directories and the immutable ``/versions/<N>/data.csv`` keep their handles for
-        good; ``data.csv`` and ``schema.sql`` across a restart only while the table has
+        Directories keep their handles for good, ``/versions/<N>`` and its files while
+        the table is the same one (a table restored onto the path has other versions); ``data.csv`` and ``schema.sql`` across a restart only while the table has
         not changed since the previous boot began; ``changes.csv`` while it is the same
         log (same table, same first version: see :mod:`nfs.table.changes`); scratch
         entries per boot only; /partitions entries while the partition exists (its
@@ -98,12 +98,12 @@ class Attributes:
         if n is not None:
             with self._s.lock:
                 self._reads.check_version(n)
-            return self._s.table_gen
+                return self._s.versions_gen
         ver = version_of(fid)
         if ver is not None:
             with self._s.lock:
                 self._reads.check_version(ver[0])
-            return self._s.table_gen
+                return self._s.versions_gen
         if self.is_scratch(fid):
             return self._s.scratch.generation(fid)
         if is_partition_entry(fid):

@@ -141,6 +141,9 @@ class Reads:
         self._s.verifier = secrets.token_bytes(8)
         ident = table_identity(self._s.db)
         self._s.file_gen = short_hash(b"file", ident, str(self._s.known_version).encode())
+        # the restored table may keep the Delta table id (a backup's log): a new salt, so
+        # no handle of the old table's /versions/<N> reads the new table's version N
+        self._s.versions_gen = short_hash(b"versions", ident, secrets.token_bytes(8))
 
     def rendering(self, version: int) -> VersionBytes:
         try:

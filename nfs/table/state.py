@@ -224,6 +224,9 @@ class TableState:
         # handles of the files whose bytes change survive a restart only if the table has
         # not changed since this boot started
         self.file_gen = short_hash(b"file", ident, str(self.known_version).encode())
+        # /versions/<N> and what is in it: good for as long as the table is this one (a
+        # table restored onto the path has other versions under the same numbers)
+        self.versions_gen = short_hash(b"versions", ident)
         self.boot = secrets.token_bytes(8)
         self.table_id = ident.decode()
         self.state_dir = (

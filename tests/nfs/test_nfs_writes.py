@@ -567,6 +567,31 @@ def test_a_table_restored_onto_its_path_is_served_and_staged_writes_are_refused(
     assert sorted(r[0] for r in rows(plain)) == [1, 2, 3, 4, 5, 8]
 
 
+def test_a_table_restored_onto_its_path_makes_version_handles_stale(
+    plain: DatabaseOps, fs: TableFs, clock: Clock, tmp_path: Path
+) -> None:
+    """/versions/<N> of the replaced table is not /versions/<N> of the restored one: a
+    handle taken before the restore must not read the new table's version N. The root and
+    /versions keep theirs (the mount goes on)."""
+    plain.backup(tmp_path / "bk")
+    plain.insert({"id": 6, "name": "n6"})
+    paths = PathOps(fs, B)
+    before = {
+        p: paths.resolve(p) for p in ("/", "/versions", "/versions/1", "/versions/1/data.csv")
+    }
+    gens = {p: fs.generation(fid) for p, fid in before.items()}
+    DatabaseOps.restore(tmp_path / "bk", plain.uri, overwrite=True)  # another process
+    clock.now += 1
+    paths.read_file("/data/data.csv")  # the server notices the new table
+    assert fs.generation(before["/"]) == gens["/"]
+    assert fs.generation(before["/versions"]) == gens["/versions"]
+    for p in ("/versions/1", "/versions/1/data.csv"):
+        try:
+            assert fs.generation(before[p]) != gens[p], p
+        except NfsError as err:  # or no such version in the new table
+            assert status(err) == Nfsstat3.NFS3ERR_STALE
+
+
 def test_after_a_restart_a_stale_append_onto_an_emptied_table_inserts_only_its_line(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
