@@ -589,7 +589,7 @@ def test_a_table_restored_onto_its_path_makes_version_handles_stale(
         try:
             assert fs.generation(before[p]) != gens[p], p
         except NfsError as err:  # or no such version in the new table
-            assert status(err) == Nfsstat3.NFS3ERR_STALE
+            assert err.status == Nfsstat3.NFS3ERR_STALE
 
 
 def test_after_a_restart_a_stale_append_onto_an_emptied_table_inserts_only_its_line(
