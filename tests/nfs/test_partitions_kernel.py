@@ -95,3 +95,47 @@ def test_cat_and_append_through_the_kernel(tmp_path: Path, vers: str | None) -> 
     want = table_before + Counter([b"999,eu,2024-01-02,x", b"2,eu,2024-01-03,edited"])
     want -= Counter([b"2,eu,2024-01-03,n2"])
     assert Counter(render_csv(db.to_arrow()).splitlines()[1:]) == want
+
+
+def test_a_partition_of_a_lake_table_through_the_kernel(tmp_path: Path) -> None:
+    """A lake mount (NFSv4.0): cat of one partition of a table, echo >> into it (one
+    commit, that table only), and a row of another partition refused."""
+    from nfs.lake.lakefs import LakeFs
+    from nfs.lake.opening import tablefs_opener
+
+    root = tmp_path / "lake"
+    db = DatabaseOps.create(
+        root / "ops" / "events",
+        {"id": "Int64", "region": "String"},
+        partition_by=["region"],
+        engine="local",
+    )
+    db.insert([{"id": i, "region": ["eu", "us"][i % 2]} for i in range(6)])
+    other = DatabaseOps.create(root / "sales", {"id": "Int64"}, engine="local")
+    other.insert([{"id": 1}])
+    versions = (db.version, other.version)
+    state = tmp_path / "state"
+    lake = LakeFs(
+        str(root),
+        tablefs_opener(str(root), state_dir=state, engine={"engine": "local"}),
+        state_dir=state,
+    )
+    script = """
+        p=/mnt/ops/events/partitions/region=eu/data.csv
+        cat $p; echo --
+        echo '10,eu' >> $p; echo "append=$?"
+        { cat $p; echo '11,us'; } > /tmp/wrong.csv
+        cp /tmp/wrong.csv $p; echo "wrong=$?"
+        cat $p
+    """
+    with NfsServer(lake) as server:
+        res = run_in_vm(server.port, script, vers="4.0", timeout=180)
+    assert res.returncode == 0, res.stderr
+    first, tail = res.stdout.split("--\n")
+    assert first == "id,region\n0,eu\n2,eu\n4,eu\n"
+    assert "append=0" in tail and "wrong=1" in tail, (res.stdout, res.stderr)
+    assert tail.splitlines()[-4:] == ["0,eu", "2,eu", "4,eu", "10,eu"]
+    after = DatabaseOps.open(root / "ops" / "events", engine="local")
+    assert after.version == versions[0] + 1
+    assert sorted(r["id"] for r in after.to_arrow().to_pylist()) == [0, 1, 2, 3, 4, 5, 10]
+    assert DatabaseOps.open(root / "sales", engine="local").version == versions[1]
