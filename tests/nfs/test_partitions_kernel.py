@@ -99,7 +99,8 @@ def test_cat_and_append_through_the_kernel(tmp_path: Path, vers: str | None) -> 
 
 def test_a_partition_of_a_lake_table_through_the_kernel(tmp_path: Path) -> None:
     """A lake mount (NFSv4.0): cat of one partition of a table, echo >> into it (one
-    commit, that table only), and a row of another partition refused."""
+    commit, that table only), a row of another partition refused, and rm -r of the
+    table one commit."""
     from nfs.lake.lakefs import LakeFs
     from nfs.lake.opening import tablefs_opener
 
@@ -127,6 +128,7 @@ def test_a_partition_of_a_lake_table_through_the_kernel(tmp_path: Path) -> None:
         { cat $p; echo '11,us'; } > /tmp/wrong.csv
         cp /tmp/wrong.csv $p; echo "wrong=$?"
         cat $p
+        rm -r /mnt/ops/events 2>/dev/null; echo "rm=$?"
     """
     with NfsServer(lake) as server:
         res = run_in_vm(server.port, script, vers="4.0", timeout=180)
@@ -134,8 +136,20 @@ def test_a_partition_of_a_lake_table_through_the_kernel(tmp_path: Path) -> None:
     first, tail = res.stdout.split("--\n")
     assert first == "id,region\n0,eu\n2,eu\n4,eu\n"
     assert "append=0" in tail and "wrong=1" in tail, (res.stdout, res.stderr)
-    assert tail.splitlines()[-4:] == ["0,eu", "2,eu", "4,eu", "10,eu"]
+    assert tail.splitlines()[-5:-1] == ["0,eu", "2,eu", "4,eu", "10,eu"]
+    assert "rm=1" in tail  # the table's own files and directories stay
     after = DatabaseOps.open(root / "ops" / "events", engine="local")
-    assert after.version == versions[0] + 1
-    assert sorted(r["id"] for r in after.to_arrow().to_pylist()) == [0, 1, 2, 3, 4, 5, 10]
+    # the append, then rm -r: data/data.csv first (listed before partitions/), all rows in
+    # ONE commit; partitions/ is empty by then; the table and its history stay
+    assert after.version == versions[0] + 2
+    assert after.to_arrow().num_rows == 0
+    assert sorted(r["id"] for r in after.to_arrow(version=versions[0] + 1).to_pylist()) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        10,
+    ]
     assert DatabaseOps.open(root / "sales", engine="local").version == versions[1]
