@@ -35,7 +35,6 @@ from nfs.protocol.vfs import (
 )
 from nfs.table.apply import (
     Applied,
-    Scope,
     apply_content,
     apply_lines,
     arrow_schema,
@@ -283,7 +282,7 @@ class WriteRules:
             start = st.appended_at()
             if start is not None:  # the base plus whole lines: an INSERT, costs the lines
                 at = start
-                scope = self.scope_of(face)
+                scope = face.scope
                 with self._s.db.commit_tags(tags):
                     applied = self.run_apply(
                         lambda: apply_lines(
@@ -443,7 +442,7 @@ class WriteRules:
         part = read_all(st, lo)
         end = _records_end(part.tobytes())  # a record still being written is not checked
         schema = arrow_schema(self._s.db)
-        scope = self.scope_of(self.face(w.key.part))
+        scope = self.face(w.key.part).scope
         try:
             if start is not None:
                 header = header_of(st.base)
@@ -478,11 +477,6 @@ class WriteRules:
         logger.debug("data.csv: %s", applied)
         return applied
 
-    def scope_of(self, face: EditFace) -> Scope | None:
-        """The rows ``face``'s file holds (None: the table's); a partition gone since is
-        STALE."""
-        return face.scope
-
     def apply(
         self,
         content: Base,
@@ -494,7 +488,7 @@ class WriteRules:
         """Commit ``content`` as the file of ``face`` (data.csv by default), diffed
         against ``base_version``. Raises NfsError."""
         face = self._reads if face is None else face
-        scope = self.scope_of(face)
+        scope = face.scope
         try:
             before = self._s.db.version
         except PosixLakeError as err:
