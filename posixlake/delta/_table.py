@@ -1,8 +1,10 @@
 """The loaded Delta table: open, catch up with other writers, identity, metadata, reads.
 
 A :class:`LoadedTable` keeps one ``DeltaTable`` loaded and moves it forward
-incrementally (``update_incremental``), so per-operation cost stays flat as the table
-grows; a table replaced under it (a restore onto its path) is noticed and reloaded.
+incrementally (``update_incremental``), and loads it afresh every
+``RELOAD_AFTER_COMMITS`` commits (a loaded delta-rs table slows down with each commit it
+sees), so per-operation cost stays flat as the table grows and the handle lives on; a
+table replaced under it (a restore onto its path) is noticed and reloaded.
 :class:`~posixlake.delta.DeltaLog` adds the writes. Also here: the commit plumbing every
 write shares (commit properties, the retry policy, the version a commit made).
 """
@@ -62,6 +64,13 @@ CHECKPOINT_INTERVAL: Final = "10"
 # 100 MiB files a one-row change after a dense ``sed -i`` cost 3x a plain UPDATE at 10M
 # rows (see benchmarks/bench_rows.py). Tables created by others keep what they set.
 TARGET_FILE_SIZE: Final = str(32 << 20)
+# A loaded DeltaTable slows down with every commit it makes or catches up with after its
+# load, checkpoints or not (delta-rs 1.6: a one-row DELETE in a 100,000-row table cost
+# ~0.5 ms more per such commit: 657 ms after 800 commits through one handle, 93 ms with
+# this), so :meth:`LoadedTable.refresh` loads the table afresh, from its latest
+# checkpoint, after this many. A load costs a few ms locally, more for a large table on
+# an object store: paid once per this many commits.
+RELOAD_AFTER_COMMITS: Final = 50
 _T = TypeVar("_T")
 
 
@@ -98,6 +107,7 @@ class LoadedTable:
         self._table_id = self._read_table_id()
         self._generation = 0
         self._log_stat = self._stat_log_dir()
+        self._loaded_version = int(dt.version())  # where ``dt`` was last loaded afresh
 
     @property
     def commit_timeout(self) -> float:
@@ -248,6 +258,9 @@ class LoadedTable:
 
         A table replaced under this handle (a restore onto its path: another ``metaData``
         id, or a log that went backwards) is loaded afresh and :attr:`generation` grows.
+        The same table is also loaded afresh (from its latest checkpoint) once
+        ``RELOAD_AFTER_COMMITS`` commits were made or caught up with since its last load;
+        :attr:`generation` stays.
 
         Raises:
             NotFound: the table's log has disappeared (a local table directory removed).
@@ -257,6 +270,9 @@ class LoadedTable:
         with self._lock, _translated("refresh table"):
             if self._log_dir_changed():
                 self._reload("its _delta_log directory was replaced")
+                return int(self._dt.version())
+            if int(self._dt.version()) - self._loaded_version >= RELOAD_AFTER_COMMITS:
+                self._reload(f"{RELOAD_AFTER_COMMITS} commits since it was loaded")
                 return int(self._dt.version())
             if self._no_new_commit():
                 return int(self._dt.version())
@@ -335,6 +351,7 @@ class LoadedTable:
         self._log_stat = self._stat_log_dir()
         self._table_id = self._read_table_id()
         version = int(self._dt.version())
+        self._loaded_version = version
         if self._table_id != old_id or version < old_version:
             self._generation += 1
             self._commit_times.clear()

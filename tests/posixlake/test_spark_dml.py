@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from posixlake import DatabaseOps, Field, Schema
+from posixlake.delta._snapshot import snapshot_of
 from posixlake.engines import LocalEngine
-from posixlake.engines.spark import SparkEngine, _dml, _frames
+from posixlake.engines.spark import SparkEngine, _core, _dml, _frames
 from posixlake.engines.spark._dml import SparkDml
 from tests.posixlake._spark_files import stray_spark_files
 from tests.posixlake.test_spark_engine import ALL_TYPES, ODD, all_types_rows
@@ -207,6 +208,27 @@ def test_small_dml_in_place_equals_delta_rs_without_a_spark_job(
     want, got = differential(tmp_path, spark_session, op, partitioned=True)
     assert got == want
     assert spark_jobs == []
+
+
+def test_small_dml_in_place_starts_no_spark_and_resolves_no_snapshot(
+    tmp_path: Path, spark_jobs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without deletion vectors in the protocol, no file is looked at for one: the
+    snapshot (a walk over every file) is not resolved, and Spark never starts."""
+    engine = SparkEngine(master="local[1]")
+    db = build(tmp_path / "t", engine, partitioned=False)
+    want = {r["id"]: r["s"] for r in table_rows(db) if r["id"] != 3} | {4: "four"}
+    resolved: list[int] = []
+
+    def recording(log: Any) -> Any:
+        resolved.append(log.version)
+        return snapshot_of(log)
+
+    monkeypatch.setattr(_core, "snapshot_of", recording)
+    assert db.delete_rows_where("id = 3") == 1
+    assert db.update("id = 4", {"s": "four"}) == 1
+    assert (spark_jobs, resolved, engine.started) == ([], [], False)
+    assert {r["id"]: r["s"] for r in table_rows(db)} == want
 
 
 @pytest.mark.parametrize(

@@ -347,13 +347,19 @@ class SparkCore:
     ) -> tuple[str, ...]:
         """Return the table features that only delta-rs' own writers honour (see
         :func:`posixlake.delta._features.file_commit_blockers`); deletion vectors count
-        for rewrites (our removes cannot carry a deletion vector descriptor)."""
+        for rewrites (our removes cannot carry a deletion vector descriptor).
+
+        Files are looked at only on a table whose protocol lists deletion vectors (no
+        file of another table has one): a DML run by delta-rs in place resolves no
+        snapshot, whose cost grows with the number of files.
+        """
         with log.lock:
             schema_json = log.table.schema().to_json()
+            vectors = "deletionVectors" in set(log.table.protocol().reader_features or ())
         found = file_commit_blockers(
             log.configuration, schema_json, rewrites=rewrites, physical_names=physical_names
         )
-        if rewrites and any(f.deleted_rows for f in self.snapshot(log).files):
+        if rewrites and vectors and any(f.deleted_rows for f in self.snapshot(log).files):
             found = (*found, "deletionVectors")
         return found
 
