@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from nfs.lake.ids import InnerIds, lake_id
 from nfs.lake.state import LakeState
@@ -31,6 +31,9 @@ from nfs.protocol.vfs import FileId, NfsError, Vfs
 from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import AuthenticationError, NotFound, PermissionDenied, PosixLakeError
+
+if TYPE_CHECKING:
+    from posixlake import DatabaseOps
 
 __all__ = ["DEFAULT_KEEP_OPEN", "DEFAULT_MAX_OPEN", "LakeTable", "OpenTables", "TableOpener"]
 
@@ -51,10 +54,13 @@ class LakeTable:
     Attributes:
         fs: the table face.
         vfs: what calls go to: ``fs`` itself or a wrapper of it (per-user access).
+        db: the table the face shows (the HTTP control plane's figures and API);
+            None for an opener that does not give it.
     """
 
     fs: TableFs
     vfs: Vfs | None = None
+    db: DatabaseOps | None = None
 
     @property
     def target(self) -> Vfs:
@@ -196,9 +202,13 @@ class OpenTables:
 
     def open_tables(self) -> dict[str, TableFs]:
         """Return the table faces open now, by table path."""
+        return {path: t.fs for path, t in self.open_entries().items()}
+
+    def open_entries(self) -> dict[str, LakeTable]:
+        """Return the tables open now, by table path."""
         with self._lock:
             items = list(self._open.items())
-        return {self._state.slots.table_of(slot) or "?": e.table.fs for slot, e in items}
+        return {self._state.slots.table_of(slot) or "?": e.table for slot, e in items}
 
     def _acquire(self, slot: int, path: str) -> _Open:
         with self._lock:
