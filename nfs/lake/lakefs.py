@@ -439,6 +439,7 @@ class LakeFs:
         inner = self._tables.inner(slot, local)
         with self._using(slot) as t:
             page = t.target.readdir(inner, after=after, max_entries=max_entries, ctx=ctx)
+        self._tables.prepare(slot, (e.fileid for e in page.entries))  # one save
         out = []
         for e in page.entries:
             if local == TABLE_ROOT_LOCAL and e.name == "..":

@@ -19,15 +19,17 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from nfs.lake.ids import InnerIds, lake_id
+from nfs.lake.ids import InnerIds, PartitionIds, lake_id
 from nfs.lake.state import LakeState
 from nfs.protocol.nfs3 import Nfsstat3
 from nfs.protocol.vfs import FileId, NfsError, Vfs
+from nfs.table.partitions import PARTITION_BASE
 from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import AuthenticationError, NotFound, PermissionDenied, PosixLakeError
@@ -35,7 +37,14 @@ from posixlake.errors import AuthenticationError, NotFound, PermissionDenied, Po
 if TYPE_CHECKING:
     from posixlake import DatabaseOps
 
-__all__ = ["DEFAULT_KEEP_OPEN", "DEFAULT_MAX_OPEN", "LakeTable", "OpenTables", "TableOpener"]
+__all__ = [
+    "DEFAULT_KEEP_OPEN",
+    "DEFAULT_MAX_OPEN",
+    "LakeTable",
+    "OpenTables",
+    "TableOpener",
+    "partition_map",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +100,12 @@ class _Open:
     last_used: float = 0.0
 
 
+def partition_map(state_dir: Path, table: str) -> Path:
+    """Where the lake keeps the numbers of ``table``'s partitions (see `PartitionIds`)."""
+    digest = hashlib.sha256(table.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return state_dir / "partitions" / f"{digest}.json"
+
+
 def verifier_of(vfs: Vfs) -> bytes:
     """The write verifier of a table's Vfs (empty if it has none)."""
     own = getattr(vfs, "write_verifier", None)
@@ -138,16 +153,31 @@ class OpenTables:
     # ------------------------------------------------------------ ids
 
     def inner_ids(self, slot: int) -> InnerIds:
-        """The map between the table's own ids and the local ids of the lake's."""
+        """The map between the table's own ids and the local ids of the lake's (its
+        partitions' numbers kept in the lake's state directory: see :mod:`nfs.lake.ids`)."""
         with self._lock:
             ids = self._ids.get(slot)
             if ids is None:
-                ids = self._ids[slot] = InnerIds()
+                table = self._state.slots.table_of(slot)
+                where = self._state.state_dir
+                kept = None if where is None or table is None else partition_map(where, table)
+                ids = self._ids[slot] = InnerIds(PartitionIds(kept, table or ""))
             return ids
 
     def out(self, slot: int, inner: int) -> FileId:
-        """The lake's id of the table's file ``inner``."""
-        return lake_id(slot, self.inner_ids(slot).local(inner))
+        """The lake's id of the table's file ``inner`` (NFS3ERR_IO: a partition's number
+        could not be saved)."""
+        try:
+            return lake_id(slot, self.inner_ids(slot).local(inner))
+        except OSError as err:
+            raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot save a partition's id: {err}") from err
+
+    def prepare(self, slot: int, inners: Iterable[int]) -> None:
+        """Number the partitions among ``inners`` with one save (a READDIR page)."""
+        try:
+            self.inner_ids(slot).prepare(inners)
+        except OSError as err:
+            raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot save a partition's id: {err}") from err
 
     def inner(self, slot: int, local: int) -> FileId:
         """The table's own id of the lake's ``local`` (STALE: a handle of an earlier server)."""
@@ -371,6 +401,13 @@ class OpenTables:
         and no open face of it saw it replaced. (Scratch files' generations are per
         face: never kept, as their ids are handed out again.)
         """
+        if inner >= PARTITION_BASE:  # numbered by the table's partition map: its epoch too
+            epoch = self.inner_ids(slot).partitions.epoch
+            gen = self._generation(slot, path, inner)
+            return hashlib.sha256(gen + epoch).digest()[:8]
+        return self._generation(slot, path, inner)
+
+    def _generation(self, slot: int, path: str, inner: FileId) -> bytes:
         with self.using(slot, path) as t:
             gen = t.target.generation(inner)
             # data.csv, schema.sql and a partition's data.csv: what data.csv's generation is
