@@ -328,14 +328,14 @@ class ControlPlane:
         body, _ = await asyncio.to_thread(scrape, self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
-    def _route(self, request: web.Request) -> tuple[str, str]:
+    async def _route(self, request: web.Request) -> tuple[str, str]:
         """Return (table name, what) of ``/api/v1/tables/{name}[/history|/changes]``.
 
         A table's own name wins: a lake never holds a table inside another one, so
         ``a/history`` is either the table ``a/history`` or the history of ``a``.
         """
         rest = request.match_info["rest"]
-        names = set(self._catalog.names())
+        names = set(await asyncio.to_thread(self._catalog.names))  # a lake may list its root
         if rest in names:
             return rest, ""
         name, _, what = rest.rpartition("/")
@@ -374,7 +374,7 @@ class ControlPlane:
             await asyncio.shield(asyncio.to_thread(held.__exit__, None, None, None))
 
     async def _per_table(self, request: web.Request) -> web.StreamResponse:
-        name, what = self._route(request)
+        name, what = await self._route(request)
         async with self._using(name) as db:
             if what == "history":
                 return await self._history(request, db)
