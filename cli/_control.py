@@ -154,7 +154,8 @@ class ControlPlane:
         host / port: where to listen (port 0 picks a free one, see :attr:`port`).
         token: the bearer token every request but /healthz and /readyz must carry (None:
             no token; refused for a non-loopback ``host``).
-        ready: returns None when ready, else the reason (e.g. the NFS server is down).
+        ready: returns None when ready, else the reason (e.g. the NFS server is down);
+            called in a worker thread (a lake's lists its root).
         nfs_stats: returns the NFS server's counters (``NfsServer.stats``), if one runs.
         nfs_calls: returns the NFS calls by procedure (``CallStats.snapshot`` of the
             observer on the server's dispatcher), if one runs.
@@ -307,7 +308,7 @@ class ControlPlane:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        reason = self._ready()
+        reason = await asyncio.to_thread(self._ready)  # a lake's may list its root
         if reason is None:
             unhealthy = await asyncio.to_thread(self._unhealthy_tables)
             if unhealthy:
@@ -562,11 +563,13 @@ def start_plane(
     *,
     share_stats: Callable[[], Mapping[str, Any]] | None = None,
     lake_stats: Callable[[], LakeFigures] | None = None,
+    ready: Callable[[], str | None] = lambda: None,
 ) -> ControlPlane:
     """Start the control plane of ``posixlake serve`` for ``tables`` and their NFS server.
 
     The server's dispatcher gets a call observer (``nfs.protocol.observe.CallStats``:
-    calls and latency by procedure).
+    calls and latency by procedure). Ready when the server accepts calls and ``ready``
+    gives no reason not to be.
 
     Raises:
         IoError: the address cannot be bound.
@@ -582,7 +585,7 @@ def start_plane(
         host=host,
         port=port,
         token=token,
-        ready=lambda: None if server.is_ready() else "the NFS server is not accepting calls",
+        ready=lambda: ready() if server.is_ready() else "the NFS server is not accepting calls",
         nfs_stats=server.stats,
         nfs_calls=calls.snapshot,
         share_stats=share_stats,

@@ -199,4 +199,5 @@ def lake_plane(
         token,
         share_stats=lambda: {path: fs.stats() for path, fs in lake.open_tables().items()},
         lake_stats=figures,
+        ready=lake.listing_failure,
     )

@@ -180,6 +180,15 @@ class LakeFs:
         """Forget the cached listing: the next call lists the root again."""
         self._listing.refresh()
 
+    def listing_failure(self) -> str | None:
+        """Why the root cannot be listed now (None: it can), listing it again if the
+        listing is older than the TTL (the lake then shows its last listing)."""
+        try:
+            self._listing.current()
+        except NfsError as err:
+            return str(err)
+        return self._listing.failure
+
     def open_tables(self) -> dict[str, TableFs]:
         """Return the table faces open now, by table path."""
         return self._tables.open_tables()

@@ -219,3 +219,28 @@ def test_a_table_the_login_may_not_open_is_403_and_still_listed(lake: Path, tmp_
             assert _json(plane.url + "/readyz") == {"status": "ready"}
     finally:
         fs.close()
+
+
+def test_a_lake_whose_root_cannot_be_listed_is_not_ready(lake: Path, tmp_path: Path) -> None:
+    """The lake goes on showing its last listing, but /readyz says why it is stale."""
+    down: list[str] = []
+
+    def discover() -> list[str]:
+        if down:
+            raise OSError(down[0])
+        return ["ops/events", "sales"]
+
+    fs = _lake(lake, tmp_path / "state", discover=discover, listing_ttl=0.0)
+    try:
+        with ControlPlane(LakeCatalog(fs), ready=fs.listing_failure) as plane:
+            assert _json(plane.url + "/readyz") == {"status": "ready"}
+            down.append("the bucket is unreachable")
+            status, body, _ = get(plane.url + "/readyz")
+            assert status == 503
+            assert "the bucket is unreachable" in json.loads(body)["reason"]
+            names = [t["name"] for t in _json(plane.url + "/api/v1/tables")]
+            assert names == ["ops/events", "sales"]  # the last listing, still served
+            down.clear()
+            assert _json(plane.url + "/readyz") == {"status": "ready"}
+    finally:
+        fs.close()
