@@ -399,7 +399,9 @@ class OpenTables:
         restore). A lake closes and reopens its tables (the LRU), so it keeps the first
         generation of this boot across reopenings, while the table is the same table
         and no open face of it saw it replaced. (Scratch files' generations are per
-        face: never kept, as their ids are handed out again.)
+        face: never kept, as their ids are handed out again.) A ``/partitions`` entry's
+        also carries the epoch of the table's partition map (:class:`PartitionIds`): the
+        handles numbered by a map that was dropped are stale.
         """
         if inner >= PARTITION_BASE:  # numbered by the table's partition map: its epoch too
             epoch = self.inner_ids(slot).partitions.epoch
