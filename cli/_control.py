@@ -7,12 +7,18 @@ Endpoints (GET only):
   else 503 with the reason (readiness);
 - ``/metrics``: Prometheus text exposition (see :mod:`cli._prom`);
 - ``/api/v1/tables``: each table's name, location, version, rows, files, bytes, schema
-  and last commit;
+  and last commit (of a lake: every table, with these figures for the ones open now);
+- ``/api/v1/tables/{name}``: one table's, as in the list (a lake's table is opened);
 - ``/api/v1/tables/{name}/history[?limit=N]``: its commits, newest first;
 - ``/api/v1/tables/{name}/changes[?from_version=N][&follow=true]``: its changes as JSON
   lines, streamed a commit at a time (one object a row, as ``posixlake tail --format
   jsonl`` prints them); ``follow=true`` keeps the response open and streams each new
   commit as it lands, until the client goes away.
+
+A lake (``serve ROOT`` of a directory of tables) names its tables by their path under the
+root (``ops/events``); its tables open on first use, so the figures (``/metrics``,
+``/readyz``, the list) are those of the tables open now, and a per-table request opens
+its table as a first NFS call in it would, keeping it open while it runs.
 
 The server runs on an asyncio loop of its own in one thread, apart from the NFS server's:
 a slow scrape or a long change stream never delays an NFS call. Blocking table work
@@ -31,13 +37,21 @@ import ipaddress
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from aiohttp import web
 
 from cli._common import schema_json, to_jsonable
-from cli._prom import CONTENT_TYPE, FeedBoard, ServeCollector, build_registry, scrape
+from cli._prom import (
+    CONTENT_TYPE,
+    FeedBoard,
+    LakeFigures,
+    ServeCollector,
+    build_registry,
+    scrape,
+)
 
 if TYPE_CHECKING:
     from posixlake import DatabaseOps
@@ -46,10 +60,13 @@ if TYPE_CHECKING:
 __all__ = [
     "TOKEN_ENV",
     "ControlPlane",
+    "FixedTables",
+    "TableCatalog",
     "check_listen",
     "is_loopback",
     "parse_listen",
     "serving_plane",
+    "start_plane",
     "table_name",
 ]
 
@@ -88,19 +105,62 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class TableCatalog(Protocol):
+    """The tables a control plane serves: one table, or a lake's (opened on first use)."""
+
+    def names(self) -> list[str]:
+        """Every served table's name, sorted (a lake's may change between two calls)."""
+
+    def loaded(self) -> Mapping[str, DatabaseOps]:
+        """The tables open now, by name: their figures are reported without opening any."""
+
+    def location(self, name: str) -> str:
+        """The location of the table ``name`` (one of :meth:`names`)."""
+
+    def use(self, name: str) -> AbstractContextManager[DatabaseOps]:
+        """The table ``name``, open for one request (blocking: opening may load its log).
+
+        Raises:
+            KeyError: no such table.
+            PosixLakeError: it cannot be opened (PermissionDenied: the server may not).
+        """
+
+
+class FixedTables:
+    """Tables that are all open, by name (``serve`` of one table: ``{name: db}``)."""
+
+    def __init__(self, tables: Callable[[], Mapping[str, DatabaseOps]]) -> None:
+        self._tables = tables
+
+    def names(self) -> list[str]:
+        return sorted(self._tables())
+
+    def loaded(self) -> Mapping[str, DatabaseOps]:
+        return self._tables()
+
+    def location(self, name: str) -> str:
+        return self._tables()[name].uri
+
+    def use(self, name: str) -> AbstractContextManager[DatabaseOps]:
+        return nullcontext(self._tables()[name])
+
+
 class ControlPlane:
     """Health, readiness, Prometheus metrics and a read-only JSON API over HTTP.
 
     Args:
-        tables: the served tables by name (called at each request: a lake's set may change).
+        tables: the served tables: a `TableCatalog`, or a function returning them by
+            name (called at each request), all open.
         host / port: where to listen (port 0 picks a free one, see :attr:`port`).
         token: the bearer token every request but /healthz and /readyz must carry (None:
             no token; refused for a non-loopback ``host``).
-        ready: returns None when ready, else the reason (e.g. the NFS server is down).
+        ready: returns None when ready, else the reason (e.g. the NFS server is down);
+            called in a worker thread (a lake's lists its root).
         nfs_stats: returns the NFS server's counters (``NfsServer.stats``), if one runs.
         nfs_calls: returns the NFS calls by procedure (``CallStats.snapshot`` of the
             observer on the server's dispatcher), if one runs.
         share_stats: returns the served share's counters (``TableFs.stats``), per table.
+        lake_stats: returns a lake's figures (its tables, open ones), if a lake is served.
 
     Raises:
         ValueError: a non-loopback ``host`` without a token.
@@ -108,7 +168,7 @@ class ControlPlane:
 
     def __init__(
         self,
-        tables: Callable[[], Mapping[str, DatabaseOps]],
+        tables: TableCatalog | Callable[[], Mapping[str, DatabaseOps]],
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -117,6 +177,7 @@ class ControlPlane:
         nfs_stats: Callable[[], Any] | None = None,
         nfs_calls: Callable[[], Mapping[str, Any]] | None = None,
         share_stats: Callable[[], Mapping[str, Any]] | None = None,
+        lake_stats: Callable[[], LakeFigures] | None = None,
     ) -> None:
         if not is_loopback(host) and not token:
             raise ValueError(
@@ -126,16 +187,17 @@ class ControlPlane:
         self.host = host
         self._requested_port = port
         self._token = token
-        self._tables = tables
+        self._catalog: TableCatalog = FixedTables(tables) if callable(tables) else tables
         self._ready = ready
         self.feeds = FeedBoard()
         self.registry = build_registry(
             ServeCollector(
-                tables,
+                self._catalog.loaded,
                 nfs_stats=nfs_stats,
                 nfs_calls=nfs_calls,
                 share_stats=share_stats,
                 feeds=self.feeds,
+                lake_stats=lake_stats,
             )
         )
         self.port = 0
@@ -182,8 +244,8 @@ class ControlPlane:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/v1/tables", self._list_tables)
-        app.router.add_get("/api/v1/tables/{name}/history", self._history)
-        app.router.add_get("/api/v1/tables/{name}/changes", self._changes)
+        # a lake's table names have slashes (ops/events): one route, resolved by name
+        app.router.add_get("/api/v1/tables/{rest:.+}", self._per_table)
         # a client that goes away cancels its handler: a followed change stream that
         # waits for the next commit closes its feed (and its inotify watch) at once
         runner = web.AppRunner(
@@ -246,7 +308,7 @@ class ControlPlane:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        reason = self._ready()
+        reason = await asyncio.to_thread(self._ready)  # a lake's may list its root
         if reason is None:
             unhealthy = await asyncio.to_thread(self._unhealthy_tables)
             if unhealthy:
@@ -257,7 +319,7 @@ class ControlPlane:
 
     def _unhealthy_tables(self) -> list[str]:
         out = []
-        for name, db in self._tables().items():
+        for name, db in self._catalog.loaded().items():
             health = db.health_check()
             if health.status != "healthy":
                 out.append(f"{name}: {health.message}")
@@ -267,49 +329,88 @@ class ControlPlane:
         body, _ = await asyncio.to_thread(scrape, self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
-    def _table(self, request: web.Request) -> tuple[str, DatabaseOps]:
-        name = request.match_info["name"]
-        db = self._tables().get(name)
-        if db is None:
+    async def _route(self, request: web.Request) -> tuple[str, str]:
+        """Return (table name, what) of ``/api/v1/tables/{name}[/history|/changes]``.
+
+        A table's own name wins: a lake never holds a table inside another one, so
+        ``a/history`` is either the table ``a/history`` or the history of ``a``.
+        """
+        rest = request.match_info["rest"]
+        names = set(await asyncio.to_thread(self._catalog.names))  # a lake may list its root
+        if rest in names:
+            return rest, ""
+        name, _, what = rest.rpartition("/")
+        if what in ("history", "changes") and name in names:
+            return name, what
+        missing = name if what in ("history", "changes") else rest
+        raise web.HTTPNotFound(
+            text=json.dumps({"error": f"no table named {missing!r}"}),
+            content_type="application/json",
+        )
+
+    @asynccontextmanager
+    async def _using(self, name: str) -> AsyncIterator[DatabaseOps]:
+        """The table ``name`` for one request (opened in a worker thread if need be)."""
+        from posixlake.errors import PermissionDenied, PosixLakeError
+
+        held = self._catalog.use(name)
+        try:
+            db = await asyncio.to_thread(held.__enter__)
+        except KeyError:
             raise web.HTTPNotFound(
                 text=json.dumps({"error": f"no table named {name!r}"}),
                 content_type="application/json",
-            )
-        return name, db
+            ) from None
+        except PermissionDenied as err:
+            raise web.HTTPForbidden(
+                text=json.dumps({"error": str(err)}), content_type="application/json"
+            ) from err
+        except PosixLakeError as err:
+            raise web.HTTPServiceUnavailable(
+                text=json.dumps({"error": str(err)}), content_type="application/json"
+            ) from err
+        try:
+            yield db
+        finally:  # a client going away cancels the handler: the table is let go all the same
+            await asyncio.shield(asyncio.to_thread(held.__exit__, None, None, None))
+
+    async def _per_table(self, request: web.Request) -> web.StreamResponse:
+        name, what = await self._route(request)
+        async with self._using(name) as db:
+            if what == "history":
+                return await self._history(request, db)
+            if what == "changes":
+                return await self._changes(request, name, db)
+            described = await asyncio.to_thread(_describe, name, db)
+            return web.json_response(to_jsonable(described))
 
     async def _list_tables(self, request: web.Request) -> web.Response:
         def describe() -> list[dict[str, Any]]:
+            loaded = self._catalog.loaded()
             out = []
-            for name, db in sorted(self._tables().items()):
-                health = db.health_check()
-                last = db.history(1)
-                out.append(
-                    {
-                        "name": name,
-                        "location": health.location,
-                        "status": health.status,
-                        "version": health.version,
-                        "rows": health.rows,
-                        "files": health.active_files,
-                        "bytes": health.active_bytes,
-                        "schema": schema_json(db.schema),
-                        "last_commit": to_jsonable(last[0]) if last else None,
-                    }
-                )
+            for name in self._catalog.names():
+                db = loaded.get(name)
+                if db is not None:
+                    out.append(_describe(name, db))
+                    continue
+                # a lake's table not open now: its figures would cost opening it
+                closed: dict[str, Any] = {"name": name, "location": self._catalog.location(name)}
+                closed.update(dict.fromkeys(_FIGURES))
+                out.append({**closed, "open": False})
             return out
 
         return web.json_response(to_jsonable(await asyncio.to_thread(describe)))
 
-    async def _history(self, request: web.Request) -> web.Response:
-        _, db = self._table(request)
+    async def _history(self, request: web.Request, db: DatabaseOps) -> web.Response:
         limit = _int_param(request, "limit", minimum=1)
         commits = await asyncio.to_thread(db.history, limit)
         return web.json_response(to_jsonable(commits))
 
-    async def _changes(self, request: web.Request) -> web.StreamResponse:
+    async def _changes(
+        self, request: web.Request, name: str, db: DatabaseOps
+    ) -> web.StreamResponse:
         from posixlake.errors import PosixLakeError
 
-        name, db = self._table(request)
         start = _int_param(request, "from_version", minimum=0)
         follow = request.query.get("follow", "false").lower() in ("1", "true", "yes")
         try:
@@ -354,6 +455,28 @@ class ControlPlane:
             return await feed.__anext__()
         except StopAsyncIteration:
             return None
+
+
+_FIGURES: Final = ("status", "version", "rows", "files", "bytes", "schema", "last_commit")
+"""What the API describes of an open table besides its name and location."""
+
+
+def _describe(name: str, db: DatabaseOps) -> dict[str, Any]:
+    """One table of ``/api/v1/tables`` (reads its current version's figures)."""
+    health = db.health_check()
+    last = db.history(1)
+    return {
+        "name": name,
+        "location": health.location,
+        "status": health.status,
+        "version": health.version,
+        "rows": health.rows,
+        "files": health.active_files,
+        "bytes": health.active_bytes,
+        "schema": schema_json(db.schema),
+        "last_commit": to_jsonable(last[0]) if last else None,
+        "open": True,
+    }
 
 
 def _int_param(request: web.Request, key: str, *, minimum: int) -> int | None:
@@ -416,10 +539,37 @@ def serving_plane(
     *,
     share: Any = None,
 ) -> ControlPlane:
-    """Start the control plane of ``posixlake serve`` for one table and its NFS server.
+    """Start the control plane of ``posixlake serve`` for one table and its NFS server
+    (see :func:`start_plane`); ``share`` (the TableFs) gives the share's counters.
+
+    Raises:
+        IoError: the address cannot be bound.
+    """
+    name = table_name(db.uri)
+    return start_plane(
+        lambda: {name: db},
+        server,
+        listen,
+        token,
+        share_stats=(lambda: {name: share.stats()}) if share is not None else None,
+    )
+
+
+def start_plane(
+    tables: TableCatalog | Callable[[], Mapping[str, DatabaseOps]],
+    server: Any,
+    listen: tuple[str, int],
+    token: str | None,
+    *,
+    share_stats: Callable[[], Mapping[str, Any]] | None = None,
+    lake_stats: Callable[[], LakeFigures] | None = None,
+    ready: Callable[[], str | None] = lambda: None,
+) -> ControlPlane:
+    """Start the control plane of ``posixlake serve`` for ``tables`` and their NFS server.
 
     The server's dispatcher gets a call observer (``nfs.protocol.observe.CallStats``:
-    calls and latency by procedure); ``share`` (the TableFs) gives the share's counters.
+    calls and latency by procedure). Ready when the server accepts calls and ``ready``
+    gives no reason not to be.
 
     Raises:
         IoError: the address cannot be bound.
@@ -429,17 +579,17 @@ def serving_plane(
 
     calls = CallStats()
     server.dispatcher.observer = calls
-    name = table_name(db.uri)
     host, port = listen
     plane = ControlPlane(
-        lambda: {name: db},
+        tables,
         host=host,
         port=port,
         token=token,
-        ready=lambda: None if server.is_ready() else "the NFS server is not accepting calls",
+        ready=lambda: ready() if server.is_ready() else "the NFS server is not accepting calls",
         nfs_stats=server.stats,
         nfs_calls=calls.snapshot,
-        share_stats=(lambda: {name: share.stats()}) if share is not None else None,
+        share_stats=share_stats,
+        lake_stats=lake_stats,
     )
     try:
         return plane.start()

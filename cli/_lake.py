@@ -8,7 +8,9 @@ keeps the single-table share exactly.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,12 +20,13 @@ from posixlake.errors import InvalidOperation, IoError, PermissionDenied, PosixL
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cli._control import ControlPlane
     from nfs.lake import LakeFs
     from nfs.protocol.vfs import Vfs
     from nfs.table.tablefs import TableFs
     from posixlake import DatabaseOps
 
-__all__ = ["check_lake_options", "lake_root", "open_lake"]
+__all__ = ["LakeCatalog", "lake_plane", "lake_root", "open_lake"]
 
 
 def lake_root(root: str) -> str | None:
@@ -132,7 +135,69 @@ def _refusing(
     return wrapped
 
 
-def check_lake_options(*, http_listen: str | None) -> None:
-    """Refuse the options a lake root does not support yet."""
-    if http_listen is not None:
-        raise click.BadParameter("not supported with a lake root yet", param_hint="--http")
+class LakeCatalog:
+    """A lake's tables for the HTTP control plane (a ``cli._control.TableCatalog``), named
+    by their path under the root.
+
+    The figures are the open tables' (listing the lake opens none); a request about one
+    table opens it through the lake (the same table face the NFS calls use, its LRU and
+    its login), and keeps it open while the request runs.
+    """
+
+    def __init__(self, lake: LakeFs) -> None:
+        self._lake = lake
+
+    def names(self) -> list[str]:
+        return self._lake.tables()
+
+    def loaded(self) -> Mapping[str, DatabaseOps]:
+        return self._lake.open_databases()
+
+    def location(self, name: str) -> str:
+        from posixlake.storage import join_uri
+
+        return join_uri(self._lake.root, name)
+
+    @contextmanager
+    def use(self, name: str) -> Iterator[DatabaseOps]:
+        from nfs.protocol.nfs3 import Nfsstat3
+        from nfs.protocol.vfs import NfsError
+
+        try:
+            held = self._lake.using_table(name)
+            db = held.__enter__()
+        except NfsError as err:
+            if err.status == Nfsstat3.NFS3ERR_ACCES:
+                raise PermissionDenied(f"{name}: the server may not open it") from err
+            if err.status == Nfsstat3.NFS3ERR_STALE:
+                raise KeyError(name) from err  # gone since it was listed
+            raise IoError(f"{name}: cannot open it: {err}") from err
+        try:
+            yield db
+        finally:
+            held.__exit__(None, None, None)
+
+
+def lake_plane(
+    lake: LakeFs, server: Any, listen: tuple[str, int], token: str | None
+) -> ControlPlane:
+    """Start the HTTP control plane of ``serve ROOT`` for a lake and its NFS server.
+
+    Raises:
+        IoError: the address cannot be bound.
+    """
+    from cli._control import start_plane
+    from cli._prom import LakeFigures
+
+    def figures() -> LakeFigures:
+        return LakeFigures(len(lake.tables()), len(lake.open_tables()), lake.opened)
+
+    return start_plane(
+        LakeCatalog(lake),
+        server,
+        listen,
+        token,
+        share_stats=lambda: {path: fs.stats() for path, fs in lake.open_tables().items()},
+        lake_stats=figures,
+        ready=lake.listing_failure,
+    )

@@ -6,7 +6,8 @@ percentiles per operation), the NFS server's connection counters (``NfsServer.st
 the calls by procedure its dispatcher's observer counted (``nfs.protocol.observe.CallStats``:
 a histogram of their latency), the share's counters (``TableFs.stats()``: bytes read and
 written, staged and journaled bytes, rendering cache hits) and the change feeds the HTTP
-API has open (their lag). Nothing is counted twice; the NFS hot path only adds to
+API has open (their lag), and for a lake its tables (listed, open, opened since start;
+the per-table figures are those of the tables open now). Nothing is counted twice; the NFS hot path only adds to
 counters (a lock and a few additions per call): a scrape costs one ``get_metrics`` per table.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import (
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from posixlake import DatabaseOps
     from posixlake.feed import ChangeFeed
 
-__all__ = ["CONTENT_TYPE", "FeedBoard", "ServeCollector", "build_registry"]
+__all__ = ["CONTENT_TYPE", "FeedBoard", "LakeFigures", "ServeCollector", "build_registry"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -97,6 +99,22 @@ _SHARE_STATS: Final[tuple[tuple[str, str, Any, str], ...]] = (
 )
 
 
+@dataclass(frozen=True)
+class LakeFigures:
+    """A served lake's tables (``serve ROOT`` of a directory of tables).
+
+    Attributes:
+        tables: the tables the lake lists now.
+        open_tables: the tables open now (their figures are the per-table metrics).
+        opened: tables opened since the server started (an evicted table opened again
+            counts again).
+    """
+
+    tables: int
+    open_tables: int
+    opened: int
+
+
 class FeedBoard:
     """The change feeds open in this process (HTTP ``/changes`` streams), for their lag."""
 
@@ -141,8 +159,10 @@ class ServeCollector(Collector):
         nfs_calls: Callable[[], Mapping[str, Any]] | None = None,
         share_stats: Callable[[], Mapping[str, Any]] | None = None,
         feeds: FeedBoard | None = None,
+        lake_stats: Callable[[], LakeFigures] | None = None,
     ) -> None:
         self._tables = tables
+        self._lake_stats = lake_stats
         self._nfs_stats = nfs_stats
         self._nfs_calls = nfs_calls
         self._share_stats = share_stats
@@ -158,6 +178,8 @@ class ServeCollector(Collector):
             yield from self._share_metrics(self._share_stats())
         if self._feeds is not None:
             yield from self._feed_metrics()
+        if self._lake_stats is not None:
+            yield from self._lake_metrics(self._lake_stats())
 
     def _table_metrics(self) -> Iterator[Metric]:
         counters = {
@@ -265,6 +287,21 @@ class ServeCollector(Collector):
             seconds = [f.last_commit_lag_seconds for f in feeds if f.last_commit_lag_seconds]
             delay.add_metric([table], max(seconds) if seconds else 0.0)
         yield from (open_feeds, lag, delay)
+
+    @staticmethod
+    def _lake_metrics(figures: LakeFigures) -> Iterator[Metric]:
+        tables = GaugeMetricFamily("posixlake_lake_tables", "tables the served lake lists")
+        tables.add_metric([], float(figures.tables))
+        open_now = GaugeMetricFamily(
+            "posixlake_lake_open_tables",
+            "tables of the lake open now (the per-table metrics are theirs)",
+        )
+        open_now.add_metric([], float(figures.open_tables))
+        opened = CounterMetricFamily(
+            "posixlake_lake_tables_opened", "tables of the lake opened since the server started"
+        )
+        opened.add_metric([], float(figures.opened))
+        yield from (tables, open_now, opened)
 
 
 def build_registry(collector: ServeCollector) -> CollectorRegistry:

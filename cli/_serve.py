@@ -322,9 +322,8 @@ def serve(
 
     root = lake_root(table)
     if root is not None:  # not a table but a directory of tables: the lake
-        from cli._lake import check_lake_options, open_lake
+        from cli._lake import open_lake
 
-        check_lake_options(http_listen=http_listen)
         lake = open_lake(
             root,
             read_only=read_only,
@@ -347,6 +346,7 @@ def serve(
                     root_squash=root_squash, require_privileged_port=require_privileged_port
                 ),
             },
+            http=None if listen is None else (listen, http_token),
         )
         return
     with open_table(table, computes=True, shared=False) as db:  # runs for hours
@@ -439,8 +439,10 @@ def serve_lake(
     port: int,
     read_only: bool,
     server_options: dict[str, object],
+    http: tuple[tuple[str, int], str | None] | None = None,
 ) -> None:
-    """Serve ``lake`` over NFS until Ctrl-C or SIGTERM (as ``serve`` serves a table)."""
+    """Serve ``lake`` over NFS until Ctrl-C or SIGTERM (as ``serve`` serves a table);
+    ``http``: the address and token of its HTTP control plane (``--http``)."""
     from nfs.protocol.server import NfsServer
 
     opts = get_options()
@@ -451,7 +453,12 @@ def serve_lake(
         lake.close()
         raise IoError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
     stop = threading.Event()
+    plane = None
     try:
+        if http is not None:
+            from cli._lake import lake_plane
+
+            plane = lake_plane(lake, server, *http)
         with _stop_on_signals(stop) as received:
             mounts = mount_commands(host, server.port)
             if opts.json:
@@ -464,13 +471,18 @@ def serve_lake(
                         "port": server.port,
                         "mode": mode,
                         "mount": mounts,
+                        "http": plane.url if plane else None,
                     }
                 )
             else:
                 _print_banner(lake.root, host, server.port, mode, mounts, lake=True)
+                if plane is not None:
+                    click.echo(f"HTTP: {plane.url}/metrics, /healthz, /readyz, /api/v1/tables")
             _warn_if_exposed(host, server.port, mode)
             serve_until_stopped(server, stop, received, f"{lake.root} on {host}")
     finally:
+        if plane is not None:  # first: its open change streams end, their tables are let go
+            plane.stop()
         server.shutdown()  # closes the lake, and with it every open table
     kept = lake.unfinished_at_close
     if opts.json:

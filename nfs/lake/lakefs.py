@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nfs.lake.discovery import discover_tables
 from nfs.lake.ids import lake_id, path_hash, split_id
@@ -77,6 +78,9 @@ from nfs.protocol.vfs import (
 )
 from nfs.table.state import DEFAULT_IDLE_SECONDS
 from nfs.table.tablefs import TableFs
+
+if TYPE_CHECKING:
+    from posixlake import DatabaseOps
 
 __all__ = [
     "DEFAULT_KEEP_OPEN",
@@ -176,9 +180,44 @@ class LakeFs:
         """Forget the cached listing: the next call lists the root again."""
         self._listing.refresh()
 
+    def listing_failure(self) -> str | None:
+        """Why the root cannot be listed now (None: it can), listing it again if the
+        listing is older than the TTL (the lake then shows its last listing)."""
+        try:
+            self._listing.current()
+        except NfsError as err:
+            return str(err)
+        return self._listing.failure
+
     def open_tables(self) -> dict[str, TableFs]:
         """Return the table faces open now, by table path."""
         return self._tables.open_tables()
+
+    def open_databases(self) -> dict[str, DatabaseOps]:
+        """Return the tables open now, by table path (those whose opener gave a DatabaseOps):
+        what the HTTP control plane reports figures of without opening any."""
+        entries = self._tables.open_entries().items()
+        return {path: t.db for path, t in entries if t.db is not None}
+
+    @contextmanager
+    def using_table(self, path: str) -> Iterator[DatabaseOps]:
+        """The table at ``path``, opened if it is not (as a first NFS call in it would),
+        and kept open (never evicted) until the block ends (the HTTP API's calls).
+
+        Raises:
+            KeyError: no table at ``path`` in the lake (now), or its opener gives no
+                DatabaseOps.
+            NfsError: the table cannot be opened (NFS3ERR_ACCES: the server's login may
+                not open it).
+        """
+        listing = self._listing.current()
+        slot = self._state.slots.slot_of(path) if path in listing.tables else None
+        if slot is None:
+            raise KeyError(path)
+        with self._tables.using(slot, path) as table:
+            if table.db is None:
+                raise KeyError(path)
+            yield table.db
 
     @property
     def opened(self) -> int:
@@ -409,6 +448,7 @@ class LakeFs:
         inner = self._tables.inner(slot, local)
         with self._using(slot) as t:
             page = t.target.readdir(inner, after=after, max_entries=max_entries, ctx=ctx)
+        self._tables.prepare(slot, (e.fileid for e in page.entries))  # one save
         out = []
         for e in page.entries:
             if local == TABLE_ROOT_LOCAL and e.name == "..":

@@ -123,6 +123,8 @@ class Listing:
         self._discover = discover
         self._ttl = ttl
         self._tree: Tree | None = None
+        self.failure: str | None = None
+        """Why the last listing of the root failed (None: it did not)."""
 
     def current(self) -> Tree:
         """Return the listing, listing the root again if it is older than the TTL."""
@@ -136,7 +138,9 @@ class Listing:
                 return tree
             try:
                 tables = self._discover()
+                self.failure = None
             except (PosixLakeError, OSError) as err:
+                self.failure = f"cannot list {st.root}: {err}"
                 if tree is None:
                     raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot list {st.root}: {err}") from err
                 logger.warning("cannot list %s, showing the last listing: %s", st.root, err)

@@ -57,9 +57,9 @@ def tablefs_opener(
         digest = hashlib.sha256(path.encode()).hexdigest()[:20]
         fs = TableFs(db, state_dir=state_dir / "tables" / digest, **dict(tablefs or {}))
         if wrap is None:
-            return LakeTable(fs)
+            return LakeTable(fs, db=db)
         try:
-            return LakeTable(fs, wrap(db, fs))
+            return LakeTable(fs, wrap(db, fs), db)
         except BaseException:
             fs.close()
             raise

@@ -19,20 +19,32 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
-from nfs.lake.ids import InnerIds, lake_id
+from nfs.lake.ids import InnerIds, PartitionIds, lake_id
 from nfs.lake.state import LakeState
 from nfs.protocol.nfs3 import Nfsstat3
 from nfs.protocol.vfs import FileId, NfsError, Vfs
+from nfs.table.partitions import PARTITION_BASE
 from nfs.table.state import DATA_CSV_ID, SCHEMA_ID, nfs_error
 from nfs.table.tablefs import ROOT_ID, TableFs
 from posixlake.errors import AuthenticationError, NotFound, PermissionDenied, PosixLakeError
 
-__all__ = ["DEFAULT_KEEP_OPEN", "DEFAULT_MAX_OPEN", "LakeTable", "OpenTables", "TableOpener"]
+if TYPE_CHECKING:
+    from posixlake import DatabaseOps
+
+__all__ = [
+    "DEFAULT_KEEP_OPEN",
+    "DEFAULT_MAX_OPEN",
+    "LakeTable",
+    "OpenTables",
+    "TableOpener",
+    "partition_map",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +63,13 @@ class LakeTable:
     Attributes:
         fs: the table face.
         vfs: what calls go to: ``fs`` itself or a wrapper of it (per-user access).
+        db: the table the face shows (the HTTP control plane's figures and API);
+            None for an opener that does not give it.
     """
 
     fs: TableFs
     vfs: Vfs | None = None
+    db: DatabaseOps | None = None
 
     @property
     def target(self) -> Vfs:
@@ -83,6 +98,12 @@ class _Open:
     verifier: bytes
     active: int = 0
     last_used: float = 0.0
+
+
+def partition_map(state_dir: Path, table: str) -> Path:
+    """Where the lake keeps the numbers of ``table``'s partitions (see `PartitionIds`)."""
+    digest = hashlib.sha256(table.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return state_dir / "partitions" / f"{digest}.json"
 
 
 def verifier_of(vfs: Vfs) -> bytes:
@@ -132,16 +153,31 @@ class OpenTables:
     # ------------------------------------------------------------ ids
 
     def inner_ids(self, slot: int) -> InnerIds:
-        """The map between the table's own ids and the local ids of the lake's."""
+        """The map between the table's own ids and the local ids of the lake's (its
+        partitions' numbers kept in the lake's state directory: see :mod:`nfs.lake.ids`)."""
         with self._lock:
             ids = self._ids.get(slot)
             if ids is None:
-                ids = self._ids[slot] = InnerIds()
+                table = self._state.slots.table_of(slot)
+                where = self._state.state_dir
+                kept = None if where is None or table is None else partition_map(where, table)
+                ids = self._ids[slot] = InnerIds(PartitionIds(kept, table or ""))
             return ids
 
     def out(self, slot: int, inner: int) -> FileId:
-        """The lake's id of the table's file ``inner``."""
-        return lake_id(slot, self.inner_ids(slot).local(inner))
+        """The lake's id of the table's file ``inner`` (NFS3ERR_IO: a partition's number
+        could not be saved)."""
+        try:
+            return lake_id(slot, self.inner_ids(slot).local(inner))
+        except OSError as err:
+            raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot save a partition's id: {err}") from err
+
+    def prepare(self, slot: int, inners: Iterable[int]) -> None:
+        """Number the partitions among ``inners`` with one save (a READDIR page)."""
+        try:
+            self.inner_ids(slot).prepare(inners)
+        except OSError as err:
+            raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot save a partition's id: {err}") from err
 
     def inner(self, slot: int, local: int) -> FileId:
         """The table's own id of the lake's ``local`` (STALE: a handle of an earlier server)."""
@@ -196,9 +232,13 @@ class OpenTables:
 
     def open_tables(self) -> dict[str, TableFs]:
         """Return the table faces open now, by table path."""
+        return {path: t.fs for path, t in self.open_entries().items()}
+
+    def open_entries(self) -> dict[str, LakeTable]:
+        """Return the tables open now, by table path."""
         with self._lock:
             items = list(self._open.items())
-        return {self._state.slots.table_of(slot) or "?": e.table.fs for slot, e in items}
+        return {self._state.slots.table_of(slot) or "?": e.table for slot, e in items}
 
     def _acquire(self, slot: int, path: str) -> _Open:
         with self._lock:
@@ -359,8 +399,17 @@ class OpenTables:
         restore). A lake closes and reopens its tables (the LRU), so it keeps the first
         generation of this boot across reopenings, while the table is the same table
         and no open face of it saw it replaced. (Scratch files' generations are per
-        face: never kept, as their ids are handed out again.)
+        face: never kept, as their ids are handed out again.) A ``/partitions`` entry's
+        also carries the epoch of the table's partition map (:class:`PartitionIds`): the
+        handles numbered by a map that was dropped are stale.
         """
+        if inner >= PARTITION_BASE:  # numbered by the table's partition map: its epoch too
+            epoch = self.inner_ids(slot).partitions.epoch
+            gen = self._generation(slot, path, inner)
+            return hashlib.sha256(gen + epoch).digest()[:8]
+        return self._generation(slot, path, inner)
+
+    def _generation(self, slot: int, path: str, inner: FileId) -> bytes:
         with self.using(slot, path) as t:
             gen = t.target.generation(inner)
             # data.csv, schema.sql and a partition's data.csv: what data.csv's generation is

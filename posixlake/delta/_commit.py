@@ -38,6 +38,7 @@ from posixlake.delta._features import file_commit_blockers, physical_schema
 from posixlake.delta._log import COMMIT_OPERATION_KEY, DeltaLog
 from posixlake.delta._retry import RetryPolicy
 from posixlake.delta._snapshot import DataFile, Snapshot
+from posixlake.delta._table import default_properties
 from posixlake.delta._translate import _translated
 from posixlake.errors import InvalidOperation, PosixLakeError, UnsupportedTableFeature
 
@@ -404,8 +405,10 @@ def create_with_files(
 ) -> int:
     """Create a table whose first version (0) already holds ``adds``, in one commit.
 
-    ``configuration`` may only hold Delta table properties (``delta.*``): delta-rs refuses
-    others here.
+    The table gets the properties of every table posixlake creates
+    (:func:`~posixlake.delta._table.default_properties`: checkpoint interval, target file
+    size), under ``configuration``, which may only hold Delta table properties
+    (``delta.*``): delta-rs refuses others here.
 
     Raises:
         AlreadyExists-like DeltaLakeError: a table exists at ``uri``. SchemaError: a schema
@@ -425,7 +428,7 @@ def create_with_files(
             ],
             mode="error",
             partition_by=list(partition_by) or None,
-            configuration=dict(configuration) if configuration else None,
+            configuration={**default_properties(), **(configuration or {})},
             storage_options=dict(storage_options) if storage_options else None,
             commit_properties=CommitProperties(custom_metadata=dict(metadata or {})),
         )

@@ -47,7 +47,13 @@ from posixlake.errors import (
 from posixlake.storage import is_local
 from posixlake.types import CommitInfo
 
-__all__ = ["CHECKPOINT_INTERVAL", "COMMIT_OPERATION_KEY", "TARGET_FILE_SIZE", "LoadedTable"]
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "COMMIT_OPERATION_KEY",
+    "TARGET_FILE_SIZE",
+    "LoadedTable",
+    "default_properties",
+]
 
 logger = logging.getLogger("posixlake.delta._log")
 
@@ -150,11 +156,7 @@ class LoadedTable:
                 mode="error",
                 partition_by=list(partition_by) if partition_by else None,
                 name=name,
-                configuration={
-                    "delta.checkpointInterval": CHECKPOINT_INTERVAL,
-                    "delta.targetFileSize": TARGET_FILE_SIZE,
-                    **(configuration or {}),
-                },
+                configuration={**default_properties(), **(configuration or {})},
                 storage_options=dict(storage_options) if storage_options else None,
                 raise_if_key_not_exists=False,
             )
@@ -728,3 +730,13 @@ class LoadedTable:
         out = fn()
         end = self._dt.version()
         return out, (int(end) if end != start else None)
+
+
+def default_properties() -> dict[str, str]:
+    """The table properties of every table posixlake creates, empty or with its first rows
+    (:meth:`LoadedTable.create`, :func:`posixlake.delta.create_with_files`); a caller's
+    own configuration goes on top. Tables created by others keep what they set."""
+    return {
+        "delta.checkpointInterval": CHECKPOINT_INTERVAL,
+        "delta.targetFileSize": TARGET_FILE_SIZE,
+    }

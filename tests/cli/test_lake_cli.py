@@ -110,16 +110,6 @@ def test_serve_of_a_lake_root_shows_every_table(
     assert last == {"event": "stopped", "lake": str(lake), "unfinished_writes": 1}
 
 
-def test_serve_of_a_lake_refuses_http(lake: Path) -> None:
-    from click.testing import CliRunner
-
-    from cli.main import cli
-
-    result = CliRunner().invoke(cli, ["serve", str(lake), "--port", "0", "--http", "127.0.0.1:0"])
-    assert result.exit_code == 2
-    assert "not supported with a lake root" in result.output
-
-
 def test_map_uid_on_a_lake_refuses_the_tables_without_users(lake: Path, tmp_path: Path) -> None:
     import click
 

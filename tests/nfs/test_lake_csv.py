@@ -448,3 +448,26 @@ def test_staged_rows_track_holes_like_a_byte_model(ops: list[tuple[str, int, byt
             written.extend([False] * (number - len(written)))
         assert rows.data == data
         assert rows.complete == all(written)
+
+
+def delta_properties(path: Path) -> dict[str, str]:
+    """The Delta table properties (``delta.*``) of the table at ``path``, as delta-rs reads them."""
+    from deltalake import DeltaTable
+
+    conf = DeltaTable(str(path)).metadata().configuration
+    return {k: v for k, v in conf.items() if k.startswith("delta.")}
+
+
+def test_a_table_made_from_its_rows_has_the_properties_of_a_created_one(
+    lake: LakeFs, root: Path, tmp_path: Path
+) -> None:
+    """Checkpoint interval, target file size: what ``DatabaseOps.create`` sets, by the same
+    code (``posixlake.delta``'s default properties), not delta-rs' defaults."""
+    new = lake.mkdir(lake.root_dir(), "sales", Sattr3(), V4)
+    lake.finish(write_rows(lake, new, ROWS, V4), V4)
+    with DatabaseOps.create(tmp_path / "ref", {"id": "Int64"}, engine="local"):
+        pass
+    made = delta_properties(root / "sales")
+    assert made == delta_properties(tmp_path / "ref")
+    assert made["delta.targetFileSize"] == str(32 << 20)
+    assert "delta.checkpointInterval" in made

@@ -249,7 +249,7 @@ LAKE: dict[str, set[str]] = {
     "lake": {"lake.discovery", "lake.lakefs"},
     "lake.create": set(),
     "lake.discovery": set(),
-    "lake.ids": {"table.state"},
+    "lake.ids": {"table.partitions", "table.state"},  # partition ids: numbered, kept
     # the facade: routes each Vfs call to a part or to a table's face
     "lake.lakefs": {
         "lake.discovery",
@@ -265,7 +265,7 @@ LAKE: dict[str, set[str]] = {
     # the lake's one state object (slots, clocks, lock, the new tables)
     "lake.state": {"lake.ids", "lake.newrows", "table.tablefs"},
     # the open tables: LRU, opening, eviction, kept generations, the write verifier
-    "lake.tables": {"lake.ids", "lake.state", "table.state", "table.tablefs"},
+    "lake.tables": {"lake.ids", "lake.state", "table.partitions", "table.state", "table.tablefs"},
     # the cached listing: tables, lake directories, their ids and attributes
     "lake.listing": {"lake.ids", "lake.state", "lake.tables"},
     # directories made by MKDIR, tables made from their schema.sql or data.csv
