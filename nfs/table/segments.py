@@ -30,11 +30,17 @@ carries physical column names or deleted rows) fall back to ONE segment rendered
 ``db.to_arrow(version=...)``: correct, cached on disk per version, but not incremental —
 every new version renders the whole table again.
 
-The first rendering of a large table renders its work units (files, or their row groups
-when there are fewer files than workers) on a thread pool, at most two units per worker in
-flight: most of a unit's time is Parquet decoding and the codec's Arrow compute kernels,
-which release the GIL. String columns whose Parquet dictionary is small are read as
-dictionaries, so the codec renders each distinct value once.
+The first rendering of a large table runs on a thread pool: a task per work unit (a file,
+or its row groups when there are fewer files than workers) decodes the unit's batches and
+hands each batch to the pool to render, so files are decoded in parallel and the batches of
+one file (a table of one big file too) are rendered in parallel; the calling thread writes
+the rendered text into the segment files in row order, straight from the Arrow buffers
+(:func:`posixlake.csvcodec.iter_render_views`, no copy). At most ``workers + 1`` units are
+decoded ahead of the one being written, and a unit's task renders a batch itself while
+``2 * workers`` of its batches wait for the pool (bounded memory, no task waits for
+another). Nearly all the time goes to Parquet decoding and the
+codec's Arrow compute kernels, which release the GIL. String columns whose Parquet
+dictionary is small are read as dictionaries, so the codec renders each distinct value once.
 """
 
 from __future__ import annotations
@@ -361,8 +367,8 @@ class Segmenter:
         task decodes its batches and hands each to the pool to render, so both the
         decoding of several units and the rendering of one unit's batches run in
         parallel; the calling thread writes the rendered chunks in order. At most
-        ``workers + 1`` units are decoded ahead of the one being written (memory stays
-        bounded).
+        ``workers + 1`` units are decoded ahead of the one being written, each with at
+        most ``2 * workers`` decoded batches waiting to be rendered (memory stays bounded).
         """
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
@@ -387,6 +393,7 @@ class Segmenter:
                 units.append(_Unit(i))
         pool = self._executor()
         window = self._workers + 1
+        queued = 2 * self._workers  # batches of a unit waiting for the pool, at most
         pending: deque[tuple[_Unit, Future[list[Future[_Rendered]]]]] = deque()
         queue = iter(units)
         cancelled = threading.Event()
@@ -396,7 +403,7 @@ class Segmenter:
                 unit = next(queue, None)
                 if unit is None:
                     return
-                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled)
+                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled, queued)
                 pending.append((unit, task))
 
         def parts_of(index: int) -> Iterator[tuple[memoryview | bytes, int]]:
@@ -547,16 +554,31 @@ def _decode_unit(
     unit: _Unit,
     pool: ThreadPoolExecutor,
     cancelled: threading.Event,
+    queued: int,
 ) -> list[Future[_Rendered]]:
     """Decode one unit's batches, handing each to ``pool`` to render as it comes (runs on
     a worker thread); return the renderings, in row order. Stops early once
-    ``cancelled`` is set (the rendering was abandoned)."""
+    ``cancelled`` is set (the rendering was abandoned).
+
+    While ``queued`` batches wait for the pool, this thread renders the next one itself
+    instead of handing it over: the decoded batches held stay bounded, and no thread of
+    the pool ever waits for another (it cannot deadlock).
+    """
     schema = plan.snapshot.schema
     tasks: list[Future[_Rendered]] = []
+    waiting: deque[Future[_Rendered]] = deque()
     for batch in _unit_batches(fs, plan, unit):
         if cancelled.is_set():
             break
-        tasks.append(pool.submit(_render_batch, batch, schema))
+        while waiting and waiting[0].done():
+            waiting.popleft()
+        if len(waiting) < queued:
+            task = pool.submit(_render_batch, batch, schema)
+            waiting.append(task)
+        else:
+            task = Future()
+            task.set_result(_render_batch(batch, schema))
+        tasks.append(task)
     return tasks
 
 
