@@ -392,7 +392,7 @@ class Segmenter:
             else:
                 units.append(_Unit(i))
         pool = self._executor()
-        window = self._workers + 1
+        window = self._workers
         queued = 2 * self._workers  # batches of a unit waiting for the pool, at most
         pending: deque[tuple[_Unit, Future[list[Future[_Rendered]]]]] = deque()
         queue = iter(units)
