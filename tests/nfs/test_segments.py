@@ -476,3 +476,49 @@ def test_a_missing_data_file_fails_the_rendering_and_leaves_no_partial_segment(
     assert not [n for n in names if n.startswith(".tmp-")]
     assert plan.keys[1] + ".seg" not in names
     seg.close()
+
+
+def test_the_batches_of_one_file_render_on_several_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table of one big file is rendered by more than one thread: the first batch's
+    rendering waits until another thread renders a batch too (or gives up after 20 s, and
+    the test fails: one thread rendered the file alone)."""
+    import threading
+
+    import posixlake.csvcodec._render as render
+
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    n = 3 * 65_536 + 123  # four batches
+    ids = pa.array(range(n), pa.int64())
+    db.insert(
+        pa.table(
+            {
+                "id": ids,
+                "name": pc.cast(ids, pa.string()),
+                "score": pc.cast(ids, pa.float64()),
+                "city": pa.array(["x,y"] * n),
+            }
+        )
+    )
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    threads: set[str] = set()
+    lock = threading.Lock()
+    two = threading.Event()
+    batch_lines = render._batch_lines
+
+    def recorded(batch: pa.RecordBatch, end: str = "") -> pa.Array[Any]:
+        if batch.num_rows > 1000:  # not the warm-up's one-row table
+            with lock:
+                threads.add(threading.current_thread().name)
+                if len(threads) > 1:
+                    two.set()
+            if not two.wait(timeout=20):
+                two.set()  # gave up: the other batches need not wait too
+        return batch_lines(batch, end) if end else batch_lines(batch)
+
+    monkeypatch.setattr(render, "_batch_lines", recorded)
+    r = seg(db.version)
+    assert len(threads) > 1
+    assert _bytes(r) == _expected(db, db.version)
+    seg.close()
