@@ -38,8 +38,13 @@ __all__ = ["iter_render_csv", "iter_render_views", "render_csv", "render_lines",
 # The bytes that can make a field need quotes (see _NEEDS_QUOTES), matched byte by byte in
 # a column's whole text at once: the structural characters, the ASCII whitespace, and 0xEF,
 # the first byte of U+FEFF in UTF-8. A column whose text holds none of them needs quotes
-# only for its empty strings, which spares a regular expression search per value.
+# only for its empty strings, which spares a regular expression search per value; one
+# whose text holds no structural character needs them only for its empty strings and the
+# values that start or end with whitespace (or start with U+FEFF), found by comparing
+# prefixes and suffixes.
 _QUOTE_BYTES: Final = r'[,"\r\n \t\x0b\x0c\xef]'
+_STRUCTURAL_BYTES: Final = r'[,"\r\n]'
+_EDGE_SPACES: Final = (" ", "\t", "\v", "\f")
 
 
 def _decoded(arr: Arr) -> Arr:
@@ -173,22 +178,36 @@ def _text_bytes(text: Arr) -> Arr | None:
     return pa.Array.from_buffers(pa.binary(), 1, [None, bounds, data.slice(start, size)])
 
 
-def _may_need_quotes(text: Arr) -> bool:
-    """Return whether some value of a string array may need quotes other than for being
-    empty: False guarantees that ``_NEEDS_QUOTES`` matches no value (one linear search
-    over the column's bytes instead of one search per value)."""
-    whole = _text_bytes(text)
+def _holds(whole: Arr | None, pattern: str) -> bool:
+    """Return whether the bytes of ``whole`` (see `_text_bytes`) match ``pattern``
+    somewhere: one linear search that stops at the first match."""
     if whole is None:
         return False
     # a binary array: the regular expression matches bytes (Latin-1), not UTF-8 characters
-    return bool(pc.match_substring_regex(whole, _QUOTE_BYTES)[0].as_py())
+    return bool(pc.match_substring_regex(whole, pattern)[0].as_py())
+
+
+def _needs_quotes(text: Arr) -> Arr:
+    """Return, per value of a string array, whether ``_NEEDS_QUOTES`` matches it or it is
+    empty (NULL stays null), searching value by value only when the column's bytes hold a
+    structural character (see `_QUOTE_BYTES`)."""
+    needs = _is_empty(text)
+    whole = _text_bytes(text)
+    if not _holds(whole, _QUOTE_BYTES):
+        return needs
+    if _holds(whole, _STRUCTURAL_BYTES):
+        return pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), needs)
+    # no structural character in any value: only its first and last characters matter
+    for space in (*_EDGE_SPACES, "\ufeff"):
+        needs = pc.or_(needs, pc.starts_with(text, space))
+    for space in _EDGE_SPACES:
+        needs = pc.or_(needs, pc.ends_with(text, space))
+    return needs
 
 
 def _quote(text: Arr) -> Arr:
     """Quote the fields that need it (see the module docstring); NULL becomes empty."""
-    needs = _is_empty(text)
-    if _may_need_quotes(text):
-        needs = pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), needs)
+    needs = _needs_quotes(text)
     if _any(needs):
         text = _choose(needs, _concat('"', pc.replace_substring(text, '"', '""'), '"'), text)
     return _fill(text, "")

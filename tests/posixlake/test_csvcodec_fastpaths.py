@@ -2,10 +2,13 @@
 
 ``reference_csv`` below is the renderer as it was before the fast paths (a regular
 expression search per text value to decide its quotes, the lines joined, then a line
-terminator appended to each, then the text copied out): every table, and every string
-column built to hit the fast paths' edges (each byte that can call for quotes, U+FEFF and
-other characters whose UTF-8 starts with 0xEF, sliced arrays, null slots holding bytes),
-must render to exactly its bytes.
+terminator appended to each, then the text copied out). The fast paths: a column whose
+bytes hold nothing that can call for quotes, or no structural character (then only the
+values' first and last characters are compared), the terminator appended to the last
+field, views instead of copies. Every table, and every string column built to hit their
+edges (each byte that can call for quotes, alone or among others, at the start, middle or
+end of a value; U+FEFF and other characters whose UTF-8 starts with 0xEF; sliced arrays;
+null slots holding bytes), must render to exactly its bytes.
 """
 
 from __future__ import annotations
