@@ -2,6 +2,7 @@
 
 Run:  python benchmarks/bench_nfs_scale.py [--rows 100000,10000000] [--chunk 1000000]
                                            [--dir DIR] [--runs N] [--workers N] [--baseline]
+                                           [--compare PATH]
 
 Tables (id Int64 primary key, name String, score Float64, city String) are built with bulk
 inserts through the local engine, ``--chunk`` rows per insert (one data file each). Every
@@ -33,6 +34,11 @@ phases 5 to 9 call TableFs in the serving process (no RPC transport: bench_nfs.p
 the wire), with a state directory of their own;
 each with the serving process' peak RSS (VmHWM, which counts the mapped cache pages it
 touched) and its anonymous memory at the end (RssAnon).
+``--compare PATH`` times only the first-ever render (1), ``--runs`` times with this
+checkout's code and as many with PATH's (another checkout's ``nfs`` and ``posixlake`` first
+on the path), alternating, each in a fresh process with an empty segment cache, and prints
+the medians side by side: wall time, CPU seconds, MB/s (data.csv's size over the wall
+time) and peak RSS.
 ``--baseline`` also times today's path (``db.to_arrow(version)`` rendered whole) for 1 and 3.
 
 These are measurements, not tests: nothing here asserts a time. The machine may be
@@ -303,14 +309,45 @@ def writer_loop(table: str) -> None:
             db.delete_rows_where(f"id >= {1 << 40}")
 
 
-def run_phase(name: str, table: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_phase(
+    name: str, table: Path, cache: Path, args: argparse.Namespace, code: str | None = None
+) -> dict[str, Any]:
+    """Run one phase in a fresh process (with the code of checkout ``code``, default this
+    one) and return its figures."""
     cmd = [sys.executable, __file__, "--phase", name, "--table", str(table)]
     cmd += ["--cache", str(cache), "--runs", str(args.runs)]
     if args.workers:
         cmd += ["--workers", str(args.workers)]
-    proc = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    env = dict(os.environ)
+    root = code or str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def compare_first(table: Path, cache: Path, args: argparse.Namespace) -> None:
+    """Phase 1 with this checkout's code and with ``args.compare``'s, alternating."""
+    codes = {"this checkout": None, f"{args.compare}": args.compare}
+    figures: dict[str, list[dict[str, Any]]] = {label: [] for label in codes}
+    for i in range(args.runs):
+        order = list(codes.items())
+        for label, code in order if i % 2 else order[::-1]:
+            shutil.rmtree(cache, ignore_errors=True)
+            figures[label].append(run_phase("first", table, cache, args, code))
+    shutil.rmtree(cache, ignore_errors=True)
+    size = figures["this checkout"][0]["size"]
+    print(f"  first-ever render (GETATTR+READ) of {size / 1e6:.1f} MB, median of {args.runs}:")
+    for label, runs in figures.items():
+        assert all(r["size"] == size for r in runs)
+        ms = statistics.median(r["ms"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        rss = statistics.median(r["peak_rss_mb"] for r in runs)
+        walls = ", ".join(f"{r['ms']:.0f}" for r in runs)
+        print(
+            f"    {label:<24} {ms:7.0f} ms wall ({walls}), {cpu:5.2f} CPU s, "
+            f"{size / 1e6 / (ms / 1000):4.0f} MB/s, peak RSS {rss:.0f} MB"
+        )
 
 
 def main() -> None:
@@ -321,6 +358,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of the repeated workloads")
     parser.add_argument("--workers", type=int, default=None, help="render threads (default: CPUs)")
     parser.add_argument("--baseline", action="store_true", help="also time the whole-table path")
+    parser.add_argument(
+        "--compare", default=None, help="time the first render against this checkout's code"
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--table", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
@@ -341,6 +381,9 @@ def main() -> None:
         print(f"\n{rows:,} rows")
         build(table, rows, min(args.chunk, rows))
         shutil.rmtree(cache, ignore_errors=True)
+        if args.compare:
+            compare_first(table, cache, args)
+            continue
         first = run_phase("first", table, cache, args)
         restart = run_phase("restart", table, cache, args)
         insert = run_phase("insert", table, cache, args)

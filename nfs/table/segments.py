@@ -30,11 +30,17 @@ carries physical column names or deleted rows) fall back to ONE segment rendered
 ``db.to_arrow(version=...)``: correct, cached on disk per version, but not incremental —
 every new version renders the whole table again.
 
-The first rendering of a large table renders its work units (files, or their row groups
-when there are fewer files than workers) on a thread pool, at most two units per worker in
-flight: most of a unit's time is Parquet decoding and the codec's Arrow compute kernels,
-which release the GIL. String columns whose Parquet dictionary is small are read as
-dictionaries, so the codec renders each distinct value once.
+The first rendering of a large table runs on a thread pool: a task per work unit (a file,
+or its row groups when there are fewer files than workers) decodes the unit's batches and
+hands each batch to the pool to render, so files are decoded in parallel and the batches of
+one file (a table of one big file too) are rendered in parallel; the calling thread writes
+the rendered text into the segment files in row order, straight from the Arrow buffers
+(:func:`posixlake.csvcodec.iter_render_views`, no copy). At most ``workers + 1`` units are
+decoded ahead of the one being written, and a unit's task renders a batch itself while
+``2 * workers`` of its batches wait for the pool (bounded memory, no task waits for
+another). Nearly all the time goes to Parquet decoding and the
+codec's Arrow compute kernels, which release the GIL. String columns whose Parquet
+dictionary is small are read as dictionaries, so the codec renders each distinct value once.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ from nfs.table.segstore import (
     SegmentStore,
     default_cache_dir,
 )
-from posixlake.csvcodec import iter_render_csv, render_csv
+from posixlake.csvcodec import iter_render_csv, iter_render_views, render_csv
 from posixlake.database import DatabaseOps
 from posixlake.delta import DataFile, DeltaLog, Snapshot, loaded_log, log_at, snapshot_of
 from posixlake.errors import InvalidOperation, IoError, NotFound, VersionError
@@ -357,15 +363,20 @@ class Segmenter:
     def _render(self, plan: Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
         """Render the files at ``missing`` into the store, yielding them as they complete.
 
-        Work is split into row groups when there are fewer files than workers, and at
-        most two units per worker are in flight (memory stays bounded).
+        Work is split into row groups when there are fewer files than workers. A unit's
+        task decodes its batches and hands each to the pool to render, so both the
+        decoding of several units and the rendering of one unit's batches run in
+        parallel; the calling thread writes the rendered chunks in order. At most
+        ``workers + 1`` units are decoded ahead of the one being written, each with at
+        most ``2 * workers`` decoded batches waiting to be rendered (memory stays bounded).
         """
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
         if len(missing) == 1 and plan.files[missing[0]].size <= _INLINE_BYTES:
             index = missing[0]
             chunks, rows = _render_unit(fs, plan, _Unit(index))
-            parts = [*((chunk, 0) for chunk in chunks), (b"", rows)]
+            parts: list[tuple[memoryview | bytes, int]] = [(chunk, 0) for chunk in chunks]
+            parts.append((b"", rows))
             seg = self.store.write(plan.keys[index], parts)
             self._live[seg.key] = seg
             yield index, seg
@@ -381,26 +392,29 @@ class Segmenter:
             else:
                 units.append(_Unit(i))
         pool = self._executor()
-        window = 2 * self._workers
-        pending: deque[tuple[_Unit, Future[tuple[list[bytes], int]]]] = deque()
+        window = self._workers
+        queued = 2 * self._workers  # batches of a unit waiting for the pool, at most
+        pending: deque[tuple[_Unit, Future[list[Future[_Rendered]]]]] = deque()
         queue = iter(units)
+        cancelled = threading.Event()
 
         def fill() -> None:
             while len(pending) < window:
                 unit = next(queue, None)
                 if unit is None:
                     return
-                task = pool.submit(_render_unit, fs, plan, unit)
+                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled, queued)
                 pending.append((unit, task))
 
-        def parts_of(index: int) -> Iterator[tuple[bytes, int]]:
+        def parts_of(index: int) -> Iterator[tuple[memoryview | bytes, int]]:
             while pending and pending[0][0].index == index:
                 _, task = pending.popleft()
                 fill()
-                chunks, rows = task.result()
-                for chunk in chunks:
-                    yield chunk, 0
-                yield b"", rows
+                for batch_task in task.result():
+                    views, rows = batch_task.result()
+                    for view in views:
+                        yield view, 0
+                    yield b"", rows
 
         try:
             fill()
@@ -410,8 +424,11 @@ class Segmenter:
                 self._live[seg.key] = seg
                 yield index, seg
         finally:
+            cancelled.set()  # a unit still decoding stops handing batches out
             for _, task in pending:
-                task.cancel()
+                if not task.cancel() and task.done() and task.exception() is None:
+                    for batch_task in task.result():
+                        batch_task.cancel()
 
     def _whole(self, log: DeltaLog, version: int) -> SegmentedRendering:
         """Fallback for tables not readable file by file: one segment, the whole version."""
@@ -479,12 +496,17 @@ def _row_groups(
         return int(pq.ParquetFile(handle).metadata.num_row_groups)
 
 
-def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[bytes], int]:
-    """Render one unit's rows as CSV lines (runs on a worker thread)."""
+_Rendered = tuple[list[memoryview], int]
+"""The CSV text of some rows (views of Arrow buffers, see ``iter_render_views``), and how
+many rows."""
+
+
+def _unit_batches(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> Iterator[pa.RecordBatch]:
+    """Decode one unit's rows as batches with the table's columns (see `assemble`)."""
     snapshot = plan.snapshot
     data_file = plan.files[unit.index]
     if unit.row_groups == ():
-        return [], 0
+        return
     schema = snapshot.schema
     parts = snapshot.partition_columns
     with open_file(fs, snapshot, data_file, plan.read_only) as handle:
@@ -492,7 +514,7 @@ def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[byt
         present = set(pf.schema_arrow.names)
         wanted = [f.name for f in schema if f.name not in parts and f.name in present]
         if pf.metadata.num_rows == 0:
-            return [], 0
+            return
         groups = list(unit.row_groups) if unit.row_groups is not None else None
         few = pf.metadata.num_rows < _DICTIONARY_ROWS
         small = [] if few else _small_dictionaries(pf, schema, wanted, groups)
@@ -501,16 +523,63 @@ def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> tuple[list[byt
         batches = pf.iter_batches(
             batch_size=_BATCH_ROWS, row_groups=groups, columns=wanted, use_threads=False
         )
-        rows = 0
+        for batch in batches:
+            yield assemble(batch, schema, parts, data_file)
 
-        def assembled() -> Iterator[pa.RecordBatch]:
-            nonlocal rows
-            for batch in batches:
-                rows += batch.num_rows
-                yield assemble(batch, schema, parts, data_file)
 
-        chunks = list(iter_render_csv(assembled(), header=False, schema=schema))
-    return chunks, rows
+def _render_batch(batch: pa.RecordBatch, schema: pa.Schema) -> _Rendered:
+    """Render one batch's rows as CSV lines (runs on a worker thread)."""
+    views = list(iter_render_views(batch, header=False, schema=schema))
+    return views, batch.num_rows
+
+
+def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> _Rendered:
+    """Render one unit's rows as CSV lines, on the calling thread."""
+    schema = plan.snapshot.schema
+    rows = 0
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        nonlocal rows
+        for batch in _unit_batches(fs, plan, unit):
+            rows += batch.num_rows
+            yield batch
+
+    views = list(iter_render_views(counted(), header=False, schema=schema))
+    return views, rows
+
+
+def _decode_unit(
+    fs: pafs.FileSystem,
+    plan: Plan,
+    unit: _Unit,
+    pool: ThreadPoolExecutor,
+    cancelled: threading.Event,
+    queued: int,
+) -> list[Future[_Rendered]]:
+    """Decode one unit's batches, handing each to ``pool`` to render as it comes (runs on
+    a worker thread); return the renderings, in row order. Stops early once
+    ``cancelled`` is set (the rendering was abandoned).
+
+    While ``queued`` batches wait for the pool, this thread renders the next one itself
+    instead of handing it over: the decoded batches held stay bounded, and no thread of
+    the pool ever waits for another (it cannot deadlock).
+    """
+    schema = plan.snapshot.schema
+    tasks: list[Future[_Rendered]] = []
+    waiting: deque[Future[_Rendered]] = deque()
+    for batch in _unit_batches(fs, plan, unit):
+        if cancelled.is_set():
+            break
+        while waiting and waiting[0].done():
+            waiting.popleft()
+        if len(waiting) < queued:
+            task = pool.submit(_render_batch, batch, schema)
+            waiting.append(task)
+        else:
+            task = Future()
+            task.set_result(_render_batch(batch, schema))
+        tasks.append(task)
+    return tasks
 
 
 def _small_dictionaries(

@@ -72,7 +72,13 @@ from posixlake.csvcodec._common import CsvFormatError, HeaderMode
 from posixlake.csvcodec._dialect import CsvOptions, to_canonical_csv, write_canonical_files
 from posixlake.csvcodec._infer import infer_schema_from_csv, read_csv_infer
 from posixlake.csvcodec._parse import parse_csv, parse_value
-from posixlake.csvcodec._render import iter_render_csv, render_csv, render_lines, render_value
+from posixlake.csvcodec._render import (
+    iter_render_csv,
+    iter_render_views,
+    render_csv,
+    render_lines,
+    render_value,
+)
 
 __all__ = [
     "DEFAULT_NULL_MARKER",
@@ -81,6 +87,7 @@ __all__ = [
     "HeaderMode",
     "infer_schema_from_csv",
     "iter_render_csv",
+    "iter_render_views",
     "parse_csv",
     "parse_value",
     "read_changes_csv",

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +33,18 @@ from posixlake.csvcodec._common import (
     _is_text,
 )
 
-__all__ = ["iter_render_csv", "render_csv", "render_lines", "render_value"]
+__all__ = ["iter_render_csv", "iter_render_views", "render_csv", "render_lines", "render_value"]
+
+# The bytes that can make a field need quotes (see _NEEDS_QUOTES), matched byte by byte in
+# a column's whole text at once: the structural characters, the ASCII whitespace, and 0xEF,
+# the first byte of U+FEFF in UTF-8. A column whose text holds none of them needs quotes
+# only for its empty strings, which spares a regular expression search per value; one
+# whose text holds no structural character needs them only for its empty strings and the
+# values that start or end with whitespace (or start with U+FEFF), found by comparing
+# prefixes and suffixes.
+_QUOTE_BYTES: Final = r'[,"\r\n \t\x0b\x0c\xef]'
+_STRUCTURAL_BYTES: Final = r'[,"\r\n]'
+_EDGE_SPACES: Final = (" ", "\t", "\v", "\f")
 
 
 def _decoded(arr: Arr) -> Arr:
@@ -148,35 +160,90 @@ def _json(arr: Arr) -> Arr:
     return _fill(out, "null")
 
 
+def _text_bytes(text: Arr) -> Arr | None:
+    """Return the bytes of all the values of a string array as ONE binary value (no copy).
+
+    Null slots may hold bytes too (the format lets them): they are included, which only
+    makes a search in them find more. None when the values hold no bytes at all.
+    """
+    _, offsets_buffer, data = text.buffers()
+    if offsets_buffer is None or data is None or len(text) == 0:
+        return None
+    offsets = memoryview(offsets_buffer).cast("i")  # int32, native byte order
+    start = offsets[text.offset]
+    size = offsets[text.offset + len(text)] - start
+    if size == 0:
+        return None
+    bounds = pa.py_buffer(struct.pack("=ii", 0, size))
+    return pa.Array.from_buffers(pa.binary(), 1, [None, bounds, data.slice(start, size)])
+
+
+def _holds(whole: Arr | None, pattern: str) -> bool:
+    """Return whether the bytes of ``whole`` (see `_text_bytes`) match ``pattern``
+    somewhere: one linear search that stops at the first match."""
+    if whole is None:
+        return False
+    # a binary array: the regular expression matches bytes (Latin-1), not UTF-8 characters
+    return bool(pc.match_substring_regex(whole, pattern)[0].as_py())
+
+
+def _needs_quotes(text: Arr) -> Arr:
+    """Return, per value of a string array, whether ``_NEEDS_QUOTES`` matches it or it is
+    empty (NULL stays null), searching value by value only when the column's bytes hold a
+    structural character (see `_QUOTE_BYTES`)."""
+    needs = _is_empty(text)
+    whole = _text_bytes(text)
+    if not _holds(whole, _QUOTE_BYTES):
+        return needs
+    if _holds(whole, _STRUCTURAL_BYTES):
+        return pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), needs)
+    # no structural character in any value: only its first and last characters matter
+    for space in (*_EDGE_SPACES, "\ufeff"):
+        needs = pc.or_(needs, pc.starts_with(text, space))
+    for space in _EDGE_SPACES:
+        needs = pc.or_(needs, pc.ends_with(text, space))
+    return needs
+
+
 def _quote(text: Arr) -> Arr:
     """Quote the fields that need it (see the module docstring); NULL becomes empty."""
-    needs = pc.or_(pc.match_substring_regex(text, _NEEDS_QUOTES), _is_empty(text))
+    needs = _needs_quotes(text)
     if _any(needs):
         text = _choose(needs, _concat('"', pc.replace_substring(text, '"', '""'), '"'), text)
     return _fill(text, "")
 
 
-def _field(arr: Arr) -> Arr:
-    """Return the CSV field of each value, quoted where needed, NULL as empty."""
+def _field(arr: Arr, end: str = "") -> Arr:
+    """Return the CSV field of each value, quoted where needed, NULL as empty, each
+    followed by ``end`` (the line terminator, for a line's last field)."""
     if isinstance(arr, pa.DictionaryArray) and len(arr.dictionary) < len(arr):
         # render each distinct value once (a low-cardinality column read from Parquet)
-        fields = _field(arr.dictionary)
-        return _fill(fields.take(arr.indices), "")
+        fields = _field(arr.dictionary, end)
+        return _fill(fields.take(arr.indices), end)
     arr = _decoded(arr)
     t = arr.type
     text = _text(arr)
     if _is_text(t) or _is_nested(t):
-        return _quote(text)
-    if _is_bytes(t):
-        # base64 needs no quotes, but empty binary must not look like NULL.
-        text = _choose(_is_empty(text), '""', text)
-    return _fill(text, "")
+        field = _quote(text)
+    else:
+        if _is_bytes(t):
+            # base64 needs no quotes, but empty binary must not look like NULL.
+            text = _choose(_is_empty(text), '""', text)
+        field = _fill(text, "")
+    return _concat(field, end) if end else field
 
 
-def _batch_lines(batch: pa.RecordBatch) -> Arr:
-    fields = [_field(column) for column in batch.columns]
-    if not fields:
-        return pa.array([""] * batch.num_rows, pa.string())
+def _batch_lines(batch: pa.RecordBatch, end: str = "") -> Arr:
+    """Return each row's CSV line followed by ``end`` (the line terminator, or nothing).
+
+    The terminator is appended to the last field before the fields are joined, not to the
+    joined lines: a pass over one column's text instead of over the whole text.
+    """
+    columns = batch.columns
+    if not columns:
+        return pa.array([end] * batch.num_rows, pa.string())
+    fields = [_field(column) for column in columns[:-1]]
+    fields.append(_field(columns[-1], end))
     if len(fields) == 1:
         return fields[0]
     return _concat(*fields, sep=",")
@@ -222,20 +289,16 @@ def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return table.to_batches()[0]
 
 
-def _buffer_bytes(lines: Arr) -> bytes:
-    """Return the concatenated values of a string array, by slicing its data buffer.
+def _buffer_view(lines: Arr) -> memoryview:
+    """Return the concatenated values of a string array: a read-only view of (a slice of)
+    its data buffer, no copy; the view keeps the buffer alive.
 
     The array must be of type string (32-bit offsets); NULL slots must be empty.
     """
-    if len(lines) == 0:
-        return b""
-    _, offsets_buffer, data = lines.buffers()
-    if offsets_buffer is None or data is None:
-        return b""
-    offsets = memoryview(offsets_buffer).cast("i")  # int32, native byte order
-    start = offsets[lines.offset]
-    end = offsets[lines.offset + len(lines)]
-    return bytes(data.slice(start, end - start).to_pybytes())
+    whole = _text_bytes(lines)
+    if whole is None:
+        return memoryview(b"")
+    return memoryview(whole.buffers()[2]).toreadonly()
 
 
 def _as_batches(source: RenderSource) -> tuple[pa.Schema | None, Iterable[pa.RecordBatch]]:
@@ -281,6 +344,37 @@ def iter_render_csv(
         ValueError: A header is asked for a bare iterable with no batches and no
             ``schema``.
     """
+    for view in iter_render_views(table_or_batches, header=header, schema=schema):
+        yield bytes(view)
+
+
+def iter_render_views(
+    table_or_batches: RenderSource,
+    *,
+    header: bool = True,
+    schema: pa.Schema | None = None,
+) -> Iterator[memoryview]:
+    """Render a table as CSV like :func:`iter_render_csv`, yielding the chunks as
+    read-only views of the Arrow buffers that hold them, without copying them.
+
+    For a consumer that writes the chunks somewhere (a file, a socket, ``b"".join``):
+    a chunk of bytes costs a copy of the text that such a consumer makes again. Each view
+    keeps its buffer alive as long as the view lives.
+
+    Args:
+        table_or_batches: As for :func:`iter_render_csv`.
+        header: Yield the header line first.
+        schema: As for :func:`iter_render_csv`.
+
+    Yields:
+        Non-empty read-only views of UTF-8 CSV text; their concatenation is the same
+        bytes as :func:`iter_render_csv`'s chunks.
+
+    Raises:
+        SchemaError: A column has a type the codec does not support.
+        ValueError: A header is asked for a bare iterable with no batches and no
+            ``schema``.
+    """
     source_schema, batches = _as_batches(table_or_batches)
     schema = schema if schema is not None else source_schema
     header_done = not header
@@ -288,15 +382,15 @@ def iter_render_csv(
         for field in schema:
             _check_supported(field.type, field.name)
         if not header_done:
-            yield _header_line(schema.names)
+            yield memoryview(_header_line(schema.names))
             header_done = True
     for step in _steps(batches):
         if not header_done:
             for field in step.schema:
                 _check_supported(field.type, field.name)
-            yield _header_line(step.schema.names)
+            yield memoryview(_header_line(step.schema.names))
             header_done = True
-        chunk = _buffer_bytes(_concat(_batch_lines(step), "", sep="\n"))
+        chunk = _buffer_view(_batch_lines(step, "\n"))
         if chunk:
             yield chunk
     if not header_done:
@@ -316,7 +410,7 @@ def render_csv(table: pa.Table | pa.RecordBatch, *, header: bool = True) -> byte
     Raises:
         SchemaError: A column has a type the codec does not support.
     """
-    return b"".join(iter_render_csv(table, header=header))
+    return b"".join(iter_render_views(table, header=header))
 
 
 def render_lines(table: pa.Table | pa.RecordBatch) -> Chunked:

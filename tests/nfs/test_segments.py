@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -384,13 +385,13 @@ def test_a_lone_small_new_file_is_rendered_on_the_calling_thread(
     import nfs.table.segments as segments
 
     threads: list[str] = []
-    render_unit = segments._render_unit
+    unit_batches = segments._unit_batches
 
-    def recorded(*args: Any) -> tuple[list[bytes], int]:
-        threads.append(threading.current_thread().name)
-        return render_unit(*args)
+    def recorded(*args: Any) -> Iterator[pa.RecordBatch]:
+        threads.append(threading.current_thread().name)  # the thread decoding the file
+        return unit_batches(*args)
 
-    monkeypatch.setattr(segments, "_render_unit", recorded)
+    monkeypatch.setattr(segments, "_unit_batches", recorded)
     db = _table(tmp_path / "t")
     seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
     seg(db.version)
@@ -424,4 +425,100 @@ def test_a_new_column_gives_later_versions_its_header(tmp_path: Path) -> None:
     assert _bytes(r) == _expected(db, db.version)
     assert _bytes(r).endswith(b"10000,n,1,c,7\n")
     assert seg(first).header == b"id,name,score,city\n"
+    seg.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_file_of_many_batches_renders_the_same_bytes_in_parallel(
+    tmp_path: Path, workers: int
+) -> None:
+    """A file is decoded in batches that the pool renders in parallel (a table of one
+    file too); the segment holds them in row order, with the file's row count."""
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    n = 3 * 65_536 + 123  # four batches
+    ids = pa.array(range(n), pa.int64())
+    marks = pc.equal(pc.bit_wise_and(ids, 1023), 0)  # some names need quotes
+    names = pc.if_else(marks, 'say "hi", ', pc.cast(ids, pa.string()))
+    cities = pa.array(["Paris", "New York, NY", "", None], pa.string())
+    table = pa.table(
+        {
+            "id": ids,
+            "name": names,
+            "score": pc.divide(pc.cast(ids, pa.float64()), 7.0),
+            "city": cities.take(pc.cast(pc.bit_wise_and(ids, 3), pa.int64())),
+        }
+    )
+    db.insert(table)
+    db.insert(table.slice(0, 70_000).set_column(0, "id", pc.add(ids.slice(0, 70_000), n)))
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=workers)
+    r = seg(db.version)
+    assert _bytes(r) == _expected(db, db.version)
+    store = SegmentStore(tmp_path / "cache")
+    rows = sorted(s.rows for s in (store.open(key) for key, _, _ in r.segments) if s)
+    assert rows == [70_000, n]
+    seg.close()
+
+
+def test_a_missing_data_file_fails_the_rendering_and_leaves_no_partial_segment(
+    tmp_path: Path,
+) -> None:
+    """A data file gone from under the table (deleted by hand) is NotFound; no segment and
+    no temporary file of it stays in the cache, and a later call fails the same way."""
+    db = _table(tmp_path / "t", n=3 * 70_000)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    plan = seg.plan(db.version)
+    assert plan is not None
+    os.unlink(os.path.join(plan.snapshot.uri, plan.files[1].path))
+    for _ in range(2):
+        with pytest.raises(PosixLakeError, match="missing"):
+            seg(db.version)
+    names = os.listdir(tmp_path / "cache")
+    assert not [n for n in names if n.startswith(".tmp-")]
+    assert plan.keys[1] + ".seg" not in names
+    seg.close()
+
+
+def test_the_batches_of_one_file_render_on_several_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table of one big file is rendered by more than one thread: the first batch's
+    rendering waits until another thread renders a batch too (or gives up after 20 s, and
+    the test fails: one thread rendered the file alone)."""
+    import threading
+
+    import posixlake.csvcodec._render as render
+
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    n = 3 * 65_536 + 123  # four batches
+    ids = pa.array(range(n), pa.int64())
+    db.insert(
+        pa.table(
+            {
+                "id": ids,
+                "name": pc.cast(ids, pa.string()),
+                "score": pc.cast(ids, pa.float64()),
+                "city": pa.array(["x,y"] * n),
+            }
+        )
+    )
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    threads: set[str] = set()
+    lock = threading.Lock()
+    two = threading.Event()
+    batch_lines = render._batch_lines
+
+    def recorded(batch: pa.RecordBatch, end: str = "") -> pa.Array[Any]:
+        if batch.num_rows > 1000:  # not the warm-up's one-row table
+            with lock:
+                threads.add(threading.current_thread().name)
+                if len(threads) > 1:
+                    two.set()
+            if not two.wait(timeout=20):
+                two.set()  # gave up: the other batches need not wait too
+        return batch_lines(batch, end) if end else batch_lines(batch)
+
+    monkeypatch.setattr(render, "_batch_lines", recorded)
+    r = seg(db.version)
+    assert len(threads) > 1
+    assert _bytes(r) == _expected(db, db.version)
     seg.close()
