@@ -664,8 +664,9 @@ class NfsServer:
             self._end(conn)
             return
         completed = bool(records)
-        if len(records) == 1 and not conn.running and not conn.pending:
-            # a lone call (a synchronous client): answered here if it needs no waiting
+        if len(records) == 1 and not conn.pending:
+            # a lone call (a synchronous client; the worker that answered its last call
+            # may still be counting it as running): answered here if it needs no waiting
             parts = self.dispatcher.handle_parts_nowait(records[0], conn.context)
             if parts is not None:
                 conn.sender.send(encode_record_parts(parts), wait=0.0)

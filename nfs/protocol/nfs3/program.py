@@ -38,15 +38,21 @@ class Procedure(Generic[A, R]):
 
 
 NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
-    NfsProc3.NFSPROC3_NULL: Procedure("NFSPROC3_NULL", Void.unpack, p.nfsproc3_null),
+    NfsProc3.NFSPROC3_NULL: Procedure(
+        "NFSPROC3_NULL", Void.unpack, p.nfsproc3_null, p.nfsproc3_null
+    ),
     NfsProc3.NFSPROC3_GETATTR: Procedure(
-        "NFSPROC3_GETATTR", a.Getattr3Args.unpack, p.nfsproc3_getattr
+        "NFSPROC3_GETATTR", a.Getattr3Args.unpack, p.nfsproc3_getattr, p.nfsproc3_getattr_nowait
     ),
     NfsProc3.NFSPROC3_SETATTR: Procedure(
         "NFSPROC3_SETATTR", a.Setattr3Args.unpack, p.nfsproc3_setattr
     ),
-    NfsProc3.NFSPROC3_LOOKUP: Procedure("NFSPROC3_LOOKUP", a.Lookup3Args.unpack, p.nfsproc3_lookup),
-    NfsProc3.NFSPROC3_ACCESS: Procedure("NFSPROC3_ACCESS", a.Access3Args.unpack, p.nfsproc3_access),
+    NfsProc3.NFSPROC3_LOOKUP: Procedure(
+        "NFSPROC3_LOOKUP", a.Lookup3Args.unpack, p.nfsproc3_lookup, p.nfsproc3_lookup_nowait
+    ),
+    NfsProc3.NFSPROC3_ACCESS: Procedure(
+        "NFSPROC3_ACCESS", a.Access3Args.unpack, p.nfsproc3_access, p.nfsproc3_access_nowait
+    ),
     NfsProc3.NFSPROC3_READLINK: Procedure(
         "NFSPROC3_READLINK", a.Readlink3Args.unpack, p.nfsproc3_readlink
     ),
@@ -71,9 +77,14 @@ NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
         "NFSPROC3_READDIRPLUS", a.Readdirplus3Args.unpack, p.nfsproc3_readdirplus
     ),
     NfsProc3.NFSPROC3_FSSTAT: Procedure("NFSPROC3_FSSTAT", a.Fsstat3Args.unpack, p.nfsproc3_fsstat),
-    NfsProc3.NFSPROC3_FSINFO: Procedure("NFSPROC3_FSINFO", a.Fsinfo3Args.unpack, p.nfsproc3_fsinfo),
+    NfsProc3.NFSPROC3_FSINFO: Procedure(
+        "NFSPROC3_FSINFO", a.Fsinfo3Args.unpack, p.nfsproc3_fsinfo, p.nfsproc3_fsinfo_nowait
+    ),
     NfsProc3.NFSPROC3_PATHCONF: Procedure(
-        "NFSPROC3_PATHCONF", a.Pathconf3Args.unpack, p.nfsproc3_pathconf
+        "NFSPROC3_PATHCONF",
+        a.Pathconf3Args.unpack,
+        p.nfsproc3_pathconf,
+        p.nfsproc3_pathconf_nowait,
     ),
     NfsProc3.NFSPROC3_COMMIT: Procedure("NFSPROC3_COMMIT", a.Commit3Args.unpack, p.nfsproc3_commit),
 }
