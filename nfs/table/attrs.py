@@ -64,6 +64,7 @@ class Attributes:
         self._rules = rules
         self._changes = changes
         self._parts = parts
+        self._data_csv: tuple[tuple[object, ...], Fattr3] | None = None
         self._partitioned: tuple[int, int, bool] | None = None
         """(version, table generation, whether / lists partitions), from the last full
         GETATTR of /: the partition columns are read under the table handle's lock."""
@@ -249,9 +250,17 @@ class Attributes:
         )
 
     def data_csv_attrs(self, version: int, size: int) -> Fattr3:
-        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's)."""
+        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's);
+        the last ones are kept (every GETATTR, LOOKUP, ACCESS and READ reply carries them)."""
         mode = FILE_MODE if self._s.read_only else RW_MODE
-        return self.file_attrs(DATA_CSV_ID, mode, size, self._reads.commit_time(version))
+        mtime = self._reads.commit_time(version)
+        key = (version, size, mode, mtime, self._s.fsid)
+        last = self._data_csv
+        if last is not None and last[0] == key:
+            return last[1]
+        attrs = self.file_attrs(DATA_CSV_ID, mode, size, mtime)
+        self._data_csv = (key, attrs)
+        return attrs
 
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
         """Set attributes: a size on data.csv stages a truncation, its mode, owner and times
