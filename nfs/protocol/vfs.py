@@ -216,6 +216,7 @@ class NowaitVfs(Protocol):
     returns None with no effect (then the server runs the full call on a worker thread):
     it never waits for a lock held elsewhere and does no IO. A Vfs has any subset of
     them (``getattr(vfs, "getattr_nowait", None)``); failures are left to the full path.
+    They are given the caller (``ctx``) and are not run under `calling`.
     """
 
     def generation_nowait(self, fid: FileId) -> bytes | None:

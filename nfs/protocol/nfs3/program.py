@@ -2,11 +2,13 @@
 
 `NFS3_PROCEDURES` is the explicit table; `nfs3_program(service)` binds it to one
 `Nfs3Service` as the RPC program 100003 v3 for `nfs.protocol.rpc.Dispatcher`, each call served
-under `nfs.protocol.vfs.calling` (so the Vfs knows the caller).
+under `nfs.protocol.vfs.calling` (so the Vfs knows the caller); the nowait implementations
+pass the caller to the Vfs themselves.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -109,12 +111,11 @@ def _bind(service: Nfs3Service, proc: Procedure[Any, Any]) -> RpcProcedure[Any]:
             result: Packable = run(service, args, ctx)
         return result
 
-    def bound_nowait(args: Any, ctx: CallContext) -> Packable | None:
-        assert run_nowait is not None
-        with calling(ctx):
-            result: Packable | None = run_nowait(service, args, ctx)
-        return result
-
+    # a nowait implementation hands the caller to the Vfs's *_nowait methods itself
+    # (nfs.protocol.vfs.NowaitVfs): no calling() context, no wrapper frame
     return RpcProcedure(
-        proc.name, proc.decode, bound, bound_nowait if run_nowait is not None else None
+        proc.name,
+        proc.decode,
+        bound,
+        functools.partial(run_nowait, service) if run_nowait is not None else None,
     )
