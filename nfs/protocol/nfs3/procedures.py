@@ -273,10 +273,15 @@ def nfsproc3_read_nowait(s: Nfs3Service, args: Read3Args, ctx: CallContext) -> R
     read_nowait = getattr(s.vfs, "read_nowait", None)
     if read_nowait is None:
         return None
-    try:
-        fid = s.fid(args.file)
-    except NfsError:
-        return None
+    if getattr(s.vfs, "generation_nowait", None) is not None:
+        fid: FileId | None = s.handles.decode_nowait(args.file)  # never waits for a lock
+        if fid is None:
+            return None
+    else:  # a Vfs whose generation() of a readable file does not wait (nfs.lake)
+        try:
+            fid = s.fid(args.file)
+        except NfsError:
+            return None
     got: tuple[bytes | memoryview | Pieces, bool, Fattr3] | None = read_nowait(
         fid, args.offset, min(args.count, s.limits.rtmax), ctx
     )
