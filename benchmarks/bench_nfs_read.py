@@ -1,7 +1,7 @@
 """Warm sequential reads through libnfs: our server (a child process) next to NFS-Ganesha.
 
 Run:  python benchmarks/bench_nfs_read.py [--rows N] [--runs N] [--dir DIR] [--server PATH]
-                                          [--fresh-cache]
+                                          [--fresh-cache] [--against PATH]
 
 The table (id Int64 primary key, name, score Float64, city; ``bench_nfs_scale.build``,
 1M rows per data file) is served by ``NfsServer`` in a child process; Ganesha serves
@@ -18,8 +18,10 @@ file) followed by the transfer; without, it reuses the segments earlier runs lef
 ``DIR/segments``.
 
 ``--server PATH`` serves from another checkout's ``nfs`` and ``posixlake`` (its
-directory goes first on the child's PYTHONPATH), to compare two versions on the same
-machine at the same time. The machine may be shared: the load average is printed.
+directory goes first on the child's PYTHONPATH). ``--against PATH`` serves the same tables
+from a second checkout as well, read in turn with ours and Ganesha's (every order of the
+three in rotation), so a before/after pair is measured in one run, under the same load.
+The machine may be shared: the load average is printed.
 
 These are measurements, not tests: nothing here asserts a time.
 """
@@ -27,6 +29,7 @@ These are measurements, not tests: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -108,6 +111,7 @@ def main() -> None:
     parser.add_argument(
         "--fresh-cache", action="store_true", help="empty the segment cache: a first-ever render"
     )
+    parser.add_argument("--against", default=None, help="also serve from this checkout")
     args = parser.parse_args()
     if shutil.which("nfs-cat") is None:
         sys.exit("bench_nfs_read: needs libnfs-utils (nfs-cat)")
@@ -123,6 +127,10 @@ def main() -> None:
     if args.fresh_cache:
         shutil.rmtree(work / "segments", ignore_errors=True)
     ours, mine = Served(big, work, "big", args.server), Served(small, work, "small", args.server)
+    other = other_small = None
+    if args.against:
+        other = Served(big, work, "big-against", args.against)
+        other_small = Served(small, work, "small-against", args.against)
     try:
         first = cat_seconds(ours.url)
         data = subprocess.run(["nfs-cat", ours.url], capture_output=True, check=True).stdout
@@ -143,15 +151,24 @@ def main() -> None:
                 bench_nfs.nfs_cat_null(url)
             big_ours: list[float] = []
             big_theirs: list[float] = []
+            big_other: list[float] = []
+            order = [(ours.url, big_ours), (g.url("big.csv"), big_theirs)]
+            if other is not None:
+                bench_nfs.nfs_cat_null(other.url)
+                order.append((other.url, big_other))
             for i in range(args.runs):
-                order = [(ours.url, big_ours), (g.url("big.csv"), big_theirs)]
-                for url, out in order if i % 2 else order[::-1]:
+                for url, out in _rotation(order, i):
                     out.append(mb / cat_seconds(url))
             small_ours: list[float] = []
             small_theirs: list[float] = []
-            for _ in range(max(args.runs, 9)):
-                small_ours.append(cat_seconds(mine.url) * 1000)
-                small_theirs.append(cat_seconds(g.url("small.csv")) * 1000)
+            small_other: list[float] = []
+            order = [(mine.url, small_ours), (g.url("small.csv"), small_theirs)]
+            if other_small is not None:
+                bench_nfs.nfs_cat_null(other_small.url)
+                order.append((other_small.url, small_other))
+            for i in range(max(args.runs, 9) * (3 if other is not None else 1)):
+                for url, out in _rotation(order, i):
+                    out.append(cat_seconds(url) * 1000)
         mo, mg = statistics.median(big_ours), statistics.median(big_theirs)
         print(
             f"warm read of {mb:.0f} MB: posixlake {mo:.0f} MB/s, Ganesha {mg:.0f} MB/s, "
@@ -160,13 +177,32 @@ def main() -> None:
         print(f"  runs: posixlake {[round(x) for x in big_ours]}")
         print(f"        Ganesha   {[round(x) for x in big_theirs]}")
         print(f"  server after the runs: {ours.memory()}")
+        if big_other:
+            mb_other = statistics.median(big_other)
+            print(
+                f"  --against: {mb_other:.0f} MB/s, ratio {mb_other / mg:.2f} "
+                f"(this checkout / it: {mo / mb_other:.2f})"
+            )
         so, sg = statistics.median(small_ours), statistics.median(small_theirs)
-        print(f"warm read, 100k rows: posixlake {so:.1f} ms, Ganesha {sg:.1f} ms")
+        print(
+            f"warm read, 100k rows: posixlake {so:.2f} ms, Ganesha {sg:.2f} ms, "
+            f"ratio {so / sg:.2f} (median of {len(small_ours)})"
+        )
+        if small_other:
+            st = statistics.median(small_other)
+            print(f"  --against: {st:.2f} ms, ratio {st / sg:.2f}")
         print(f"load average: {os.getloadavg()[0]:.2f}")
     finally:
-        ours.close()
-        mine.close()
+        for served in (ours, mine, other, other_small):
+            if served is not None:
+                served.close()
         shutil.rmtree(ganesha_dir, ignore_errors=True)  # its copy of the table's bytes
+
+
+def _rotation(order: list[tuple[str, list[float]]], i: int) -> list[tuple[str, list[float]]]:
+    """The ``i``-th order of the servers (every permutation in turn: none is always first)."""
+    orders = list(itertools.permutations(order))
+    return list(orders[i % len(orders)])
 
 
 if __name__ == "__main__":

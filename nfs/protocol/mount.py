@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-from nfs.protocol.nfs3 import Ftype3, NfsFh3, Nfsstat3
+from nfs.protocol.nfs3 import Fattr3, Ftype3, NfsFh3, Nfsstat3
 from nfs.protocol.nfs3.handles import HandleCodec
 from nfs.protocol.rpc import VOID, AuthFlavor, CallContext, RpcProcedure, RpcProgram, Void
 from nfs.protocol.vfs import FileId, NfsError, Vfs
@@ -245,8 +245,12 @@ class MountService:
             MOUNT_PROGRAM,
             MOUNT_V3,
             {
-                MountProc3.MOUNTPROC3_NULL: RpcProcedure("MOUNTPROC3_NULL", Void.unpack, self.null),
-                MountProc3.MOUNTPROC3_MNT: RpcProcedure("MOUNTPROC3_MNT", DirPath.unpack, self.mnt),
+                MountProc3.MOUNTPROC3_NULL: RpcProcedure(
+                    "MOUNTPROC3_NULL", Void.unpack, self.null, self.null
+                ),
+                MountProc3.MOUNTPROC3_MNT: RpcProcedure(
+                    "MOUNTPROC3_MNT", DirPath.unpack, self.mnt, self.mnt_nowait
+                ),
                 MountProc3.MOUNTPROC3_DUMP: RpcProcedure("MOUNTPROC3_DUMP", Void.unpack, self.dump),
                 MountProc3.MOUNTPROC3_UMNT: RpcProcedure(
                     "MOUNTPROC3_UMNT", DirPath.unpack, self.umnt
@@ -295,6 +299,38 @@ class MountService:
                         raise
         return self._walk(parts, ctx)
 
+    def _walk_nowait(self, parts: list[str], ctx: CallContext) -> tuple[FileId, bytes] | None:
+        """`_walk` and the handle generation of the directory, if the Vfs answers them
+        without waiting (`nfs.protocol.vfs.NowaitVfs`); None otherwise."""
+        lookup = getattr(self.vfs, "lookup_nowait", None)
+        attrs = getattr(self.vfs, "getattr_nowait", None)
+        generation = getattr(self.vfs, "generation_nowait", None)
+        if lookup is None or attrs is None or generation is None:
+            return None
+        fid: FileId | None = self.vfs.root_dir()
+        for part in parts:
+            if fid is None:
+                return None
+            fid = lookup(fid, part, ctx)
+        if fid is None:
+            return None
+        got: Fattr3 | None = attrs(fid, ctx)
+        gen: bytes | None = generation(fid)
+        if got is None or got.type != Ftype3.NF3DIR or gen is None:
+            return None
+        return fid, gen
+
+    def _resolve_nowait(self, path: str, ctx: CallContext) -> tuple[FileId, bytes] | None:
+        """`resolve` when the Vfs answers without waiting and the path exists; else None."""
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            return None
+        for alias in self.aliases:
+            alias_parts = self._components(alias)
+            if alias_parts and parts[: len(alias_parts)] == alias_parts:
+                return None  # the full path tries the alias first, then the path as it is
+        return self._walk_nowait(parts, ctx)
+
     # -- procedures
 
     def null(self, args: Void, ctx: CallContext) -> Void:
@@ -308,12 +344,25 @@ class MountService:
             fh: NfsFh3 = self.handles.encode(fid)
         except NfsError as err:
             return MountRes3(_NFS_TO_MOUNT.get(err.status, Mountstat3.MNT3ERR_SERVERFAULT))
+        self._record(args.path, ctx)
+        return MountRes3(Mountstat3.MNT3_OK, MountRes3Ok(fh.data, AUTH_FLAVORS))
+
+    def mnt_nowait(self, args: DirPath, ctx: CallContext) -> MountRes3 | None:
+        """MNT without waiting, if the Vfs can (`nfs.protocol.vfs.NowaitVfs`) and the path
+        exists; None otherwise (then `mnt` runs). The same reply and mount record."""
+        got = self._resolve_nowait(args.path, ctx)
+        if got is None:
+            return None
+        fh = self.handles.encode_with(*got)
+        self._record(args.path, ctx)
+        return MountRes3(Mountstat3.MNT3_OK, MountRes3Ok(fh.data, AUTH_FLAVORS))
+
+    def _record(self, path: str, ctx: CallContext) -> None:
         host = ctx.cred.machinename or (ctx.peer or "").rsplit(":", 1)[0]
         with self._lock:
-            entry = MountBody(host[:MNTNAMLEN], args.path)
+            entry = MountBody(host[:MNTNAMLEN], path)
             if entry not in self._mounts:
                 self._mounts.append(entry)
-        return MountRes3(Mountstat3.MNT3_OK, MountRes3Ok(fh.data, AUTH_FLAVORS))
 
     def dump(self, args: Void, ctx: CallContext) -> MountList:
         """MOUNTPROC3_DUMP (§I.5.3): the mounts recorded by MNT (and not UMNT'ed)."""

@@ -577,24 +577,30 @@ class Dispatcher:
     ) -> _Call | list[bytes | memoryview] | None:
         """Decode a call up to its arguments: the call, or the reply that refuses it (or
         None: nothing to answer). Never raises."""
-        u = Unpacker(record)
-        try:
-            xid_raw, mtype = u.unpack_struct(_XID_MTYPE)
-        except XdrError:
-            return None
-        xid = Xid(xid_raw)
-        if mtype != MsgType.CALL:
-            return None
-        try:
-            rpcvers = u.unpack_uint()
-            if rpcvers != RPC_VERSION:
-                return reply_rpc_mismatch(xid).get_buffers()
-            prog, vers, proc, cred_flavor = u.unpack_struct(_CALL_BODY)
-            cred_body = u.unpack_opaque(MAX_AUTH_BYTES)
-            u.unpack_uint()  # verifier: AUTH_NONE for AUTH_SYS; not checked
-            u.unpack_opaque(MAX_AUTH_BYTES)
-        except XdrError:
-            return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+        head = _fast_head(record)
+        if head is not None:  # the common case: one struct for the header, no copies
+            xid_raw, prog, vers, proc, cred_flavor, cred_body, args_at = head
+            xid = Xid(xid_raw)
+            u = Unpacker(record, args_at)
+        else:
+            u = Unpacker(record)
+            try:
+                xid_raw, mtype = u.unpack_struct(_XID_MTYPE)
+            except XdrError:
+                return None
+            xid = Xid(xid_raw)
+            if mtype != MsgType.CALL:
+                return None
+            try:
+                rpcvers = u.unpack_uint()
+                if rpcvers != RPC_VERSION:
+                    return reply_rpc_mismatch(xid).get_buffers()
+                prog, vers, proc, cred_flavor = u.unpack_struct(_CALL_BODY)
+                cred_body = u.unpack_opaque(MAX_AUTH_BYTES)
+                u.unpack_uint()  # verifier: AUTH_NONE for AUTH_SYS; not checked
+                u.unpack_opaque(MAX_AUTH_BYTES)
+            except XdrError:
+                return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         try:
             credentials = Credentials.from_auth(OpaqueAuth(cred_flavor, cred_body))
             if self._credential_policy is not None:
@@ -627,6 +633,34 @@ class Dispatcher:
         if cache is not None and cache.covers(prog, vers, proc):
             key = RequestKey.of(peer, xid, prog, vers, proc, memoryview(record)[args_at:])
         return _Call(xid, procedure, args, ctx, key)
+
+
+_CALL_HEAD: Final = struct.Struct(">IIIIIIII")
+"""xid, CALL, rpcvers, prog, vers, proc, credential flavor, credential length."""
+
+
+def _fast_head(record: Buffer) -> tuple[int, int, int, int, int, bytes, int] | None:
+    """Decode a well-formed RPC v2 call header in one go: (xid, prog, vers, proc,
+    credential flavor and body, offset of the arguments); None for anything else (a
+    short record, not a CALL, another RPC version, a bad length), which the step by step
+    decoder then answers as it should."""
+    size = len(record)
+    if size < 40:
+        return None
+    xid, mtype, rpcvers, prog, vers, proc, flavor, cred_len = _CALL_HEAD.unpack_from(record, 0)
+    if mtype != MsgType.CALL or rpcvers != RPC_VERSION or cred_len > MAX_AUTH_BYTES:
+        return None
+    at = 32 + ((cred_len + 3) & ~3)
+    if at + 8 > size:
+        return None
+    verf_len = _U32_AT.unpack_from(record, at + 4)[0]
+    args_at = at + 8 + ((verf_len + 3) & ~3)
+    if verf_len > MAX_AUTH_BYTES or args_at > size:
+        return None
+    return xid, prog, vers, proc, flavor, bytes(record[32 : 32 + cred_len]), args_at
+
+
+_U32_AT: Final = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)

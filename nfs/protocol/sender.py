@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import ipaddress
 import select
 import socket
@@ -54,11 +55,9 @@ def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
         return None
     try:
         host = sock.getpeername()[0]
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except (OSError, ValueError):
+    except OSError:
         return None
-    mapped = getattr(address, "ipv4_mapped", None)
-    if not (address.is_loopback or (mapped is not None and mapped.is_loopback)):
+    if not _is_loopback(host):
         return None
     for name in LOOPBACK_CONGESTION:
         try:
@@ -67,6 +66,17 @@ def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
             continue
         return name
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (a peer address as the socket gives it) is this machine."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 class ReplySender:

@@ -464,21 +464,35 @@ class NfsServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
 
     async def _accept_loop(self, listener: socket.socket) -> None:
-        """Accept connections; on EMFILE and the like, log once and back off."""
+        """Accept connections; on EMFILE and the like, log once and back off.
+
+        The listener's reader callback (`_acceptable`) accepts and serves connections
+        itself, as long as it is registered: no future, no reader added and removed per
+        connection. It hands this coroutine what needs waiting: an accept that failed
+        for lack of resources (back off, close an idle connection), and a connection
+        accepted at the connection cap (close an idle one to make room, or refuse it).
+        """
         loop = asyncio.get_running_loop()
+        fd = listener.fileno()
         failures = 0
         warned_at = -float("inf")
         delay = _ACCEPT_BACKOFF_MIN
         stop = self._stop
         assert stop is not None
         while not stop.is_set():
+            handed: asyncio.Future[tuple[socket.socket | None, OSError | None]]
+            handed = loop.create_future()
+            accepted = [0]  # connections the callback accepted meanwhile
+            loop.add_reader(fd, self._acceptable, listener, handed, accepted)
             try:
-                sock, _ = await loop.sock_accept(listener)
-            except OSError as err:
-                self._count(accept_errors=1)
-                if err.errno not in _RESOURCE_ERRNOS:
-                    logger.debug("accept failed: %s", err)
-                    continue
+                sock, err = await handed
+            finally:
+                loop.remove_reader(fd)
+            if failures and accepted[0]:
+                logger.debug("accepting NFS connections again after %d failed accepts", failures)
+                failures = 0
+                delay = _ACCEPT_BACKOFF_MIN
+            if err is not None:
                 if failures == 0 and loop.time() - warned_at >= _ACCEPT_WARN_INTERVAL:
                     warned_at = loop.time()
                     logger.warning(
@@ -493,25 +507,54 @@ class NfsServer:
                     await asyncio.wait_for(stop.wait(), delay)
                 delay = min(delay * 2, _ACCEPT_BACKOFF_MAX)
                 continue
-            if failures:
-                logger.debug("accepting NFS connections again after %d failed accepts", failures)
-                failures = 0
-                delay = _ACCEPT_BACKOFF_MIN
+            assert sock is not None
             if len(self._connections) >= self._max_connections and not await self._evict_idle():
                 self._count(refused_connections=1)
                 logger.debug("connection refused: %d connections, all busy", self._max_connections)
                 sock.close()
                 continue
+            self._start_connection(sock, loop)
+
+    def _acceptable(
+        self,
+        listener: socket.socket,
+        handed: asyncio.Future[tuple[socket.socket | None, OSError | None]],
+        accepted: list[int],
+    ) -> None:
+        """The listener's reader callback: accept what is waiting and serve it; hand
+        `_accept_loop` a failure for lack of resources or a connection past the cap
+        (``accepted[0]`` counts the connections accepted)."""
+        loop = asyncio.get_running_loop()
+        while not handed.done():
             try:
-                conn = self._connect(sock, loop)
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as err:
-                logger.debug("cannot set up a connection: %s", err)
-                sock.close()
-                continue
-            task = asyncio.create_task(self._serve_connection(conn))
-            self._connections[task] = conn
-            task.add_done_callback(self._connection_done)
-            self._count(connections=1)
+                self._count(accept_errors=1)
+                if err.errno not in _RESOURCE_ERRNOS:
+                    logger.debug("accept failed: %s", err)
+                    continue
+                handed.set_result((None, err))
+                return
+            accepted[0] += 1
+            if len(self._connections) >= self._max_connections:
+                handed.set_result((sock, None))
+                return
+            self._start_connection(sock, loop)
+
+    def _start_connection(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve an accepted connection (its task reads it until it ends)."""
+        try:
+            conn = self._connect(sock, loop)
+        except OSError as err:
+            logger.debug("cannot set up a connection: %s", err)
+            sock.close()
+            return
+        task = asyncio.create_task(self._serve_connection(conn))
+        self._connections[task] = conn
+        task.add_done_callback(self._connection_done)
+        self._count(connections=1)
 
     def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
@@ -664,8 +707,9 @@ class NfsServer:
             self._end(conn)
             return
         completed = bool(records)
-        if len(records) == 1 and not conn.running and not conn.pending:
-            # a lone call (a synchronous client): answered here if it needs no waiting
+        if len(records) == 1 and not conn.pending:
+            # a lone call (a synchronous client; the worker that answered its last call
+            # may still be counting it as running): answered here if it needs no waiting
             parts = self.dispatcher.handle_parts_nowait(records[0], conn.context)
             if parts is not None:
                 conn.sender.send(encode_record_parts(parts), wait=0.0)

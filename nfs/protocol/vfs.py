@@ -17,7 +17,9 @@ carries the AUTH_SYS uid, gid and groups, so the Vfs can enforce permissions.
 A Vfs may also have ``close()`` (or ``flush()``): `nfs.protocol.server.NfsServer` calls it
 once at shutdown, after the last call has finished. A Vfs that stages writes may have
 ``write_verifier() -> bytes``: WRITE and COMMIT replies carry it instead of the service's
-per-boot verifier, so the Vfs can change it when it loses staged data.
+per-boot verifier, so the Vfs can change it when it loses staged data. A Vfs may answer
+cheap calls on the transport's event loop (`NowaitVfs`: ``*_nowait`` methods that
+return None unless the answer needs no waiting).
 
 The wire types used here (`Fattr3`, `Sattr3`, `Nfsstat3`, `StableHow`) live in
 `nfs.protocol.nfs3.types`, below this module; the NFS procedures (`nfs.protocol.nfs3.procedures`) sit above it.
@@ -25,13 +27,12 @@ The wire types used here (`Fattr3`, `Sattr3`, `Nfsstat3`, `StableHow`) live in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Final, NewType, Protocol, runtime_checkable
 
-from nfs.protocol.nfs3.types import Fattr3, Nfsstat3, Sattr3, StableHow
+from nfs.protocol.nfs3.types import Fattr3, Nfsstat3, Pieces, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "FileId",
     "FsStat",
     "NfsError",
+    "NowaitVfs",
     "Vfs",
     "VfsCapabilities",
     "calling",
@@ -67,14 +69,26 @@ def current_caller() -> CallContext | None:
     return _CALLER.get()
 
 
-@contextmanager
-def calling(ctx: CallContext) -> Iterator[None]:
+class _Calling:
+    """The context manager of `calling` (a class: cheaper than a generator per call)."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: CallContext) -> None:
+        self._ctx = ctx
+        self._token: Token[CallContext | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _CALLER.set(self._ctx)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _CALLER.reset(self._token)
+
+
+def calling(ctx: CallContext) -> AbstractContextManager[None]:
     """Serve one call as ``ctx`` (see :func:`current_caller`); the NFS service wraps each call."""
-    token = _CALLER.set(ctx)
-    try:
-        yield
-    finally:
-        _CALLER.reset(token)
+    return _Calling(ctx)
 
 
 FileId = NewType("FileId", int)
@@ -189,6 +203,43 @@ class EditBounds(Protocol):
     def discard(self, fid: FileId, ctx: CallContext) -> bool:
         """Drop the caller's staged edit of ``fid`` unapplied, with its journal (the
         client's lease expired); whether there was one."""
+        ...
+
+
+class NowaitVfs(Protocol):
+    """Optional methods of a Vfs that answer without waiting, for the transport's event loop.
+
+    The server answers a lone call of a synchronous client (``nfs-cat``: NULL, MNT,
+    FSINFO, GETATTR, LOOKUP, ACCESS, GETATTR, READ, one at a time) on its event loop
+    when the Vfs can, which saves two thread switches per call. Each method either
+    gives what its blocking counterpart would give now, with the same effects, or
+    returns None with no effect (then the server runs the full call on a worker thread):
+    it never waits for a lock held elsewhere and does no IO. A Vfs has any subset of
+    them (``getattr(vfs, "getattr_nowait", None)``); failures are left to the full path.
+    They are given the caller (``ctx``) and are not run under `calling`.
+    """
+
+    def generation_nowait(self, fid: FileId) -> bytes | None:
+        """`Vfs.generation`, or None."""
+        ...
+
+    def getattr_nowait(self, fid: FileId, ctx: CallContext) -> Fattr3 | None:
+        """`Vfs.getattr` for the caller ``ctx``, or None."""
+        ...
+
+    def lookup_nowait(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId | None:
+        """`Vfs.lookup` when ``name`` exists, or None."""
+        ...
+
+    def access_nowait(self, fid: FileId, mask: int, ctx: CallContext) -> int | None:
+        """`Vfs.access`, or None."""
+        ...
+
+    def read_nowait(
+        self, fid: FileId, offset: int, count: int, ctx: CallContext
+    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
+        """`Vfs.read` plus the attributes GETATTR gives now, or None; data that spans
+        several buffers may come as `Pieces` (sent without joining them)."""
         ...
 
 

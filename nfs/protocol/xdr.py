@@ -23,6 +23,7 @@ __all__ = [
     "ZERO_COPY_THRESHOLD",
     "Buffer",
     "Packer",
+    "Pieces",
     "Unpacker",
     "XdrError",
 ]
@@ -32,6 +33,29 @@ E = TypeVar("E", bound=enum.IntEnum)
 
 Buffer = bytes | bytearray | memoryview
 """A bytes-like object accepted by the packer and the unpacker."""
+
+
+class Pieces:
+    """Bytes held in several buffers, packed as one opaque without joining them (READ data
+    that spans the parts of a rendering: a copy of 1 MiB saved).
+
+    ``len()`` is the number of bytes, ``bytes()`` joins them.
+    """
+
+    __slots__ = ("_size", "parts")
+
+    def __init__(self, parts: Sequence[Buffer]) -> None:
+        self.parts: tuple[bytes | memoryview, ...] = tuple(
+            p if isinstance(p, bytes) else memoryview(p).cast("B") for p in parts
+        )
+        self._size = sum(len(p) for p in self.parts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
 
 ZERO_COPY_THRESHOLD: Final = 16 * 1024
 """Opaque payloads at least this long are kept by reference, not copied."""
@@ -115,12 +139,25 @@ class Packer:
             raise XdrError(f"fixed opaque needs {size} bytes, got {len(view)}")
         self._append_data(view)
 
-    def pack_opaque(self, data: Buffer, max_size: int | None = None) -> None:
+    def pack_opaque(self, data: Buffer | Pieces, max_size: int | None = None) -> None:
         """Append variable-length opaque data: length, bytes, zero padding (§4.10).
+
+        `Pieces` are appended piece by piece (large ones by reference), padded once.
 
         Raises:
             XdrError: if `data` is longer than `max_size` or 2**32 - 1.
         """
+        if isinstance(data, Pieces):
+            n = len(data)
+            if n > (_MAX_U32 if max_size is None else max_size):
+                raise XdrError(f"opaque too long: {n} > {max_size}")
+            self._cur += _U32.pack(n)
+            for part in data.parts:
+                self._append_unpadded(part)
+            pad = _pad_len(n)
+            if pad:
+                self._cur += _PAD[4 - pad]
+            return
         view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         n = len(view)
         if n > (_MAX_U32 if max_size is None else max_size):
@@ -144,17 +181,19 @@ class Packer:
         self.pack_opaque(raw, max_size)
 
     def _append_data(self, data: bytes | memoryview) -> None:
-        n = len(data)
-        if n >= ZERO_COPY_THRESHOLD:
+        self._append_unpadded(data)
+        pad = _pad_len(len(data))
+        if pad:
+            self._cur += _PAD[4 - pad]
+
+    def _append_unpadded(self, data: bytes | memoryview) -> None:
+        if len(data) >= ZERO_COPY_THRESHOLD:
             if self._cur:
                 self._chunks.append(bytes(self._cur))
                 self._cur = bytearray()
             self._chunks.append(data)
         else:
             self._cur += data
-        pad = _pad_len(n)
-        if pad:
-            self._cur += _PAD[4 - pad]
 
     # -- composite types (RFC 4506 §4.12-4.19)
 

@@ -65,6 +65,10 @@ class Attributes:
         self._rules = rules
         self._changes = changes
         self._parts = parts
+        self._data_csv: tuple[tuple[object, ...], Fattr3] | None = None
+        self._partitioned: tuple[int, int, bool] | None = None
+        """(version, table generation, whether / lists partitions), from the last full
+        GETATTR of /: the partition columns are read under the table handle's lock."""
 
     def capabilities(self) -> VfsCapabilities:
         """Return the static properties (read-only for a user without "write")."""
@@ -110,6 +114,34 @@ class Attributes:
             with self._s.lock:
                 return self._parts.generation(fid)
         raise status_error(Nfsstat3.NFS3ERR_STALE)
+
+    def generation_nowait(self, fid: FileId) -> bytes | None:
+        """`generation` of the directories, data.csv and schema.sql (no lock: fixed ids);
+        None for the others."""
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID):
+            return self._s.table_gen
+        if fid in (DATA_CSV_ID, SCHEMA_ID):
+            return self._s.file_gen
+        return None
+
+    def of_nowait(self, fid: FileId, version: int) -> Fattr3 | None:
+        """`of` for /, /data, /versions and data.csv at a settled ``version``
+        (`Reads.settled_locked`: no writer, so the same for every caller), with the table
+        lock held; None for other files, or when an answer needs the table handle or a
+        rendering."""
+        if fid == DATA_CSV_ID:
+            size = self._reads.data_csv_size_nowait_locked(version)
+            return None if size is None else self.data_csv_attrs(version, size)
+        if fid == DATA_DIR_ID:
+            return self.mixed_dir_attrs(fid, version, False)
+        if fid == ROOT_ID:
+            known = self._partitioned
+            if known is None or known[:2] != (version, self._s.generation):
+                return None
+            return self.mixed_dir_attrs(fid, version, known[2])
+        if fid == VERSIONS_ID:
+            return self.dir_attrs(fid, RO_DIR_MODE, self._reads.commit_time(version))
+        return None
 
     def dir_attrs(self, fid: FileId, mode: int, mtime: Nfstime3, nlink: int = 2) -> Fattr3:
         return Fattr3(
@@ -201,13 +233,22 @@ class Attributes:
             mtime = max(inner.mtime, mtime, key=Nfstime3.to_ns)
         return self.dir_attrs(fid, mode, mtime, nlink)
 
-    def mixed_dir_attrs(self, fid: FileId) -> Fattr3:
+    def mixed_dir_attrs(
+        self, fid: FileId, version: int | None = None, partitioned: bool | None = None
+    ) -> Fattr3:
+        """The attributes of / or /data: the scratch directory's, with the table's commit
+        time; ``version`` and ``partitioned`` (/ only) when known, else looked up."""
         inner = self._s.scratch.getattr(fid)
-        table_time = self._reads.commit_time(self._reads.version())
+        if version is None:
+            version = self._reads.version()
+        table_time = self._reads.commit_time(version)
         mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
         ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
+        if fid == ROOT_ID and partitioned is None:
+            partitioned = self._parts.shown()
+            self._partitioned = (version, self._s.generation, partitioned)
         # + /versions and /partitions
-        nlink = inner.nlink + ((2 if self._parts.shown() else 1) if fid == ROOT_ID else 0)
+        nlink = inner.nlink + ((2 if partitioned else 1) if fid == ROOT_ID else 0)
         return Fattr3(
             type=Ftype3.NF3DIR,
             mode=inner.mode,
@@ -225,9 +266,17 @@ class Attributes:
         )
 
     def data_csv_attrs(self, version: int, size: int) -> Fattr3:
-        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's)."""
+        """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's);
+        the last ones are kept (every GETATTR, LOOKUP, ACCESS and READ reply carries them)."""
         mode = FILE_MODE if self._s.read_only else RW_MODE
-        return self.file_attrs(DATA_CSV_ID, mode, size, self._reads.commit_time(version))
+        mtime = self._reads.commit_time(version)
+        key = (version, size, mode, mtime, self._s.fsid)
+        last = self._data_csv
+        if last is not None and last[0] == key:
+            return last[1]
+        attrs = self.file_attrs(DATA_CSV_ID, mode, size, mtime)
+        self._data_csv = (key, attrs)
+        return attrs
 
     def setattr(self, fid: FileId, attrs: Sattr3, ctx: CallContext) -> Fattr3:
         """Set attributes: a size on data.csv stages a truncation, its mode, owner and times
@@ -293,6 +342,13 @@ class Attributes:
                 granted |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
             return mask & granted
         return self._s.scratch.access(fid, mask, ctx)
+
+    def access_nowait(self, fid: FileId, mask: int, ctx: CallContext) -> int | None:
+        """`access` of /, /data, /versions, data.csv and schema.sql (nothing there waits
+        but the table lock, which the caller holds); None for the others."""
+        if fid in (ROOT_ID, DATA_DIR_ID, VERSIONS_ID, DATA_CSV_ID, SCHEMA_ID):
+            return self.access(fid, mask, ctx)
+        return None
 
     def fsstat(self, fid: FileId) -> FsStat:
         """Return the scratch area's usage against its quota (the table's files not counted)."""

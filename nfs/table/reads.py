@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Final, Protocol
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
+from nfs.protocol.nfs3.types import Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.apply import (
@@ -261,7 +262,7 @@ class Reads:
         count: int,
         ctx: CallContext,
         attrs: Callable[[int, int], Fattr3],
-    ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (then call `read`).
 
         For the transport's event loop (``NfsServer`` answers a READ there without a hop
@@ -271,42 +272,85 @@ class Reads:
         (``version_ttl``), and its bytes and commit time are at hand. Otherwise the same
         bytes, EOF flag and effects as `read` (the caller is shown the version), with the
         attributes GETATTR gives now (``attrs(version, size)``), taken under the same lock.
+        A range across the rendering's parts (the header, segments) comes as `Pieces`,
+        not joined into a copy.
         """
         if fid != DATA_CSV_ID or not self._s.lock.acquire(blocking=False):
             return None
         try:
-            if self._s.writers or self._s.clock() - self._s.checked_at >= self._s.ttl:
-                return None  # stagings to poll, or the version to check: the full path
-            state = self._s.db.try_loaded_state()
-            if state != (self._s.known_version, self._s.generation):
+            version = self.settled_locked()
+            if version is None or not self._s.db.authorizer.allows("read"):
                 return None
-            version = self._s.known_version
-            rendering = self._s.cache.peek(version)
-            if (
-                rendering is None
-                or version not in self._s.times
-                or not self._s.db.authorizer.allows("read")
-            ):
+            shown = self.shown_nowait_locked(version)
+            if shown is None:
                 return None
-            shadow = self.shadow(version)
-            data: bytes | memoryview
-            if shadow is not None:
-                data, eof = _slice(shadow, offset, count)
-                size = len(shadow)
+            data: bytes | memoryview | Pieces
+            if isinstance(shown, memoryview):
+                data, eof = _slice(shown, offset, count)
+                size = len(shown)
             else:
-                data, eof = rendering.read(offset, count)
-                size = rendering.size
+                data, eof = _read_unjoined(shown, offset, count)
+                size = shown.size
             self._s.views.record(ctx.peer or "local", version, offset, offset + len(data), eof)
             self._s.own.pop(ctx.peer or "local")
             return data, eof, attrs(version, size)
         finally:
             self._s.lock.release()
 
+    def settled_locked(self) -> int | None:
+        """The version shown to a caller without a staging, if telling it needs no waiting
+        (the lock is held): None while a writer has a staging (the stagings to poll),
+        once ``version_ttl`` has passed since the last look at the log (the version to
+        check), while the table handle is busy or has moved on (a commit, a table
+        replaced), or before the version's commit time is known (the mtime)."""
+        if self._s.writers or self._s.clock() - self._s.checked_at >= self._s.ttl:
+            return None
+        state = self._s.db.try_loaded_state()
+        if state != (self._s.known_version, self._s.generation):
+            return None
+        version = self._s.known_version
+        return version if version in self._s.times else None
+
+    def shown_nowait_locked(self, version: int) -> memoryview | VersionBytes | None:
+        """The bytes data.csv shows at a settled ``version`` (`settled_locked`): a writer's
+        shadow or the cached rendering; None if the version is not rendered yet."""
+        rendering = self._s.cache.peek(version)
+        if rendering is None:
+            return None
+        shadow = self.shadow(version)
+        return shadow if shadow is not None else rendering
+
+    def data_csv_size_nowait_locked(self, version: int) -> int | None:
+        """The size of data.csv at a settled ``version``, or None (not rendered yet)."""
+        shown = self.shown_nowait_locked(version)
+        if shown is None:
+            return None
+        return len(shown) if isinstance(shown, memoryview) else shown.size
+
 
 def _stamp(when: datetime, version: int) -> Nfstime3:
     """A commit time (milliseconds in Delta) with the version in the sub-millisecond digits."""
     ms = int(when.timestamp() * 1000)
     return Nfstime3.from_ns(ms * 1_000_000 + version % 1_000_000)
+
+
+def _read_unjoined(
+    rendering: VersionBytes, offset: int, count: int
+) -> tuple[bytes | memoryview | Pieces, bool]:
+    """``rendering.read``, but a range across a segmented rendering's parts (the header,
+    one segment per data file: ``segments``, ``(key, start, length)`` each) as `Pieces`, a
+    view of each part, instead of a joined copy."""
+    segments: Sequence[tuple[str, int, int]] | None = getattr(rendering, "segments", None)
+    if segments is None:
+        return rendering.read(offset, count)
+    end = min(rendering.size, offset + count)
+    cuts = [start for _, start, length in segments if length and offset < start < end]
+    if not cuts:
+        return rendering.read(offset, count)
+    pieces: list[bytes | memoryview] = []
+    for a, b in zip([offset, *cuts], [*cuts, end], strict=True):
+        pieces.append(rendering.read(a, b - a)[0])
+    return Pieces(pieces), end >= rendering.size
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Sattr3, StableHow
+from nfs.protocol.nfs3.types import Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import DirPage, FileId, FsStat, NfsError, VfsCapabilities
 from nfs.table.apply import Applied
@@ -96,11 +97,13 @@ from nfs.table.segments import DEFAULT_CACHE_BYTES
 from nfs.table.stagings import Stagings
 from nfs.table.state import (
     CHANGES_ID,
+    DATA_CSV,
     DATA_CSV_ID,
     DATA_DIR_ID,
     DEFAULT_ABANDON_SECONDS,
     DEFAULT_IDLE_SECONDS,
     ROOT_ID,
+    ROOT_STATIC,
     SCHEMA_ID,
     SCRATCH_BASE,
     VERSIONS_ID,
@@ -274,6 +277,57 @@ class TableFs:
         """Return the scratch area's usage against its quota."""
         return self._attrs.fsstat(fid)
 
+    # ------------------------------------------------------------ Vfs: without waiting
+
+    # For the transport's event loop (nfs.protocol.vfs.NowaitVfs): the same answers as
+    # the calls above, or None when they would wait (the table lock held elsewhere, a
+    # writer's staging to poll, the version due for a check, the table handle busy, a
+    # rendering or commit time not at hand) or concern another file.
+
+    def generation_nowait(self, fid: FileId) -> bytes | None:
+        """`generation` of the table's directories, data.csv and schema.sql, or None."""
+        return self._attrs.generation_nowait(fid)
+
+    def getattr_nowait(self, fid: FileId, ctx: CallContext) -> Fattr3 | None:
+        """`getattr` of /, /data, /versions and data.csv if it needs no waiting, or None."""
+        lock = self._s.lock
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            version = self._reads.settled_locked()
+            return None if version is None else self._attrs.of_nowait(fid, version)
+        finally:
+            lock.release()
+
+    def lookup_nowait(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId | None:
+        """`lookup` of data.csv in /data, and of data, schema.sql, versions and
+        changes.csv in /; None for other names."""
+        if dir_id == DATA_DIR_ID:
+            return DATA_CSV_ID if name == DATA_CSV else None
+        if dir_id != ROOT_ID:
+            return None
+        if name in ROOT_STATIC:
+            return ROOT_STATIC[name]
+        if name != "data" or not self._s.lock.acquire(blocking=False):
+            return None
+        try:  # a scratch entry: the caller needs search permission on /
+            fid = self._s.scratch.lookup(ROOT_ID, name, ctx)
+        except NfsError:
+            return None
+        finally:
+            self._s.lock.release()
+        return fid if fid == DATA_DIR_ID else None
+
+    def access_nowait(self, fid: FileId, mask: int, ctx: CallContext) -> int | None:
+        """`access` of the table's directories, data.csv and schema.sql, or None."""
+        lock = self._s.lock
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            return self._attrs.access_nowait(fid, mask, ctx)
+        finally:
+            lock.release()
+
     # ------------------------------------------------------------ Vfs: names
 
     def lookup(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId:
@@ -352,7 +406,7 @@ class TableFs:
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
-    ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (see `Reads.read_nowait`)."""
         got = self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
         if got is not None:

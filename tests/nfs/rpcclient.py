@@ -629,7 +629,7 @@ class RpcClient:
             res = self.read(fh, len(out), chunk)
             if res.resok is None:
                 raise NfsStatusError(res.status, "READ")
-            out += res.resok.data
+            out += bytes(res.resok.data)  # a decoded reply: bytes (Pieces only go out)
             if res.resok.eof:
                 return bytes(out)
             if not res.resok.data:

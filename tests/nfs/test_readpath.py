@@ -392,8 +392,10 @@ def test_handle_parts_nowait_answers_as_handle_parts(table_fs: TableFs) -> None:
     fast = dispatcher.handle_parts_nowait(record, conn)
     assert fast is not None
     assert b"".join(fast) == dispatcher.handle(record, conn)
-    null = encode_call(CallHeader(Xid(8), NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_NULL))
-    assert dispatcher.handle_parts_nowait(bytes(null.get_buffer()), conn) is None
+    fsstat = encode_call(
+        CallHeader(Xid(8), NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_FSSTAT, client.cred), fh
+    )
+    assert dispatcher.handle_parts_nowait(bytes(fsstat.get_buffer()), conn) is None  # no nowait
     assert dispatcher.handle_parts_nowait(b"\x00\x00\x00\x09garbage", conn) is None
     assert dispatcher.handle_parts_nowait(record[:-3], conn) is None  # truncated arguments
     memory = build_dispatcher(MemoryFs())  # no read_nowait: always the full path

@@ -132,6 +132,36 @@ def _layout(cls: type[XdrStruct]) -> tuple[tuple[str, Codec[Any]], ...]:
     return layout
 
 
+_Packer = Callable[[Any, Packer], None]
+_Unpacker = Callable[[Unpacker], Any]
+_COMPILED: dict[type[Any], tuple[_Packer, _Unpacker]] = {}
+
+
+def _compiled(cls: type[XdrStruct]) -> tuple[_Packer, _Unpacker]:
+    """The packer and unpacker of `cls`: straight-line functions made from its field
+    table once (as pynfs generates its packers), instead of a walk over the table per
+    value; nested wire types are packed by their own ``pack``."""
+    got = _COMPILED.get(cls)
+    if got is not None:
+        return got
+    names: dict[str, Any] = {"cls": cls}
+    pack = ["def pack(self, p):", "    pass"]
+    unpack = ["def unpack(u):", "    return cls("]
+    for i, (name, codec) in enumerate(_layout(cls)):
+        if codec.pack is _pack_wire:
+            pack.append(f"    self.{name}.pack(p)")
+        else:
+            names[f"pack_{i}"] = codec.pack
+            pack.append(f"    pack_{i}(p, self.{name})")
+        names[f"unpack_{i}"] = codec.unpack
+        unpack.append(f"        unpack_{i}(u),")
+    unpack.append("    )")
+    exec("\n".join(pack) + "\n" + "\n".join(unpack), names)  # our own field names only
+    got = (names["pack"], names["unpack"])
+    _COMPILED[cls] = got
+    return got
+
+
 class XdrStruct:
     """Base of a frozen dataclass whose fields, in order, are packed by the codecs in `XDR`."""
 
@@ -139,11 +169,12 @@ class XdrStruct:
 
     def pack(self, p: Packer) -> None:
         """Append the fields in order."""
-        for name, codec in _layout(type(self)):
-            codec.pack(p, getattr(self, name))
+        got = _COMPILED.get(type(self)) or _compiled(type(self))
+        got[0](self, p)
 
     @classmethod
     def unpack(cls, u: Unpacker) -> Self:
         """Read the fields in order (`XdrError` on short or bad input)."""
-        new: Callable[..., Self] = cls
-        return new(*[codec.unpack(u) for _, codec in _layout(cls)])
+        got = _COMPILED.get(cls) or _compiled(cls)
+        value: Self = got[1](u)
+        return value

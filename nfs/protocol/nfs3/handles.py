@@ -8,6 +8,7 @@ Another length or prefix is NFS3ERR_BADHANDLE; a generation that no longer match
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from nfs.protocol.nfs3.types import NfsFh3, Nfsstat3
@@ -29,6 +30,9 @@ class HandleCodec:
 
     def __init__(self, vfs: Vfs) -> None:
         self._vfs = vfs
+        self._generation_nowait: Callable[[FileId], bytes | None] | None = getattr(
+            vfs, "generation_nowait", None
+        )
 
     def encode(self, fid: FileId) -> NfsFh3:
         """Return the handle of `fid`.
@@ -37,10 +41,30 @@ class HandleCodec:
             NfsError: NFS3ERR_STALE if the Vfs does not know `fid`;
                 NFS3ERR_SERVERFAULT if its generation is not 8 bytes.
         """
-        gen = self._vfs.generation(fid)
+        return self.encode_with(fid, self._vfs.generation(fid))
+
+    def encode_with(self, fid: FileId, gen: bytes) -> NfsFh3:
+        """Return the handle of `fid` whose generation is `gen` (the Vfs's, just asked).
+
+        Raises:
+            NfsError: NFS3ERR_SERVERFAULT if `gen` is not 8 bytes.
+        """
         if len(gen) != 8:
             raise NfsError(Nfsstat3.NFS3ERR_SERVERFAULT, "Vfs generation must be 8 bytes")
         return NfsFh3(_FH.pack(FH_MAGIC, fid, gen))
+
+    def decode_nowait(self, fh: NfsFh3) -> FileId | None:
+        """`decode` if the Vfs gives the generation without waiting
+        (``generation_nowait``: `nfs.protocol.vfs.NowaitVfs`); None otherwise, and for
+        a handle `decode` would refuse."""
+        generation_nowait = self._generation_nowait
+        data = fh.data
+        if generation_nowait is None or len(data) != FH_SIZE or data[:4] != FH_MAGIC:
+            return None
+        _, raw_id, gen = _FH.unpack(data)
+        fid = FileId(raw_id)
+        current = generation_nowait(fid)
+        return fid if current is not None and current == gen else None
 
     def decode(self, fh: NfsFh3) -> FileId:
         """Return the `FileId` of a handle the client sent.

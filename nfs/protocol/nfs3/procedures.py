@@ -82,6 +82,7 @@ from nfs.protocol.nfs3.types import (
     Fattr3,
     Nfsstat3,
     Nfstime3,
+    Pieces,
     PostOpAttr,
     PostOpFh3,
     PreOpAttr,
@@ -93,17 +94,22 @@ from nfs.protocol.vfs import ACCESS3_DELETE, ACCESS3_EXTEND, ACCESS3_MODIFY, Fil
 
 __all__ = [
     "nfsproc3_access",
+    "nfsproc3_access_nowait",
     "nfsproc3_commit",
     "nfsproc3_create",
     "nfsproc3_fsinfo",
+    "nfsproc3_fsinfo_nowait",
     "nfsproc3_fsstat",
     "nfsproc3_getattr",
+    "nfsproc3_getattr_nowait",
     "nfsproc3_link",
     "nfsproc3_lookup",
+    "nfsproc3_lookup_nowait",
     "nfsproc3_mkdir",
     "nfsproc3_mknod",
     "nfsproc3_null",
     "nfsproc3_pathconf",
+    "nfsproc3_pathconf_nowait",
     "nfsproc3_read",
     "nfsproc3_read_nowait",
     "nfsproc3_readdir",
@@ -118,6 +124,16 @@ __all__ = [
 ]
 
 
+def _attrs_nowait(s: Nfs3Service, fid: FileId, ctx: CallContext) -> Fattr3 | None:
+    """The attributes of `fid` if the Vfs gives them without waiting (``getattr_nowait``:
+    `nfs.protocol.vfs.NowaitVfs`), or None."""
+    getattr_nowait = getattr(s.vfs, "getattr_nowait", None)
+    if getattr_nowait is None:
+        return None
+    attrs: Fattr3 | None = getattr_nowait(fid, ctx)
+    return attrs
+
+
 def nfsproc3_null(s: Nfs3Service, args: Void, ctx: CallContext) -> Void:
     """NULL (RFC 1813 §3.3.0): do nothing."""
     return VOID
@@ -129,6 +145,15 @@ def nfsproc3_getattr(s: Nfs3Service, args: Getattr3Args, ctx: CallContext) -> Ge
         return Getattr3Res(OK, Getattr3ResOk(s.vfs.getattr(s.fid(args.object))))
     except NfsError as err:
         return Getattr3Res(nfs3_status(err))
+
+
+def nfsproc3_getattr_nowait(
+    s: Nfs3Service, args: Getattr3Args, ctx: CallContext
+) -> Getattr3Res | None:
+    """GETATTR without waiting (`nfs.protocol.vfs.NowaitVfs`), or None: run `nfsproc3_getattr`."""
+    fid = s.handles.decode_nowait(args.object)
+    attrs = None if fid is None else _attrs_nowait(s, fid, ctx)
+    return None if attrs is None else Getattr3Res(OK, Getattr3ResOk(attrs))
 
 
 def nfsproc3_setattr(s: Nfs3Service, args: Setattr3Args, ctx: CallContext) -> Setattr3Res:
@@ -166,6 +191,27 @@ def nfsproc3_lookup(s: Nfs3Service, args: Lookup3Args, ctx: CallContext) -> Look
         return Lookup3Res(nfs3_status(err), resfail=s.post_op(dir_id))
 
 
+def nfsproc3_lookup_nowait(
+    s: Nfs3Service, args: Lookup3Args, ctx: CallContext
+) -> Lookup3Res | None:
+    """LOOKUP of an existing name without waiting (`nfs.protocol.vfs.NowaitVfs`), or None."""
+    lookup_nowait = getattr(s.vfs, "lookup_nowait", None)
+    dir_id = s.handles.decode_nowait(args.what.dir)
+    if lookup_nowait is None or dir_id is None:
+        return None
+    fid: FileId | None = lookup_nowait(dir_id, args.what.name, ctx)
+    if fid is None:
+        return None
+    gen_nowait = getattr(s.vfs, "generation_nowait", None)
+    gen: bytes | None = None if gen_nowait is None else gen_nowait(fid)
+    attrs = _attrs_nowait(s, fid, ctx)
+    dir_attrs = _attrs_nowait(s, dir_id, ctx)
+    if gen is None or attrs is None or dir_attrs is None:
+        return None
+    fh = s.handles.encode_with(fid, gen)
+    return Lookup3Res(OK, Lookup3ResOk(fh, PostOpAttr(attrs), PostOpAttr(dir_attrs)))
+
+
 def nfsproc3_access(s: Nfs3Service, args: Access3Args, ctx: CallContext) -> Access3Res:
     """ACCESS (RFC 1813 §3.3.4): the Vfs grants; a read-only Vfs never grants changes."""
     try:
@@ -179,6 +225,24 @@ def nfsproc3_access(s: Nfs3Service, args: Access3Args, ctx: CallContext) -> Acce
         return Access3Res(OK, Access3ResOk(s.post_op(fid), granted))
     except NfsError as err:
         return Access3Res(nfs3_status(err), resfail=s.post_op(fid))
+
+
+def nfsproc3_access_nowait(
+    s: Nfs3Service, args: Access3Args, ctx: CallContext
+) -> Access3Res | None:
+    """ACCESS without waiting (`nfs.protocol.vfs.NowaitVfs`), or None: run `nfsproc3_access`."""
+    access_nowait = getattr(s.vfs, "access_nowait", None)
+    fid = s.handles.decode_nowait(args.object)
+    if access_nowait is None or fid is None:
+        return None
+    granted: int | None = access_nowait(fid, args.access, ctx)
+    attrs = _attrs_nowait(s, fid, ctx)
+    if granted is None or attrs is None:
+        return None
+    granted &= args.access
+    if s.vfs.capabilities().read_only:
+        granted &= ~(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE)
+    return Access3Res(OK, Access3ResOk(PostOpAttr(attrs), granted))
 
 
 def nfsproc3_readlink(s: Nfs3Service, args: Readlink3Args, ctx: CallContext) -> Readlink3Res:
@@ -209,11 +273,16 @@ def nfsproc3_read_nowait(s: Nfs3Service, args: Read3Args, ctx: CallContext) -> R
     read_nowait = getattr(s.vfs, "read_nowait", None)
     if read_nowait is None:
         return None
-    try:
-        fid = s.fid(args.file)
-    except NfsError:
-        return None
-    got: tuple[bytes | memoryview, bool, Fattr3] | None = read_nowait(
+    if getattr(s.vfs, "generation_nowait", None) is not None:
+        fid: FileId | None = s.handles.decode_nowait(args.file)  # never waits for a lock
+        if fid is None:
+            return None
+    else:  # a Vfs whose generation() of a readable file does not wait (nfs.lake)
+        try:
+            fid = s.fid(args.file)
+        except NfsError:
+            return None
+    got: tuple[bytes | memoryview | Pieces, bool, Fattr3] | None = read_nowait(
         fid, args.offset, min(args.count, s.limits.rtmax), ctx
     )
     if got is None:
@@ -484,12 +553,25 @@ def nfsproc3_fsinfo(s: Nfs3Service, args: Fsinfo3Args, ctx: CallContext) -> Fsin
         fid = s.fid(args.fsroot)
     except NfsError as err:
         return Fsinfo3Res(nfs3_status(err))
+    return _fsinfo(s, s.post_op(fid))
+
+
+def nfsproc3_fsinfo_nowait(
+    s: Nfs3Service, args: Fsinfo3Args, ctx: CallContext
+) -> Fsinfo3Res | None:
+    """FSINFO without waiting (`nfs.protocol.vfs.NowaitVfs`), or None: run `nfsproc3_fsinfo`."""
+    fid = s.handles.decode_nowait(args.fsroot)
+    attrs = None if fid is None else _attrs_nowait(s, fid, ctx)
+    return None if attrs is None else _fsinfo(s, PostOpAttr(attrs))
+
+
+def _fsinfo(s: Nfs3Service, attrs: PostOpAttr) -> Fsinfo3Res:
     caps = s.vfs.capabilities()
     lim = s.limits
     return Fsinfo3Res(
         OK,
         Fsinfo3ResOk(
-            s.post_op(fid),
+            attrs,
             rtmax=lim.rtmax,
             rtpref=lim.rtpref,
             rtmult=lim.rtmult,
@@ -510,11 +592,24 @@ def nfsproc3_pathconf(s: Nfs3Service, args: Pathconf3Args, ctx: CallContext) -> 
         fid = s.fid(args.object)
     except NfsError as err:
         return Pathconf3Res(nfs3_status(err))
+    return _pathconf(s, s.post_op(fid))
+
+
+def nfsproc3_pathconf_nowait(
+    s: Nfs3Service, args: Pathconf3Args, ctx: CallContext
+) -> Pathconf3Res | None:
+    """PATHCONF without waiting (`nfs.protocol.vfs.NowaitVfs`), or None: run `nfsproc3_pathconf`."""
+    fid = s.handles.decode_nowait(args.object)
+    attrs = None if fid is None else _attrs_nowait(s, fid, ctx)
+    return None if attrs is None else _pathconf(s, PostOpAttr(attrs))
+
+
+def _pathconf(s: Nfs3Service, attrs: PostOpAttr) -> Pathconf3Res:
     caps = s.vfs.capabilities()
     return Pathconf3Res(
         OK,
         Pathconf3ResOk(
-            s.post_op(fid),
+            attrs,
             linkmax=1,
             name_max=caps.name_max,
             no_trunc=True,

@@ -2,11 +2,13 @@
 
 `NFS3_PROCEDURES` is the explicit table; `nfs3_program(service)` binds it to one
 `Nfs3Service` as the RPC program 100003 v3 for `nfs.protocol.rpc.Dispatcher`, each call served
-under `nfs.protocol.vfs.calling` (so the Vfs knows the caller).
+under `nfs.protocol.vfs.calling` (so the Vfs knows the caller); the nowait implementations
+pass the caller to the Vfs themselves.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -38,15 +40,21 @@ class Procedure(Generic[A, R]):
 
 
 NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
-    NfsProc3.NFSPROC3_NULL: Procedure("NFSPROC3_NULL", Void.unpack, p.nfsproc3_null),
+    NfsProc3.NFSPROC3_NULL: Procedure(
+        "NFSPROC3_NULL", Void.unpack, p.nfsproc3_null, p.nfsproc3_null
+    ),
     NfsProc3.NFSPROC3_GETATTR: Procedure(
-        "NFSPROC3_GETATTR", a.Getattr3Args.unpack, p.nfsproc3_getattr
+        "NFSPROC3_GETATTR", a.Getattr3Args.unpack, p.nfsproc3_getattr, p.nfsproc3_getattr_nowait
     ),
     NfsProc3.NFSPROC3_SETATTR: Procedure(
         "NFSPROC3_SETATTR", a.Setattr3Args.unpack, p.nfsproc3_setattr
     ),
-    NfsProc3.NFSPROC3_LOOKUP: Procedure("NFSPROC3_LOOKUP", a.Lookup3Args.unpack, p.nfsproc3_lookup),
-    NfsProc3.NFSPROC3_ACCESS: Procedure("NFSPROC3_ACCESS", a.Access3Args.unpack, p.nfsproc3_access),
+    NfsProc3.NFSPROC3_LOOKUP: Procedure(
+        "NFSPROC3_LOOKUP", a.Lookup3Args.unpack, p.nfsproc3_lookup, p.nfsproc3_lookup_nowait
+    ),
+    NfsProc3.NFSPROC3_ACCESS: Procedure(
+        "NFSPROC3_ACCESS", a.Access3Args.unpack, p.nfsproc3_access, p.nfsproc3_access_nowait
+    ),
     NfsProc3.NFSPROC3_READLINK: Procedure(
         "NFSPROC3_READLINK", a.Readlink3Args.unpack, p.nfsproc3_readlink
     ),
@@ -71,9 +79,14 @@ NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
         "NFSPROC3_READDIRPLUS", a.Readdirplus3Args.unpack, p.nfsproc3_readdirplus
     ),
     NfsProc3.NFSPROC3_FSSTAT: Procedure("NFSPROC3_FSSTAT", a.Fsstat3Args.unpack, p.nfsproc3_fsstat),
-    NfsProc3.NFSPROC3_FSINFO: Procedure("NFSPROC3_FSINFO", a.Fsinfo3Args.unpack, p.nfsproc3_fsinfo),
+    NfsProc3.NFSPROC3_FSINFO: Procedure(
+        "NFSPROC3_FSINFO", a.Fsinfo3Args.unpack, p.nfsproc3_fsinfo, p.nfsproc3_fsinfo_nowait
+    ),
     NfsProc3.NFSPROC3_PATHCONF: Procedure(
-        "NFSPROC3_PATHCONF", a.Pathconf3Args.unpack, p.nfsproc3_pathconf
+        "NFSPROC3_PATHCONF",
+        a.Pathconf3Args.unpack,
+        p.nfsproc3_pathconf,
+        p.nfsproc3_pathconf_nowait,
     ),
     NfsProc3.NFSPROC3_COMMIT: Procedure("NFSPROC3_COMMIT", a.Commit3Args.unpack, p.nfsproc3_commit),
 }
@@ -98,12 +111,11 @@ def _bind(service: Nfs3Service, proc: Procedure[Any, Any]) -> RpcProcedure[Any]:
             result: Packable = run(service, args, ctx)
         return result
 
-    def bound_nowait(args: Any, ctx: CallContext) -> Packable | None:
-        assert run_nowait is not None
-        with calling(ctx):
-            result: Packable | None = run_nowait(service, args, ctx)
-        return result
-
+    # a nowait implementation hands the caller to the Vfs's *_nowait methods itself
+    # (nfs.protocol.vfs.NowaitVfs): no calling() context, no wrapper frame
     return RpcProcedure(
-        proc.name, proc.decode, bound, bound_nowait if run_nowait is not None else None
+        proc.name,
+        proc.decode,
+        bound,
+        functools.partial(run_nowait, service) if run_nowait is not None else None,
     )

@@ -42,7 +42,7 @@ from nfs.protocol.nfs3.types import (
     WccData,
     padded,
 )
-from nfs.protocol.xdr import Packer, Unpacker, XdrError
+from nfs.protocol.xdr import Packer, Pieces, Unpacker, XdrError
 
 __all__ = [
     "Access3Res",
@@ -209,12 +209,13 @@ class Readlink3Res(XdrResult):
 
 @dataclass(frozen=True)
 class Read3ResOk(XdrStruct):
-    """READ3resok (RFC 1813 §3.3.6). `data` may be a memoryview (sent without a copy)."""
+    """READ3resok (RFC 1813 §3.3.6). `data` may be a memoryview or `Pieces` (sent without
+    a copy); it unpacks as bytes."""
 
     file_attributes: PostOpAttr
     count: int
     eof: bool
-    data: bytes | memoryview
+    data: bytes | memoryview | Pieces
     XDR = (PostOpAttr, UINT, BOOL, opaque())
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from nfs.protocol.nfs3.codec import UHYPER, UINT, XdrStruct, optional, string
-from nfs.protocol.xdr import Packer, Unpacker, XdrError
+from nfs.protocol.xdr import Packer, Pieces, Unpacker, XdrError
 
 __all__ = [
     "DONT_CHANGE",
@@ -44,6 +44,7 @@ __all__ = [
     "NfsProc3",
     "Nfsstat3",
     "Nfstime3",
+    "Pieces",
     "PostOpAttr",
     "PostOpFh3",
     "PreOpAttr",
