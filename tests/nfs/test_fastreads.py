@@ -15,13 +15,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from nfs.lake.lakefs import LakeFs
+from nfs.lake.opening import tablefs_opener
 from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.observe import CallOutcome
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.sender import ReplySender
 from nfs.protocol.server import NfsServer
 from nfs.protocol.xdr import FileSlice
 from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
+from tests.nfs.conftest import FakeClock
 
 SCHEMA = {"id": "Int64", "name": "String"}
 
@@ -137,3 +141,88 @@ def test_the_sender_sends_a_file_slice_through_a_full_socket(tmp_path: Path) -> 
         assert blocked.is_set()  # it was: the rest went out from the slice's offset on
         assert done and sender.idle and sender.error is None
         assert bytes(got) == b"\0\0\0\4mark" + payload + b"tail"
+
+
+# -- a lake share's cheap calls on the event loop (LakeFs routes them to the table face)
+
+
+def _lake(tmp_path: Path, clock: FakeClock) -> LakeFs:
+    root = tmp_path / "lake"
+    db = DatabaseOps.create(root / "sales", SCHEMA, engine="local")
+    db.insert(_rows(0, 30_000))
+    state = tmp_path / "state"
+    opener = tablefs_opener(
+        str(root),
+        state_dir=state,
+        engine={"engine": "local"},
+        tablefs={"idle_timer": False, "clock": clock, "segment_cache": tmp_path / "cache"},
+    )
+    return LakeFs(str(root), opener, state_dir=state, clock=clock, idle_timer=False)
+
+
+def test_a_lake_answers_an_open_tables_cheap_calls_without_waiting(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    lake = _lake(tmp_path, clock)
+    try:
+        ctx = CallContext.local(peer="10.0.0.1:800")
+        root = lake.root_dir()
+        table = lake.lookup(root, "sales", ctx)
+        # nothing is open yet, and the lake's own directories are not a table's
+        assert lake.lookup_nowait(table, "data", ctx) is None
+        assert lake.getattr_nowait(root, ctx) is None
+        assert lake.lookup_nowait(root, "sales", ctx) is None
+        data = lake.lookup(table, "data", ctx)
+        csv = lake.lookup(data, "data.csv", ctx)
+        size = lake.getattr(csv).size
+        whole, _ = lake.read(csv, 0, size, ctx)
+        for fid in (table, data, csv):
+            lake.generation(fid)  # the kept generations settle on the full path
+        assert lake.lookup_nowait(table, "data", ctx) == data
+        assert lake.lookup_nowait(data, "data.csv", ctx) == csv
+        assert lake.lookup_nowait(table, "..", ctx) is None  # the lake's listing: full path
+        for fid in (table, data, csv):
+            assert lake.generation_nowait(fid) == lake.generation(fid)
+            answered = lake.getattr_nowait(fid, ctx)  # None where the table face defers
+            assert answered is None or answered == lake.getattr(fid)
+            assert lake.access_nowait(fid, 0x3F, ctx) == lake.access(fid, 0x3F, ctx)
+        for fid in (data, csv):
+            assert lake.getattr_nowait(fid, ctx) == lake.getattr(fid)
+        got = lake.read_nowait(csv, 0, size, ctx)
+        assert got is not None and bytes(got[0]) == bytes(whole) and got[1]
+        assert got[2] == lake.getattr(csv)
+        clock.advance(3600)  # the listing is due: the full path lists the lake again
+        assert lake.getattr_nowait(csv, ctx) is None
+        assert lake.generation_nowait(csv) is None
+    finally:
+        lake.close()
+
+
+@pytest.mark.skipif(shutil.which("nfs-cat") is None, reason="needs libnfs-utils (nfs-cat)")
+def test_a_warm_nfs_cat_of_a_lake_table_is_answered_on_the_event_loop(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with NfsServer(_lake(tmp_path, clock), 0) as server:
+        url = server.nfs_url("/sales/data/data.csv")
+        first = subprocess.run(["nfs-cat", url], capture_output=True, check=True).stdout
+        threads = _Threads()
+        server.dispatcher.observer = threads
+        again = subprocess.run(["nfs-cat", url], capture_output=True, check=True).stdout
+    assert again == first and first.endswith(b"\n29999,user-29999\n")
+    on_loop = {"NFSPROC3_GETATTR", "NFSPROC3_LOOKUP", "NFSPROC3_ACCESS", "NFSPROC3_READ"}
+    ran = {(name, thread) for name, thread in threads.calls if name in on_loop}
+    assert {name for name, _ in ran} >= {"NFSPROC3_GETATTR", "NFSPROC3_READ"}
+    assert {thread for _, thread in ran} == {"nfs-server"}, threads.calls
+
+
+class _Threads:
+    """A call observer: the thread that ran each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def clock(self) -> float:
+        return 0.0
+
+    def call_done(self, procedure: str, seconds: float, outcome: CallOutcome) -> None:
+        self.calls.append((procedure, threading.current_thread().name))
