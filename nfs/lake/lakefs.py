@@ -14,8 +14,9 @@ an LRU of at most ``max_open`` tables (:mod:`nfs.lake.tables`).
 Every call on a table's file goes to that table's face with the table's own id (see
 :mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
 optional hooks the protocol uses: ``finish``/``discard`` (NFSv4 CLOSE and lease expiry,
-`nfs.protocol.vfs.EditBounds`), the ``*_nowait`` methods (an open table only: `nfs.protocol.vfs.NowaitVfs`), ``write_verifier`` (one verifier for
-the lake, changing whenever a table's changes), ``close``. Each table's own users and
+`nfs.protocol.vfs.EditBounds`), the ``*_nowait`` methods (an open table only:
+`nfs.protocol.vfs.NowaitVfs`), ``write_verifier`` (one verifier for the lake, changing
+whenever a table's changes), ``close``. Each table's own users and
 roles apply: a table the server's user may only read is read-only (NFS3ERR_ROFS), and a
 table it may not open (no credentials, no permission) is listed, with mode 000, and
 refuses access (NFS3ERR_ACCES).
