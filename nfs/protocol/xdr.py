@@ -41,28 +41,6 @@ Buffer = bytes | bytearray | memoryview
 """A bytes-like object accepted by the packer and the unpacker."""
 
 
-class Pieces:
-    """Bytes held in several buffers, packed as one opaque without joining them (READ data
-    that spans the parts of a rendering: a copy of 1 MiB saved).
-
-    ``len()`` is the number of bytes, ``bytes()`` joins them.
-    """
-
-    __slots__ = ("_size", "parts")
-
-    def __init__(self, parts: Sequence[Buffer]) -> None:
-        self.parts: tuple[bytes | memoryview, ...] = tuple(
-            p if isinstance(p, bytes) else memoryview(p).cast("B") for p in parts
-        )
-        self._size = sum(len(p) for p in self.parts)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
-
-
 class HasFileno(Protocol):
     """An open file (its descriptor stays valid while the object lives)."""
 
@@ -98,6 +76,30 @@ class FileSlice:
 
 Part = bytes | memoryview | FileSlice
 """One buffer of an encoded message, or a range of a file (`Packer.get_parts`)."""
+
+
+class Pieces:
+    """Bytes held in several buffers, packed as one opaque without joining them (READ data
+    that spans the parts of a rendering: a copy of 1 MiB saved). A part may be a
+    `FileSlice` (kept as one by `Packer.get_parts`).
+
+    ``len()`` is the number of bytes, ``bytes()`` joins them.
+    """
+
+    __slots__ = ("_size", "parts")
+
+    def __init__(self, parts: Sequence[Buffer | FileSlice]) -> None:
+        self.parts: tuple[bytes | memoryview | FileSlice, ...] = tuple(
+            p if isinstance(p, bytes | FileSlice) else memoryview(p).cast("B") for p in parts
+        )
+        self._size = sum(len(p) for p in self.parts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(p.view if isinstance(p, FileSlice) else p for p in self.parts)
+
 
 ZERO_COPY_THRESHOLD: Final = 16 * 1024
 """Opaque payloads at least this long are kept by reference, not copied."""
@@ -196,7 +198,15 @@ class Packer:
                 raise XdrError(f"opaque too long: {n} > {max_size}")
             self._cur += _U32.pack(n)
             for part in data.parts:
-                self._append_unpadded(part)
+                if not isinstance(part, FileSlice):
+                    self._append_unpadded(part)
+                elif len(part) < ZERO_COPY_THRESHOLD:
+                    self._append_unpadded(part.view)
+                else:
+                    if self._cur:
+                        self._chunks.append(bytes(self._cur))
+                        self._cur = bytearray()
+                    self._chunks.append(part)
             pad = _pad_len(n)
             if pad:
                 self._cur += _PAD[4 - pad]

@@ -19,6 +19,7 @@ from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
 from nfs.protocol.nfs3.types import FileSlice, Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import FileId, NfsError
+from nfs.protocol.xdr import HasFileno
 from nfs.table.apply import (
     Scope,
     arrow_schema,
@@ -343,26 +344,42 @@ def _read_unjoined(
 ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool]:
     """``rendering.read``, but a range across a segmented rendering's parts (the header,
     one segment per data file: ``segments``, ``(key, start, length)`` each) as `Pieces`, a
-    view of each part, instead of a joined copy; and a range of `SENDFILE_MIN` bytes or
-    more inside one mapped segment as a `FileSlice` (its view, and where it lies in the
-    segment's file: the transport sends it from the file)."""
+    view of each part, instead of a joined copy; and a range (or a piece) of `SENDFILE_MIN`
+    bytes or more inside one mapped segment as a `FileSlice` (its view, and where it lies
+    in the segment's file: the transport sends it from the file)."""
     segments: Sequence[tuple[str, int, int]] | None = getattr(rendering, "segments", None)
     if segments is None:
         return rendering.read(offset, count)
     end = min(rendering.size, offset + count)
     cuts = [start for _, start, length in segments if length and offset < start < end]
+    read_file = getattr(rendering, "read_file", None)
     if not cuts:
-        read_file = getattr(rendering, "read_file", None)
-        if read_file is not None and end - offset >= SENDFILE_MIN:
-            got = read_file(offset, count)
-            if got is not None:
-                view, file, at, eof = got
-                return FileSlice(view, file, at), eof
-        return rendering.read(offset, count)
-    pieces: list[bytes | memoryview] = []
+        got = _file_slice(read_file, offset, end - offset)
+        if got is None:
+            return rendering.read(offset, count)
+        return got, end >= rendering.size
+    pieces: list[bytes | memoryview | FileSlice] = []
     for a, b in zip([offset, *cuts], [*cuts, end], strict=True):
-        pieces.append(rendering.read(a, b - a)[0])
+        piece = _file_slice(read_file, a, b - a)
+        pieces.append(rendering.read(a, b - a)[0] if piece is None else piece)
     return Pieces(pieces), end >= rendering.size
+
+
+def _file_slice(
+    read_file: Callable[[int, int], tuple[memoryview, HasFileno, int, bool] | None] | None,
+    offset: int,
+    count: int,
+) -> FileSlice | None:
+    """Bytes ``[offset, offset + count)`` of a segmented rendering as a `FileSlice` of a
+    segment's file (``read_file``: `SegmentedRendering.read_file`), if they are at least
+    `SENDFILE_MIN` long and lie in one mapped segment; else None."""
+    if read_file is None or count < SENDFILE_MIN:
+        return None
+    got = read_file(offset, count)
+    if got is None:
+        return None
+    view, file, at, _ = got
+    return FileSlice(view, file, at)
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:

@@ -22,7 +22,7 @@ from nfs.protocol.observe import CallOutcome
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.sender import ReplySender
 from nfs.protocol.server import NfsServer
-from nfs.protocol.xdr import FileSlice
+from nfs.protocol.xdr import FileSlice, Packer, Pieces
 from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
 from tests.nfs.conftest import FakeClock
@@ -226,3 +226,34 @@ class _Threads:
 
     def call_done(self, procedure: str, seconds: float, outcome: CallOutcome) -> None:
         self.calls.append((procedure, threading.current_thread().name))
+
+
+def test_a_read_across_segments_sends_its_large_pieces_from_the_files(tmp_path: Path) -> None:
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    db.insert(_rows(0, 100_000))
+    db.insert(_rows(100_000, 100_000))
+    fs = TableFs(
+        db, idle_timer=False, segment_cache=tmp_path / "cache", state_dir=tmp_path / "state"
+    )
+    try:
+        ctx = CallContext.local(peer="10.0.0.1:800")
+        size = fs.getattr(DATA_CSV_ID, ctx).size
+        whole = bytes(fs.read(DATA_CSV_ID, 0, size, ctx)[0])
+        second = whole.index(b"\n100000,") + 1  # the second data file's segment starts here
+        for offset, kinds in [
+            (0, [memoryview, FileSlice]),  # the header line, then the first segment
+            (second - (1 << 19), [FileSlice, FileSlice]),  # half a MiB of each segment
+            (second - 100, [memoryview, FileSlice]),  # 100 bytes are copied, not sent
+        ]:
+            got = fs.read_nowait(DATA_CSV_ID, offset, 1 << 20, ctx)
+            assert got is not None and isinstance(got[0], Pieces)
+            assert [type(part) for part in got[0].parts] == kinds
+            assert bytes(got[0]) == whole[offset : offset + (1 << 20)]
+            p = Packer()
+            p.pack_opaque(got[0])
+            assert sum(isinstance(c, FileSlice) for c in p.get_parts()) == kinds.count(FileSlice)
+            plain = Packer()
+            plain.pack_opaque(whole[offset : offset + (1 << 20)])
+            assert p.get_buffer() == plain.get_buffer()
+    finally:
+        fs.close()
