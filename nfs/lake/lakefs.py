@@ -14,8 +14,9 @@ an LRU of at most ``max_open`` tables (:mod:`nfs.lake.tables`).
 Every call on a table's file goes to that table's face with the table's own id (see
 :mod:`nfs.lake.ids` for the id layout and why handles survive restarts), and so do the
 optional hooks the protocol uses: ``finish``/``discard`` (NFSv4 CLOSE and lease expiry,
-`nfs.protocol.vfs.EditBounds`), ``read_nowait``, ``write_verifier`` (one verifier for
-the lake, changing whenever a table's changes), ``close``. Each table's own users and
+`nfs.protocol.vfs.EditBounds`), the ``*_nowait`` methods (an open table only:
+`nfs.protocol.vfs.NowaitVfs`), ``write_verifier`` (one verifier for the lake, changing
+whenever a table's changes), ``close``. Each table's own users and
 roles apply: a table the server's user may only read is read-only (NFS3ERR_ROFS), and a
 table it may not open (no credentials, no permission) is listed, with mode 000, and
 refuses access (NFS3ERR_ACCES).
@@ -65,6 +66,7 @@ from nfs.lake.tables import (
     TableOpener,
 )
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Sattr3, StableHow
+from nfs.protocol.nfs3.types import FileSlice, Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import (
     DirEntry,
@@ -581,6 +583,78 @@ class LakeFs:
             self._writable(t)
             t.target.rename(inner_from, from_name, inner_to, to_name, ctx)
 
+    # ------------------------------------------------------------ Vfs: without waiting
+
+    # For the transport's event loop (nfs.protocol.vfs.NowaitVfs): a call on a file of a
+    # table that is open, while the listing is fresh, goes to the table face's own
+    # ``*_nowait`` method; anything else (the lake's directories, a table not open, a
+    # listing due, a table face that would wait) answers None: the full path.
+
+    def _fresh_table(self, slot: int) -> str | None:
+        """The path of the table of ``slot`` if the cached listing is fresh and has it."""
+        if slot == 0:
+            return None
+        listing = self._listing.fresh()
+        if listing is None:
+            return None
+        path = self._state.slots.table_of(slot)
+        return path if path is not None and path in listing.tables else None
+
+    def generation_nowait(self, fid: FileId) -> bytes | None:
+        """`generation` of a table's directory, or of a file of an open table whose face
+        tells it without waiting (and whose kept generation is settled); else None."""
+        slot, local = split_id(fid)
+        path = self._fresh_table(slot)
+        if path is None:
+            return None
+        if local == TABLE_ROOT_LOCAL:
+            return path_hash("lake-table", self.root, path).to_bytes(8, "big")
+        with self._tables.if_open(slot) as table:
+            inner = None if table is None else self._tables.inner_ids(slot).inner(local)
+            if table is None or inner is None:
+                return None
+            return self._tables.generation_nowait(slot, inner, table)
+
+    def getattr_nowait(self, fid: FileId, ctx: CallContext) -> Fattr3 | None:
+        """`getattr` of a file of an open table, if its face answers without waiting."""
+        slot, local = split_id(fid)
+        if self._fresh_table(slot) is None:
+            return None
+        with self._tables.if_open(slot) as table:
+            nowait = None if table is None else getattr(table.target, "getattr_nowait", None)
+            inner = None if nowait is None else self._tables.inner_ids(slot).inner(local)
+            if nowait is None or inner is None:
+                return None
+            attrs: Fattr3 | None = nowait(inner, ctx)
+            return None if attrs is None else self._fix(slot, attrs)
+
+    def lookup_nowait(self, dir_id: FileId, name: str, ctx: CallContext) -> FileId | None:
+        """`lookup` in a directory of an open table, if its face answers without waiting
+        (never a ``/partitions`` entry: numbering one may save the lake's map)."""
+        slot, local = split_id(dir_id)
+        if self._fresh_table(slot) is None or (local == TABLE_ROOT_LOCAL and name == ".."):
+            return None
+        with self._tables.if_open(slot) as table:
+            nowait = None if table is None else getattr(table.target, "lookup_nowait", None)
+            inner = None if nowait is None else self._tables.inner_ids(slot).inner(local)
+            if nowait is None or inner is None:
+                return None
+            found: FileId | None = nowait(inner, name, ctx)
+            return None if found is None else self._tables.out_nowait(slot, found)
+
+    def access_nowait(self, fid: FileId, mask: int, ctx: CallContext) -> int | None:
+        """`access` of a file of an open table, if its face answers without waiting."""
+        slot, local = split_id(fid)
+        if self._fresh_table(slot) is None:
+            return None
+        with self._tables.if_open(slot) as table:
+            nowait = None if table is None else getattr(table.target, "access_nowait", None)
+            inner = None if nowait is None else self._tables.inner_ids(slot).inner(local)
+            if nowait is None or inner is None:
+                return None
+            granted: int | None = nowait(inner, mask, ctx)
+            return granted
+
     # ------------------------------------------------------------ Vfs: data
 
     def read(
@@ -602,14 +676,10 @@ class LakeFs:
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
-    ) -> tuple[bytes | memoryview, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:
         """Read without waiting if the table is open and its face can; else None."""
         slot, local = split_id(fid)
-        listing = self._listing.fresh()
-        if slot == 0 or listing is None:
-            return None
-        path = self._state.slots.table_of(slot)
-        if path is None or path not in listing.tables:
+        if self._fresh_table(slot) is None:
             return None
         with self._tables.if_open(slot) as table:
             if table is None:
@@ -618,7 +688,9 @@ class LakeFs:
             inner = self._tables.inner_ids(slot).inner(local)
             if nowait is None or inner is None:
                 return None
-            got: tuple[bytes | memoryview, bool, Fattr3] | None = nowait(inner, offset, count, ctx)
+            got: tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None = nowait(
+                inner, offset, count, ctx
+            )
             if got is None:
                 return None
             return got[0], got[1], self._fix(slot, got[2])

@@ -172,6 +172,10 @@ class OpenTables:
         except OSError as err:
             raise NfsError(Nfsstat3.NFS3ERR_IO, f"cannot save a partition's id: {err}") from err
 
+    def out_nowait(self, slot: int, inner: int) -> FileId | None:
+        """`out`, or None for a ``/partitions`` entry (numbering one may save the map)."""
+        return None if inner >= PARTITION_BASE else self.out(slot, inner)
+
     def prepare(self, slot: int, inners: Iterable[int]) -> None:
         """Number the partitions among ``inners`` with one save (a READDIR page)."""
         try:
@@ -408,6 +412,37 @@ class OpenTables:
             gen = self._generation(slot, path, inner)
             return hashlib.sha256(gen + epoch).digest()[:8]
         return self._generation(slot, path, inner)
+
+    def generation_nowait(self, slot: int, inner: FileId, table: LakeTable) -> bytes | None:
+        """`generation` of a file of the open ``table`` (slot ``slot``) if that needs no
+        waiting and changes nothing: the face's ``generation_nowait`` answers, and the
+        generation kept for the file is already settled for this face; else None (then
+        call `generation`). Never for a ``/partitions`` entry (its map's epoch)."""
+        nowait = getattr(table.target, "generation_nowait", None)
+        if nowait is None or inner >= PARTITION_BASE:
+            return None
+        gen: bytes | None = nowait(inner)
+        if gen is None:
+            return None
+        if inner not in KEPT_GENERATIONS:
+            data_gen: bytes | None = nowait(DATA_CSV_ID)
+            if data_gen is None:
+                return None
+            if gen != data_gen:
+                return gen
+        table_gen: bytes | None = nowait(ROOT_ID)
+        if table_gen is None:
+            return None
+        with self._lock:
+            kept = self._file_gens.get(slot)
+            if (
+                kept is None
+                or kept.table_gen != table_gen
+                or kept.face() is not table
+                or kept.seen.get(inner) != gen
+            ):
+                return None  # `generation` would note something: let it
+            return kept.kept.get(inner)
 
     def _generation(self, slot: int, path: str, inner: FileId) -> bytes:
         with self.using(slot, path) as t:

@@ -24,6 +24,7 @@ __all__ = [
     "RecordReader",
     "encode_record",
     "encode_record_parts",
+    "record_mark",
 ]
 
 LAST_FRAGMENT: Final = 0x80000000
@@ -154,6 +155,17 @@ def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
         The bytes to send: fragment header(s) followed by the payload.
     """
     return b"".join(encode_record_parts([payload]))
+
+
+def record_mark(size: int) -> bytes:
+    """Return the header of a record of ``size`` bytes sent as one (last) fragment.
+
+    Raises:
+        ValueError: if ``size`` does not fit one fragment (`MAX_FRAGMENT_SIZE`).
+    """
+    if not 0 <= size <= MAX_FRAGMENT_SIZE:
+        raise ValueError(f"a record of {size} bytes needs more than one fragment")
+    return _HEADER.pack(size | LAST_FRAGMENT)
 
 
 def encode_record_parts(

@@ -21,7 +21,7 @@ import logging
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, NewType, Protocol, TypeVar
+from typing import Any, Final, Generic, Literal, NewType, Protocol, TypeVar, overload
 
 from nfs.protocol.drc import DuplicateRequestCache, InProgress, RequestKey
 from nfs.protocol.observe import CallObserver, CallOutcome
@@ -36,7 +36,7 @@ from nfs.protocol.rpcauth import (
     Credentials,
     OpaqueAuth,
 )
-from nfs.protocol.xdr import Buffer, Packer, Unpacker, XdrError
+from nfs.protocol.xdr import Buffer, FileSlice, Packer, Part, Unpacker, XdrError
 
 __all__ = [
     "AUTH_NONE_BODY",
@@ -478,10 +478,23 @@ class Dispatcher:
         parts = self.handle_parts(record, conn)
         return None if parts is None else b"".join(parts)
 
+    @overload
     def handle_parts(
-        self, record: Buffer, conn: ConnectionContext | None = None
-    ) -> list[bytes | memoryview] | None:
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: Literal[False] = ...
+    ) -> list[bytes | memoryview] | None: ...
+
+    @overload
+    def handle_parts(
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: bool
+    ) -> list[Part] | None: ...
+
+    def handle_parts(
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: bool = False
+    ) -> list[bytes | memoryview] | list[Part] | None:
         """Like `handle`, but return the reply as buffers (large READ data is not copied).
+
+        With ``files``, READ data that is a range of a file may be a `FileSlice` (for a
+        transport that sends it with ``os.sendfile``); without, it is its view.
 
         Never raises: garbage gets GARBAGE_ARGS (or no reply if even the xid or
         the message type is unreadable); rpcvers != 2 gets RPC_MISMATCH; a bad
@@ -495,7 +508,8 @@ class Dispatcher:
             return call
         cache, key = self.reply_cache, call.key
         if cache is None or key is None:
-            return self._run(call)
+            got = self._run(call)
+            return got if files else _plain(got)
         begun = cache.begin(key)
         if begun is InProgress.DROP:
             logger.debug(
@@ -506,10 +520,11 @@ class Dispatcher:
             logger.debug(
                 "xid %#x %s: retransmitted: the cached reply", call.xid, call.procedure.name
             )
-            return [begun]
+            cached: list[bytes | memoryview] = [begun]
+            return cached
         parts: list[bytes | memoryview] | None = None
         try:
-            parts = self._run(call)
+            parts = _plain(self._run(call))
         finally:
             if parts is None:
                 cache.abandon(key)
@@ -517,7 +532,7 @@ class Dispatcher:
                 cache.finish(key, b"".join(parts))
         return parts
 
-    def _run(self, call: _Call) -> list[bytes | memoryview]:
+    def _run(self, call: _Call) -> list[Part]:
         """Run a decoded call and return its reply (never raises)."""
         observer = self.observer
         started = observer.clock() if observer is not None else 0.0
@@ -528,19 +543,29 @@ class Dispatcher:
             result.pack(p)
         except RpcError as err:
             outcome = "rpc_error"
-            return reply_accepted(call.xid, err.stat).get_buffers()
+            return reply_accepted(call.xid, err.stat).get_parts()
         except Exception:  # the RPC boundary: a bug must not kill the connection
             outcome = "system_err"
             logger.exception("xid %#x %s failed", call.xid, call.procedure.name)
-            return reply_accepted(call.xid, AcceptStat.SYSTEM_ERR).get_buffers()
+            return reply_accepted(call.xid, AcceptStat.SYSTEM_ERR).get_parts()
         finally:
             if observer is not None:
                 observer.call_done(call.procedure.name, observer.clock() - started, outcome)
-        return p.get_buffers()
+        return p.get_parts()
+
+    @overload
+    def handle_parts_nowait(
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: Literal[False] = ...
+    ) -> list[bytes | memoryview] | None: ...
+
+    @overload
+    def handle_parts_nowait(
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: bool
+    ) -> list[Part] | None: ...
 
     def handle_parts_nowait(
-        self, record: Buffer, conn: ConnectionContext | None = None
-    ) -> list[bytes | memoryview] | None:
+        self, record: Buffer, conn: ConnectionContext | None = None, *, files: bool = False
+    ) -> list[bytes | memoryview] | list[Part] | None:
         """Like `handle_parts` if the procedure can answer without waiting (its
         ``run_nowait``); None otherwise, with no effect: then call `handle_parts`.
 
@@ -570,7 +595,7 @@ class Dispatcher:
                 "xid %#x %s failed (answered by the full path)", call.xid, call.procedure.name
             )
             return None
-        return p.get_buffers()
+        return p.get_parts() if files else p.get_buffers()
 
     def _decode(
         self, record: Buffer, conn: ConnectionContext | None
@@ -673,3 +698,8 @@ class _Call:
     ctx: CallContext
     key: RequestKey | None = None
     """Its name in the reply cache, if that covers the procedure."""
+
+
+def _plain(parts: list[Part]) -> list[bytes | memoryview]:
+    """``parts`` with each `FileSlice` as its view (the bytes in memory)."""
+    return [p.view if isinstance(p, FileSlice) else p for p in parts]

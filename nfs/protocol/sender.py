@@ -12,6 +12,13 @@ sender sends it next. A sender that finds the socket full waits for it a little
 ``on_blocked`` callback), which goes on sending when the socket is writable
 (:meth:`ReplySender.resume`), so a client that does not read holds no worker thread.
 
+READ data given as a `nfs.protocol.xdr.FileSlice` (a range of a segment file) is sent
+with ``os.sendfile`` from the file after the reply's header (sent with ``MSG_MORE``, so
+the two leave as one stream of full segments): the kernel passes the page cache's pages
+to the socket, and the server neither copies the bytes nor faults its mapping of them
+in. Where ``sendfile`` is refused (a file system or socket without it), the slice's view
+is sent with ``sendmsg`` instead, as any other buffer.
+
 No asyncio here: ``nfs.protocol.server`` wires the callbacks to its loop.
 """
 
@@ -19,18 +26,27 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import functools
 import ipaddress
+import os
 import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from nfs.protocol.xdr import FileSlice
+
 __all__ = ["IOV_MAX", "LOOPBACK_CONGESTION", "ReplySender", "unpaced_on_loopback"]
 
 IOV_MAX: Final = 1024
 """Buffers per ``sendmsg`` (the Linux limit)."""
+
+_NO_SENDFILE: Final = frozenset(
+    {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EOVERFLOW}
+)
+"""``sendfile`` errors that mean "not here": the view is sent instead."""
 
 LOOPBACK_CONGESTION: Final = (b"cubic", b"reno")
 """Congestion controls asked for on a loopback connection, first one Linux takes."""
@@ -106,6 +122,7 @@ class ReplySender:
         "_poll",
         "_queue",
         "_queued",
+        "_sendfile",
         "_sock",
         "_want_room",
         "error",
@@ -128,7 +145,8 @@ class ReplySender:
         self.wait = wait
         self.low_water = low_water
         self._lock = threading.Lock()
-        self._queue: collections.deque[list[memoryview]] = collections.deque()
+        self._queue: collections.deque[list[memoryview | FileSlice]] = collections.deque()
+        self._sendfile = hasattr(os, "sendfile")
         self._queued = 0
         self._busy = False
         self._closing = False
@@ -148,9 +166,15 @@ class ReplySender:
         return not self._busy
 
     def send(
-        self, buffers: Sequence[bytes | bytearray | memoryview], *, wait: float | None = None
+        self,
+        buffers: Sequence[bytes | bytearray | memoryview | FileSlice],
+        *,
+        wait: float | None = None,
     ) -> bool:
         """Queue one reply and, unless another thread is sending, send the queue now.
+
+        A `FileSlice` is sent from its file (``os.sendfile``) where that works, else as
+        its view; the caller keeps it (and its file) alive by handing it over.
 
         Blocks for at most about `wait` seconds (default: the attribute) per stall of
         the socket, then hands over (see ``on_blocked``); the event loop passes 0.
@@ -160,8 +184,10 @@ class ReplySender:
             `shutdown`), False if bytes remain queued (another thread or the loop
             sends them).
         """
-        views = [memoryview(b).cast("B") for b in buffers if len(b)]
-        size = sum(v.nbytes for v in views)
+        views: list[memoryview | FileSlice] = [
+            b if isinstance(b, FileSlice) else memoryview(b).cast("B") for b in buffers if len(b)
+        ]
+        size = sum(len(v) if isinstance(v, FileSlice) else v.nbytes for v in views)
         with self._lock:
             if self.error is not None or self._closing:
                 return True
@@ -258,16 +284,54 @@ class ReplySender:
             if notify:
                 self._on_room()
 
-    def _send_some(self, head: list[memoryview]) -> int:
-        """One ``sendmsg`` of the head reply's buffers; drop what went out of ``head``."""
-        n = self._sock.sendmsg(head[:IOV_MAX])
-        sent = n
-        while n:
-            first = head[0]
-            if n >= first.nbytes:
-                n -= first.nbytes
+    def _send_some(self, head: list[memoryview | FileSlice]) -> int:
+        """One ``sendmsg`` of the head reply's buffers up to its next `FileSlice`, or one
+        ``sendfile`` of the slice at its head; drop what went out of ``head``."""
+        first = head[0]
+        if isinstance(first, FileSlice):
+            n = self._send_file(first)
+            if n < 0:  # no sendfile here: the view, as any buffer
+                head[0] = first.view
+                return 0
+            if n >= len(first):
                 del head[0]
             else:
-                head[0] = first[n:]
+                head[0] = FileSlice(first.view[n:], first.file, first.offset + n)
+            return n
+        views: list[memoryview] = []
+        for b in head[:IOV_MAX]:
+            if isinstance(b, FileSlice):
+                break
+            views.append(b)
+        more = len(views) < len(head)  # a file's bytes follow: no short segment now
+        n = self._sock.sendmsg(views, (), socket.MSG_MORE if more else 0)
+        sent = n
+        while n:
+            view = views[0]
+            if n >= view.nbytes:
+                n -= view.nbytes
+                del views[0], head[0]
+            else:
+                head[0] = view[n:]
                 n = 0
         return sent
+
+    def _send_file(self, part: FileSlice) -> int:
+        """``sendfile`` of ``part``: the bytes sent, or -1 if it cannot be sent that way.
+
+        Raises:
+            BlockingIOError: the socket is full.
+            OSError: the connection failed.
+        """
+        if not self._sendfile:
+            return -1
+        try:
+            n = os.sendfile(self._sock.fileno(), part.file.fileno(), part.offset, len(part))
+        except OSError as err:
+            if err.errno not in _NO_SENDFILE:
+                raise
+            self._sendfile = False
+            return -1
+        if n == 0:  # the file is shorter than its mapping says: let the view tell
+            return -1
+        return n

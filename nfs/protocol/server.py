@@ -43,6 +43,7 @@ from nfs.protocol.record import (
     RecordError,
     RecordReader,
     encode_record_parts,
+    record_mark,
 )
 from nfs.protocol.rpc import ConnectionContext, CredentialPolicy
 from nfs.protocol.sender import ReplySender, unpaced_on_loopback
@@ -58,6 +59,10 @@ from nfs.protocol.serving import (
     unmount_command,
 )
 from nfs.protocol.vfs import Vfs
+from nfs.protocol.xdr import FileSlice, Part
+
+if sys.platform != "win32":  # uvloop (libuv) does not run on Windows
+    import uvloop
 
 __all__ = [
     "NfsServer",
@@ -395,7 +400,7 @@ class NfsServer:
     # ------------------------------------------------------------ the loop thread
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = _new_event_loop()
         self._loop = loop
         workers = [
             threading.Thread(target=self._work_loop, name=f"nfs-call_{i}", daemon=True)
@@ -710,9 +715,9 @@ class NfsServer:
         if len(records) == 1 and not conn.pending:
             # a lone call (a synchronous client; the worker that answered its last call
             # may still be counting it as running): answered here if it needs no waiting
-            parts = self.dispatcher.handle_parts_nowait(records[0], conn.context)
+            parts = self.dispatcher.handle_parts_nowait(records[0], conn.context, files=True)
             if parts is not None:
-                conn.sender.send(encode_record_parts(parts), wait=0.0)
+                conn.sender.send(_framed(parts), wait=0.0)
                 records = []
         with self._stats_changed:
             self._count_locked({"received_bytes": n})
@@ -811,9 +816,9 @@ class NfsServer:
                 return
             record, conn = item
             try:
-                parts = self.dispatcher.handle_parts(record, conn.context)  # never raises
-                if parts is not None:
-                    conn.sender.send(encode_record_parts(parts))
+                parts = self.dispatcher.handle_parts(record, conn.context, files=True)
+                if parts is not None:  # handle_parts never raises
+                    conn.sender.send(_framed(parts))
             except Exception:  # the transport's boundary: a bug must not end a worker
                 logger.exception("a call from %s failed in the transport", conn.context.peer)
             finally:
@@ -834,6 +839,29 @@ class NfsServer:
             task = asyncio.create_task(self._room_changed())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+
+
+def _framed(parts: list[Part]) -> list[bytes | bytearray | memoryview | FileSlice]:
+    """A reply's buffers behind its record mark (READ data from a file kept as a
+    `FileSlice`, which the sender sends with ``sendfile``)."""
+    plain = [p for p in parts if not isinstance(p, FileSlice)]
+    if len(plain) == len(parts):
+        return [*encode_record_parts(plain)]
+    total = sum(len(p) if isinstance(p, FileSlice) else memoryview(p).nbytes for p in parts)
+    return [record_mark(total), *parts]
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """The server's event loop: uvloop's where it runs (not on Windows), else asyncio's.
+
+    Every call of a synchronous client (``nfs-cat``: one call at a time) costs the loop
+    a reader callback, and an answer on the loop or a hand-off to a worker and back;
+    libuv's loop runs those callbacks, ``call_soon_threadsafe`` and tasks with less
+    Python per step than asyncio's selector loop.
+    """
+    if sys.platform == "win32":
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def _resolve(waiting: list[asyncio.Future[None]]) -> None:

@@ -32,7 +32,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Final, NewType, Protocol, runtime_checkable
 
-from nfs.protocol.nfs3.types import Fattr3, Nfsstat3, Pieces, Sattr3, StableHow
+from nfs.protocol.nfs3.types import Fattr3, FileSlice, Nfsstat3, Pieces, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
 
 __all__ = [
@@ -237,9 +237,10 @@ class NowaitVfs(Protocol):
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
-    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:
         """`Vfs.read` plus the attributes GETATTR gives now, or None; data that spans
-        several buffers may come as `Pieces` (sent without joining them)."""
+        several buffers may come as `Pieces` (sent without joining them), data that is a
+        range of a file as a `FileSlice` (sent from the file where the transport can)."""
         ...
 
 

@@ -9,7 +9,10 @@ from `nfs`.
 Large opaque payloads (READ data) are kept by reference: `Packer.pack_opaque`
 stores a chunk of at least `ZERO_COPY_THRESHOLD` bytes as its own buffer instead
 of copying it, and `Packer.get_buffers()` returns the list of buffers for a
-vectored write. `Packer.get_buffer()` joins them when one `bytes` is wanted.
+vectored write. `Packer.get_buffer()` joins them when one `bytes` is wanted. READ data
+that is a range of a file may come as a `FileSlice`: `Packer.get_parts()` keeps it (for a
+transport that sends it from the file, ``os.sendfile``), `Packer.get_buffers()` gives its
+bytes in memory instead.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 __all__ = [
     "ZERO_COPY_THRESHOLD",
     "Buffer",
+    "FileSlice",
+    "HasFileno",
     "Packer",
+    "Part",
     "Pieces",
     "Unpacker",
     "XdrError",
@@ -35,18 +41,56 @@ Buffer = bytes | bytearray | memoryview
 """A bytes-like object accepted by the packer and the unpacker."""
 
 
+class HasFileno(Protocol):
+    """An open file (its descriptor stays valid while the object lives)."""
+
+    def fileno(self) -> int: ...
+
+
+class FileSlice:
+    """Bytes that are a range of a file, held twice: as a view of them in memory (a
+    mapping of the file) and as the file and the offset (READ data a transport may send
+    with ``os.sendfile``, without touching the bytes).
+
+    ``len()`` is the number of bytes, ``bytes()`` copies them.
+
+    Attributes:
+        view: the bytes (what is sent where the file cannot be).
+        file: the open file holding them, kept open as long as this object lives.
+        offset: where they start in ``file``.
+    """
+
+    __slots__ = ("file", "offset", "view")
+
+    def __init__(self, view: memoryview, file: HasFileno, offset: int) -> None:
+        self.view = view
+        self.file = file
+        self.offset = offset
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.view)
+
+
+Part = bytes | memoryview | FileSlice
+"""One buffer of an encoded message, or a range of a file (`Packer.get_parts`)."""
+
+
 class Pieces:
     """Bytes held in several buffers, packed as one opaque without joining them (READ data
-    that spans the parts of a rendering: a copy of 1 MiB saved).
+    that spans the parts of a rendering: a copy of 1 MiB saved). A part may be a
+    `FileSlice` (kept as one by `Packer.get_parts`).
 
     ``len()`` is the number of bytes, ``bytes()`` joins them.
     """
 
     __slots__ = ("_size", "parts")
 
-    def __init__(self, parts: Sequence[Buffer]) -> None:
-        self.parts: tuple[bytes | memoryview, ...] = tuple(
-            p if isinstance(p, bytes) else memoryview(p).cast("B") for p in parts
+    def __init__(self, parts: Sequence[Buffer | FileSlice]) -> None:
+        self.parts: tuple[bytes | memoryview | FileSlice, ...] = tuple(
+            p if isinstance(p, bytes | FileSlice) else memoryview(p).cast("B") for p in parts
         )
         self._size = sum(len(p) for p in self.parts)
 
@@ -54,7 +98,7 @@ class Pieces:
         return self._size
 
     def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
+        return b"".join(p.view if isinstance(p, FileSlice) else p for p in self.parts)
 
 
 ZERO_COPY_THRESHOLD: Final = 16 * 1024
@@ -89,7 +133,7 @@ class Packer:
     __slots__ = ("_chunks", "_cur")
 
     def __init__(self) -> None:
-        self._chunks: list[bytes | memoryview] = []
+        self._chunks: list[Part] = []
         self._cur = bytearray()
 
     # -- integers (RFC 4506 §4.1-4.5)
@@ -139,10 +183,11 @@ class Packer:
             raise XdrError(f"fixed opaque needs {size} bytes, got {len(view)}")
         self._append_data(view)
 
-    def pack_opaque(self, data: Buffer | Pieces, max_size: int | None = None) -> None:
+    def pack_opaque(self, data: Buffer | Pieces | FileSlice, max_size: int | None = None) -> None:
         """Append variable-length opaque data: length, bytes, zero padding (§4.10).
 
-        `Pieces` are appended piece by piece (large ones by reference), padded once.
+        `Pieces` are appended piece by piece (large ones by reference), padded once; a
+        large `FileSlice` is appended as it is (`get_parts`).
 
         Raises:
             XdrError: if `data` is longer than `max_size` or 2**32 - 1.
@@ -153,7 +198,30 @@ class Packer:
                 raise XdrError(f"opaque too long: {n} > {max_size}")
             self._cur += _U32.pack(n)
             for part in data.parts:
-                self._append_unpadded(part)
+                if not isinstance(part, FileSlice):
+                    self._append_unpadded(part)
+                elif len(part) < ZERO_COPY_THRESHOLD:
+                    self._append_unpadded(part.view)
+                else:
+                    if self._cur:
+                        self._chunks.append(bytes(self._cur))
+                        self._cur = bytearray()
+                    self._chunks.append(part)
+            pad = _pad_len(n)
+            if pad:
+                self._cur += _PAD[4 - pad]
+            return
+        if isinstance(data, FileSlice):
+            if len(data) < ZERO_COPY_THRESHOLD:
+                self.pack_opaque(data.view, max_size)
+                return
+            n = len(data)
+            if n > (_MAX_U32 if max_size is None else max_size):
+                raise XdrError(f"opaque too long: {n} > {max_size}")
+            self._cur += _U32.pack(n)
+            self._chunks.append(bytes(self._cur))
+            self._cur = bytearray()
+            self._chunks.append(data)
             pad = _pad_len(n)
             if pad:
                 self._cur += _PAD[4 - pad]
@@ -239,7 +307,12 @@ class Packer:
         return sum(len(c) for c in self._chunks) + len(self._cur)
 
     def get_buffers(self) -> list[bytes | memoryview]:
-        """Return the encoded data as a list of buffers, for a vectored write."""
+        """Return the encoded data as a list of buffers, for a vectored write (a
+        `FileSlice` as its view)."""
+        return [c.view if isinstance(c, FileSlice) else c for c in self.get_parts()]
+
+    def get_parts(self) -> list[Part]:
+        """Return the encoded data as `get_buffers` does, but a `FileSlice` as it is."""
         if self._cur:
             return [*self._chunks, bytes(self._cur)]
         return list(self._chunks)

@@ -16,9 +16,10 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Nfstime3
-from nfs.protocol.nfs3.types import Pieces
+from nfs.protocol.nfs3.types import FileSlice, Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import FileId, NfsError
+from nfs.protocol.xdr import HasFileno
 from nfs.table.apply import (
     Scope,
     arrow_schema,
@@ -47,9 +48,13 @@ from nfs.table.state import (
 from nfs.table.writers import Bounded, ReadViews, WriterKey
 from posixlake.errors import PosixLakeError
 
-__all__ = ["EditFace", "Reads"]
+__all__ = ["SENDFILE_MIN", "EditFace", "Reads"]
 
 logger = logging.getLogger("nfs.table.tablefs")
+
+SENDFILE_MIN: Final = 64 << 10
+"""A READ of data.csv this long or longer inside one mapped segment is sent from the
+segment's file (``os.sendfile``): below it, copying the bytes costs about as little."""
 
 
 class EditFace(Protocol):
@@ -262,7 +267,7 @@ class Reads:
         count: int,
         ctx: CallContext,
         attrs: Callable[[int, int], Fattr3],
-    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (then call `read`).
 
         For the transport's event loop (``NfsServer`` answers a READ there without a hop
@@ -284,7 +289,7 @@ class Reads:
             shown = self.shown_nowait_locked(version)
             if shown is None:
                 return None
-            data: bytes | memoryview | Pieces
+            data: bytes | memoryview | Pieces | FileSlice
             if isinstance(shown, memoryview):
                 data, eof = _slice(shown, offset, count)
                 size = len(shown)
@@ -336,21 +341,45 @@ def _stamp(when: datetime, version: int) -> Nfstime3:
 
 def _read_unjoined(
     rendering: VersionBytes, offset: int, count: int
-) -> tuple[bytes | memoryview | Pieces, bool]:
+) -> tuple[bytes | memoryview | Pieces | FileSlice, bool]:
     """``rendering.read``, but a range across a segmented rendering's parts (the header,
     one segment per data file: ``segments``, ``(key, start, length)`` each) as `Pieces`, a
-    view of each part, instead of a joined copy."""
+    view of each part, instead of a joined copy; and a range (or a piece) of `SENDFILE_MIN`
+    bytes or more inside one mapped segment as a `FileSlice` (its view, and where it lies
+    in the segment's file: the transport sends it from the file)."""
     segments: Sequence[tuple[str, int, int]] | None = getattr(rendering, "segments", None)
     if segments is None:
         return rendering.read(offset, count)
     end = min(rendering.size, offset + count)
     cuts = [start for _, start, length in segments if length and offset < start < end]
+    read_file = getattr(rendering, "read_file", None)
     if not cuts:
-        return rendering.read(offset, count)
-    pieces: list[bytes | memoryview] = []
+        got = _file_slice(read_file, offset, end - offset)
+        if got is None:
+            return rendering.read(offset, count)
+        return got, end >= rendering.size
+    pieces: list[bytes | memoryview | FileSlice] = []
     for a, b in zip([offset, *cuts], [*cuts, end], strict=True):
-        pieces.append(rendering.read(a, b - a)[0])
+        piece = _file_slice(read_file, a, b - a)
+        pieces.append(rendering.read(a, b - a)[0] if piece is None else piece)
     return Pieces(pieces), end >= rendering.size
+
+
+def _file_slice(
+    read_file: Callable[[int, int], tuple[memoryview, HasFileno, int, bool] | None] | None,
+    offset: int,
+    count: int,
+) -> FileSlice | None:
+    """Bytes ``[offset, offset + count)`` of a segmented rendering as a `FileSlice` of a
+    segment's file (``read_file``: `SegmentedRendering.read_file`), if they are at least
+    `SENDFILE_MIN` long and lie in one mapped segment; else None."""
+    if read_file is None or count < SENDFILE_MIN:
+        return None
+    got = read_file(offset, count)
+    if got is None:
+        return None
+    view, file, at, _ = got
+    return FileSlice(view, file, at)
 
 
 def _slice(data: memoryview, offset: int, count: int) -> tuple[memoryview, bool]:

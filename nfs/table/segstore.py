@@ -24,8 +24,11 @@ __all__ = [
     "CODEC_VERSION",
     "DEFAULT_CACHE_BYTES",
     "MMAP_MIN",
+    "OPEN_FILES",
+    "PAYLOAD_OFFSET",
     "RESIDENT_MAX",
     "Segment",
+    "SegmentFile",
     "SegmentStore",
     "SegmentedRendering",
     "StoreStats",
@@ -84,15 +87,34 @@ class Segment:
         view: the bytes (a read-only view of a mapping or of memory).
     """
 
-    __slots__ = ("__weakref__", "_mmap", "key", "rows", "size", "view")
+    __slots__ = ("__weakref__", "_mmap", "_source", "key", "rows", "size", "view")
 
-    def __init__(self, key: str, view: memoryview, rows: int, mm: mmap.mmap | None = None):
-        """Wrap ``view`` (which ``mm``, if given, backs)."""
+    def __init__(
+        self,
+        key: str,
+        view: memoryview,
+        rows: int,
+        mm: mmap.mmap | None = None,
+        source: tuple[str, int, int] | None = None,
+    ):
+        """Wrap ``view`` (which ``mm``, if given, backs: a mapping of the file ``source``,
+        its path, device and inode, the payload at `PAYLOAD_OFFSET`)."""
         self.key = key
         self.view = view
         self.size = len(view)
         self.rows = rows
         self._mmap = mm
+        self._source = source
+
+    def file(self) -> SegmentFile | None:
+        """The segment's file, open (the bytes at `PAYLOAD_OFFSET` + i are ``view[i]``),
+        for sending its bytes without touching them (``os.sendfile``); None if the
+        segment is not mapped from a file or that file is gone or replaced.
+
+        The last `OPEN_FILES` files asked for stay open; a file also stays open as long
+        as the caller holds it.
+        """
+        return None if self._source is None else _OPEN_FILES.get(self._source)
 
     @property
     def mapped(self) -> bool:
@@ -112,6 +134,67 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment({self.key[:12]}, size={self.size}, rows={self.rows})"
+
+
+class SegmentFile:
+    """An open segment file (read-only), closed when the last reference goes."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        """The file descriptor (valid while this object lives)."""
+        return self._fd
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+class _OpenFiles:
+    """The segment files open for sending (`Segment.file`), the last `OPEN_FILES` asked
+    for: a bound on the descriptors a long table's segments hold."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._files: OrderedDict[tuple[str, int, int], SegmentFile] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, source: tuple[str, int, int]) -> SegmentFile | None:
+        with self._lock:
+            got = self._files.get(source)
+            if got is not None:
+                self._files.move_to_end(source)
+                return got
+        path, dev, ino = source
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        file = SegmentFile(fd)
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        if (st.st_dev, st.st_ino) != (dev, ino):  # removed and written again: not ours
+            return None
+        with self._lock:
+            file = self._files.setdefault(source, file)
+            self._files.move_to_end(source)
+            while len(self._files) > self._capacity:
+                self._files.popitem(last=False)  # closed once no reply holds it
+        return file
+
+
+OPEN_FILES: Final = 64
+"""Segment files kept open for sending (`Segment.file`)."""
+
+PAYLOAD_OFFSET: Final = _HEAD.size
+"""Where a segment's bytes start in its file."""
+
+_OPEN_FILES: Final = _OpenFiles(OPEN_FILES)
 
 
 # -- the on-disk cache ---------------------------------------------------------------------
@@ -213,7 +296,7 @@ class SegmentStore:
                 self.stats.misses += 1
             return None
         with fh:
-            segment = self._load(key, fh)
+            segment = self._load(key, fh, path)
         with self._lock:
             if segment is None:
                 self.stats.rejected += 1
@@ -233,7 +316,7 @@ class SegmentStore:
         return segment
 
     @staticmethod
-    def _load(key: str, fh: BinaryIO) -> Segment | None:
+    def _load(key: str, fh: BinaryIO, path: Path) -> Segment | None:
         digest = bytes.fromhex(key)
         total = os.fstat(fh.fileno()).st_size
         if total < _HEAD.size + _TAIL.size:
@@ -252,9 +335,10 @@ class SegmentStore:
             if len(payload) != length:
                 return None
             return Segment(key, memoryview(payload).toreadonly(), rows)
+        st = os.fstat(fh.fileno())
         mm = mmap.mmap(fh.fileno(), total, access=mmap.ACCESS_READ)
         view = memoryview(mm)[_HEAD.size : _HEAD.size + length]
-        return Segment(key, view, rows, mm)
+        return Segment(key, view, rows, mm, (str(path), st.st_dev, st.st_ino))
 
     def write(self, key: str, parts: Iterable[tuple[bytes | memoryview, int]]) -> Segment:
         """Store the concatenation of ``parts`` (bytes, rows) as segment ``key``; return it.
@@ -284,7 +368,7 @@ class SegmentStore:
                 fh.write(_HEAD.pack(_MAGIC, digest, length, rows))
                 fh.flush()
                 os.replace(tmp, self._path(key))
-                segment = self._load(key, fh)
+                segment = self._load(key, fh, self._path(key))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -457,6 +541,30 @@ class SegmentedRendering:
             if seg is not None:
                 self._served_from(seg, len(piece))
         return data, end >= self.size
+
+    def read_file(
+        self, offset: int, count: int
+    ) -> tuple[memoryview, SegmentFile, int, bool] | None:
+        """`read` a range that lies in one mapped segment whose file is at hand (see
+        `Segment.file`): its view, the segment's file and the range's offset in it, and
+        whether it reaches the end; None otherwise (then call `read`). Counts towards
+        `RESIDENT_MAX` as `read` does."""
+        offset = max(0, offset)
+        if offset >= self.size or count <= 0:
+            return None
+        end = min(self.size, offset + count)
+        i = bisect.bisect_right(self._starts, offset) - 1
+        start = self._starts[i]
+        part = self._parts[i]
+        seg = self._mapped[i]
+        if seg is None or end > start + len(part):
+            return None
+        file = seg.file()
+        if file is None:
+            return None
+        self._served_from(seg, end - offset)
+        at = offset - start
+        return part[at : end - start], file, PAYLOAD_OFFSET + at, end >= self.size
 
     def _served_from(self, seg: Segment, nbytes: int) -> None:
         """Note that ``seg`` was read; past `RESIDENT_MAX` bytes of segments read, let the

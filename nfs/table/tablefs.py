@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nfs.protocol.nfs3 import Fattr3, Nfsstat3, Sattr3, StableHow
-from nfs.protocol.nfs3.types import Pieces
+from nfs.protocol.nfs3.types import FileSlice, Pieces
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import DirPage, FileId, FsStat, NfsError, VfsCapabilities
 from nfs.table.apply import Applied
@@ -406,7 +406,7 @@ class TableFs:
 
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
-    ) -> tuple[bytes | memoryview | Pieces, bool, Fattr3] | None:
+    ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:
         """Read data.csv if that needs no waiting; else None (see `Reads.read_nowait`)."""
         got = self._reads.read_nowait(fid, offset, count, ctx, self._attrs.data_csv_attrs)
         if got is not None:

@@ -97,7 +97,8 @@ PROTOCOL: dict[str, set[str]] = {
         "protocol.rpc",
         "protocol.vfs",
     },
-    "protocol.sender": set(),  # the write side of a connection (sockets, threads, no asyncio)
+    # the write side of a connection (sockets, threads, no asyncio; READ data from files)
+    "protocol.sender": {"protocol.xdr"},
     "protocol.server": {
         "protocol.nfs3.service",
         "protocol.nfs4.state",
@@ -106,6 +107,7 @@ PROTOCOL: dict[str, set[str]] = {
         "protocol.sender",
         "protocol.serving",
         "protocol.vfs",
+        "protocol.xdr",
     },
     # NFSv4.0 beside v3 (nfs/protocol/nfs4/)
     "protocol.nfs4": set(),

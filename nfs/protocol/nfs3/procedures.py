@@ -80,6 +80,7 @@ from nfs.protocol.nfs3.types import (
     Createmode3,
     DirOpArgs3,
     Fattr3,
+    FileSlice,
     Nfsstat3,
     Nfstime3,
     Pieces,
@@ -282,7 +283,7 @@ def nfsproc3_read_nowait(s: Nfs3Service, args: Read3Args, ctx: CallContext) -> R
             fid = s.fid(args.file)
         except NfsError:
             return None
-    got: tuple[bytes | memoryview | Pieces, bool, Fattr3] | None = read_nowait(
+    got: tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None = read_nowait(
         fid, args.offset, min(args.count, s.limits.rtmax), ctx
     )
     if got is None:

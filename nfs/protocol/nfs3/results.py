@@ -42,7 +42,7 @@ from nfs.protocol.nfs3.types import (
     WccData,
     padded,
 )
-from nfs.protocol.xdr import Packer, Pieces, Unpacker, XdrError
+from nfs.protocol.xdr import FileSlice, Packer, Pieces, Unpacker, XdrError
 
 __all__ = [
     "Access3Res",
@@ -209,13 +209,13 @@ class Readlink3Res(XdrResult):
 
 @dataclass(frozen=True)
 class Read3ResOk(XdrStruct):
-    """READ3resok (RFC 1813 §3.3.6). `data` may be a memoryview or `Pieces` (sent without
-    a copy); it unpacks as bytes."""
+    """READ3resok (RFC 1813 §3.3.6). `data` may be a memoryview, `Pieces` or a `FileSlice`
+    (sent without a copy); it unpacks as bytes."""
 
     file_attributes: PostOpAttr
     count: int
     eof: bool
-    data: bytes | memoryview | Pieces
+    data: bytes | memoryview | Pieces | FileSlice
     XDR = (PostOpAttr, UINT, BOOL, opaque())
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from nfs.protocol.nfs3.codec import UHYPER, UINT, XdrStruct, optional, string
-from nfs.protocol.xdr import Packer, Pieces, Unpacker, XdrError
+from nfs.protocol.xdr import FileSlice, Packer, Pieces, Unpacker, XdrError
 
 __all__ = [
     "DONT_CHANGE",
@@ -39,6 +39,7 @@ __all__ = [
     "Createmode3",
     "DirOpArgs3",
     "Fattr3",
+    "FileSlice",
     "Ftype3",
     "NfsFh3",
     "NfsProc3",
