@@ -262,13 +262,14 @@ class JournalFile:
         self._base = base
         self._page = page
         if reopen:
-            self._f: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115
+            self._f: BinaryIO | None = open(path, "a+b", buffering=0)  # noqa: SIM115
             self._synced_once = True
             self._dirty = False
             return
         # unbuffered: what a WRITE put here survives a kill -9 of the server; fsync (at a
-        # reply that promises it) makes it survive a power loss too
-        self._f = open(path, "xb", buffering=0)  # noqa: SIM115 - held open until discard
+        # reply that promises it) makes it survive a power loss too; readable: a staging
+        # reads its written bytes back from their records (`staging.Source`)
+        self._f = open(path, "x+b", buffering=0)  # noqa: SIM115 - held open until discard
         os.chmod(path, 0o600)
         _write_all(self._f, [_MAGIC, *_record(b"H", 0, json.dumps(asdict(header)).encode())])
         self._synced_once = False
@@ -280,18 +281,26 @@ class JournalFile:
             raise OSError(errno.EIO, f"journal {self.path.name} is closed")
         return self._f
 
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Record a write (buffered; :meth:`sync` makes it durable)."""
-        self._append(_record(b"W", offset, data))
+    def write(self, offset: int, data: bytes | memoryview) -> tuple[int, int]:
+        """Record a write (buffered; :meth:`sync` makes it durable).
+
+        Returns:
+            where the record holds ``data``: the journal's descriptor (readable) and the
+            offset, as a staging reads them back (`nfs.table.staging.Source`); valid while
+            the journal is open (a duplicate of the descriptor, after).
+        """
+        at = self._append(_record(b"W", offset, data))
+        return self._file().fileno(), at + _HEAD.size
 
     def truncate(self, size: int) -> None:
         """Record a truncation (buffered)."""
         self._append(_record(b"T", size, b""))
 
-    def _append(self, buffers: list[bytes | memoryview]) -> None:
-        """Append one record whole, or raise OSError with the journal as it was: the
-        part of a record a failing write left is cut off again, so records appended
-        later (the client retrying) are not read as lying behind a torn one."""
+    def _append(self, buffers: list[bytes | memoryview]) -> int:
+        """Append one record whole and return where it starts, or raise OSError with the
+        journal as it was: the part of a record a failing write left is cut off again, so
+        records appended later (the client retrying) are not read as lying behind a torn
+        one."""
         f = self._file()
         fd = f.fileno()
         end = os.lseek(fd, 0, os.SEEK_END)
@@ -306,6 +315,7 @@ class JournalFile:
                 f.close()
             raise
         self._dirty = True
+        return end
 
     def sync(self) -> None:
         """Make every recorded operation durable (flush + fsync; the directory once)."""
