@@ -259,7 +259,7 @@ class PieceBuffer:
             del self._mem[size:]
         self._len = size
 
-    def read(self, start: int, end: int) -> bytes:
+    def read(self, start: int, end: int) -> bytes | memoryview:
         """Return bytes ``[start, end)`` (clipped to the length)."""
         end = min(end, self._len)
         if start >= end:
@@ -268,16 +268,21 @@ class PieceBuffer:
             with memoryview(self._mem) as view:
                 return view[start:end].tobytes()
         i = bisect.bisect_right(self._starts, start) - 1
-        parts = []
-        pos = start
-        while pos < end:
-            p_start = self._starts[i]
-            p_end, fd, off = self._pieces[i]
-            stop = min(end, p_end)
-            parts.append(_pread_all(fd, stop - pos, off + pos - p_start))
-            pos = stop
-            i += 1
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        p_start = self._starts[i]
+        p_end, fd, off = self._pieces[i]
+        if end <= p_end:  # one piece: one read
+            return _pread_all(fd, end - start, off + start - p_start)
+        out = bytearray(end - start)  # several: each read into its place (no join)
+        with memoryview(out) as view:
+            pos = start
+            while pos < end:
+                p_start = self._starts[i]
+                p_end, fd, off = self._pieces[i]
+                stop = min(end, p_end)
+                _preadv_all(fd, view[pos - start : stop - start], off + pos - p_start)
+                pos = stop
+                i += 1
+        return memoryview(out)
 
     def close(self) -> None:
         """Let the bytes go (the temporary file is removed, descriptors closed)."""
@@ -302,6 +307,15 @@ def _pread_all(fd: int, count: int, offset: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+def _preadv_all(fd: int, into: memoryview, offset: int) -> None:
+    got = 0
+    while got < len(into):
+        n = os.preadv(fd, [into[got:]], offset + got)
+        if n == 0:
+            raise OSError(errno.EIO, f"staged bytes missing from their file at {offset + got}")
+        got += n
 
 
 def _close_all(fds: list[int]) -> None:
@@ -413,7 +427,7 @@ class Staging:
             self._extend_to(size)
         self.touched, self.mtime = touched, mtime
 
-    def read(self, offset: int, count: int) -> tuple[bytes, bool]:
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
         """Return up to ``count`` bytes at ``offset`` and whether the end is reached."""
         size = self.size
         if offset >= size:
