@@ -38,11 +38,12 @@ import mmap
 import os
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
+
+from isal import isal_zlib
 
 from posixlake.storage import fsync_dir
 
@@ -58,6 +59,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_crc32: Final = isal_zlib.crc32
+"""CRC-32 as zlib computes it (the same values), with ISA-L's carry-less multiply: a
+rewrite of gigabytes passes through it once, at several times zlib's speed."""
 _MAGIC: Final = b"PLNFSJ1\n"
 _HEAD: Final = struct.Struct(">cQI")
 _CRC: Final = struct.Struct(">I")
@@ -216,7 +220,7 @@ def _keep_page(page: KeptPage, target: Path) -> None:
 def _record(kind: bytes, number: int, data: bytes | memoryview) -> list[bytes | memoryview]:
     """One record as the buffers to write: header, data (not copied), CRC."""
     head = _HEAD.pack(kind, number, len(data))
-    crc = zlib.crc32(data, zlib.crc32(head))
+    crc = _crc32(data, _crc32(head))
     return [head, data, _CRC.pack(crc)]
 
 
@@ -360,7 +364,7 @@ def _read_records(data: bytes) -> Iterator[tuple[bytes, int, bytes]]:
             return
         body = data[pos + _HEAD.size : end]
         (crc,) = _CRC.unpack_from(data, end)
-        if zlib.crc32(body, zlib.crc32(data[pos : pos + _HEAD.size])) != crc:
+        if _crc32(body, _crc32(data[pos : pos + _HEAD.size])) != crc:
             return
         yield kind, number, body
         pos = end + _CRC.size

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
+import zlib
 from pathlib import Path
 
 from hypothesis import settings
@@ -130,3 +132,20 @@ def test_unjournaled_bytes_spill_to_a_file(tmp_path: Path) -> None:
     assert s.spill_bytes == 50 + 5  # the zeros and the tail (below 100: the base's, not buf)
     assert bytes(s.content()) == b"x" * 100 + bytes(50) + b"tail\n"
     s.close()
+
+
+def test_journal_records_carry_zlib_crc32(tmp_path: Path) -> None:
+    """The journal's CRC (ISA-L's) is zlib's CRC-32: journals of earlier releases and
+    of this one read the same."""
+    journal = JournalFile(tmp_path / "w1.wal", _header())
+    data = bytes(range(256)) * 5000
+    fd, at = journal.write(7, data)
+    journal.sync()
+    raw = (tmp_path / "w1.wal").read_bytes()
+    head = raw[at - 13 : at]
+    assert head == b"W" + (7).to_bytes(8, "big") + len(data).to_bytes(4, "big")
+    assert raw[at : at + len(data)] == data
+    crc = int.from_bytes(raw[at + len(data) : at + len(data) + 4], "big")
+    assert crc == zlib.crc32(data, zlib.crc32(head))
+    assert os.pread(fd, 10, at) == data[:10]
+    journal.discard()
