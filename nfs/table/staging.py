@@ -117,6 +117,7 @@ class PieceBuffer:
         self._spill_fd = -1
         self._spill_end = 0
         self._fds: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> our descriptor
+        self._seen: dict[int, tuple[int, int]] = {}  # in memory: the caller's descriptors
         self._owned: list[int] = []
         self._closer = weakref.finalize(self, _close_all, self._owned)
 
@@ -194,18 +195,41 @@ class PieceBuffer:
         self._starts[i:j] = [pos]
         self._pieces[i:j] = [(end, fd, off)]
 
+    def _noted(self, source: Source) -> Source:
+        """In memory: the caller's descriptor, noted with the file it is (a descriptor of
+        our own is taken only at the spill, so a small staging holds none: a page kept
+        after its journal went does not keep that file)."""
+        fd, offset = source
+        if fd not in self._seen:
+            st = os.fstat(fd)
+            self._seen[fd] = (st.st_dev, st.st_ino)
+        return fd, offset
+
     def _spill(self, upto: int) -> None:
-        """Past ``spill_at``: pieces in memory go to the temporary file, memory goes."""
+        """Past ``spill_at``: pieces a source holds are read there (a descriptor of our
+        own), the others go to the temporary file; memory goes."""
         if self._mem is None or upto <= self._spill_at:
             return
         mem = self._mem
+        mine: dict[int, int | None] = {}
+        for fd, ident in self._seen.items():
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == ident
+            except OSError:
+                same = False
+            mine[fd] = self._own((fd, 0))[0] if same else None  # closed, or another file
         pieces = []
         for start, (end, fd, off) in zip(self._starts, self._pieces, strict=True):
-            if fd == _MEM:
-                fd, off = self._to_spill_file(memoryview(mem)[off : off + end - start])
+            own = None if fd == _MEM else mine[fd]
+            if own is None:  # in memory, at its buffer position
+                fd, off = self._to_spill_file(memoryview(mem)[start:end])
+            else:
+                fd = own
             pieces.append((end, fd, off))
         self._pieces = pieces
         self._mem = None
+        self._seen.clear()
 
     def write_at(self, pos: int, data: bytes | memoryview, *, source: Source | None = None) -> None:
         """Write ``data`` at ``pos`` (``pos <= len``), extending past the end if it reaches.
@@ -220,7 +244,7 @@ class PieceBuffer:
         self._spill(end)
         if self._mem is not None:
             self._mem[pos:end] = data
-            fd, off = self._own(source) if source is not None else (_MEM, pos)
+            fd, off = self._noted(source) if source is not None else (_MEM, pos)
         elif source is not None:
             fd, off = self._own(source)
         else:
@@ -290,6 +314,7 @@ class PieceBuffer:
         self._owned = []
         self._closer = weakref.finalize(self, _close_all, self._owned)
         self._fds.clear()
+        self._seen.clear()
         self._spill_fd, self._spill_end = -1, 0
         self._mem, self._starts, self._pieces, self._len = bytearray(), [], [], 0
 

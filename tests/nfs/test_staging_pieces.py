@@ -190,3 +190,27 @@ def test_a_rewrite_past_spill_at_is_on_disk_once_and_recovered_from_its_journal(
         assert db.version == 1  # nothing applied yet
     finally:
         fs2.close()
+
+
+def _open_files() -> list[str]:
+    fds = Path("/proc/self/fd")
+    out = []
+    for fd in fds.iterdir():
+        try:
+            out.append(os.readlink(fd))
+        except OSError:
+            continue
+    return out
+
+
+def test_a_staging_in_memory_keeps_no_journal_open(tmp_path: Path) -> None:
+    """Below spill_at a staging holds its bytes in memory and no descriptor of its
+    journal: once the journal is discarded (committed), its file is gone for good, even
+    while the staging lives on (as the client's page)."""
+    journal = JournalFile(tmp_path / "w1.wal", _header())
+    s = Staging(BytesBase(b"id\n"), base_version=0, touched=0.0, mtime=0.0)
+    s.write(3, b"1\n", touched=1.0, mtime=1.0, source=journal.write(3, b"1\n"))
+    journal.discard()
+    assert not any("w1.wal" in name for name in _open_files())
+    assert bytes(s.content()) == b"id\n1\n"
+    s.close()
