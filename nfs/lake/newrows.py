@@ -253,7 +253,7 @@ class RowsJournal:
         )
         for op in rec.ops:
             if op.kind == "W":
-                rows.put(op.number, op.data)
+                rows.put(op.number, bytes(op.data))
             else:
                 rows.cut(op.number)
         rows.synced = True  # what the journal holds is what was promised

@@ -3,7 +3,9 @@
 Owns: for each journal, whether its edit was already committed (its write id in the
 commit metadata), the base it goes on again (the bytes the journal kept, else the
 rendering of its base version), setting aside what cannot be shown as it was (its writer
-gets EIO), and restaging the rest for the same writer (see :mod:`nfs.table.journal`).
+gets EIO), and restaging the rest for the same writer (see :mod:`nfs.table.journal`): the
+journal is mapped, not read into memory, and a restaged staging reads its written bytes
+from the journal's records, as before the restart.
 """
 
 from __future__ import annotations
@@ -66,15 +68,20 @@ class Recovery:
                 continue
             st = self._stagings.new_staging(base, head.base_version)
             w = Writer(key, st, head.write_id)
+            # its torn tail cut first; the staging reads its written bytes from the
+            # journal's records (past SPILL_AT), as before the restart
+            w.journal = self._s.journals.reopen(rec)
+            fd = w.journal.fileno()
             for op in rec.ops:
                 if op.kind == "W":
-                    st.write(op.number, op.data, touched=st.touched, mtime=st.mtime)
+                    source = (fd, op.at) if op.at >= 0 else None
+                    st.write(op.number, op.data, touched=st.touched, mtime=st.mtime, source=source)
                     w.note_write(op.number, op.data)
+                    rec.release(op)
                 else:
                     st.truncate(op.number, touched=st.touched, mtime=st.mtime)
                     w.note_truncate(op.number)
             self._s.last_start = max(self._s.last_start, head.started)
-            w.journal = self._s.journals.reopen(rec)
             self._s.began.set(key, True)  # its resent WRITEs go on this staging
             self._s.writers[key] = w
             logger.warning(

@@ -70,7 +70,7 @@ def _released(base: Base, offset: int, count: int) -> None:
 
 def _count_quotes(data: memoryview) -> int:
     obj = data.obj
-    if isinstance(obj, bytes) and len(obj) == len(data):  # a whole chunk: no copy
+    if isinstance(obj, bytes | bytearray) and len(obj) == len(data):  # a whole chunk: no copy
         return obj.count(_QUOTE)
     return bytes(data).count(_QUOTE)
 

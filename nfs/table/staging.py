@@ -3,9 +3,10 @@
 A :class:`Staging` is the file as one writer sees it while it writes: the base content
 (the bytes of the version it started from), with the bytes it wrote laid over it, cut at
 its last truncation. Only the written range is held (``buf``, covering
-``[start, start + len(buf))``): in memory while small, in an unlinked temporary file
-past :data:`SPILL_AT` (a whole rewrite of a file of gigabytes does not hold it in
-memory); the base is read where the writer did not write, and never copied as a whole:
+``[start, start + len(buf))``): in memory while small; past :data:`SPILL_AT` read from
+where the writer's journal recorded the same bytes (a whole rewrite of a file of gigabytes
+is neither held in memory nor written to disk twice), and only bytes no journal holds in
+an unlinked temporary file (see :class:`PieceBuffer`); the base is read where the writer did not write, and never copied as a whole:
 an ``echo >>`` on a file of any size costs the size of its line (and of the page the
 client resends).
 
@@ -17,16 +18,29 @@ Invariant: content bytes ``[0, start)`` are the base's; ``[start, start + len(bu
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import errno
 import os
 import tempfile
 import weakref
-from typing import IO, Final, Protocol
+from typing import Final, Protocol
 
-__all__ = ["SPILL_AT", "Base", "BytesBase", "OwnContent", "SpillBuffer", "Staging", "read_all"]
+__all__ = [
+    "SPILL_AT",
+    "Base",
+    "BytesBase",
+    "OwnContent",
+    "PieceBuffer",
+    "Source",
+    "Staging",
+    "read_all",
+]
 
 _LF: Final = 0x0A
 SPILL_AT: Final = 64 << 20
-"""Written bytes past this many move from memory to a temporary file."""
+"""Written bytes past this many leave memory: read from their journal records (or a
+temporary file)."""
 _COPY: Final = 4 << 20
 
 
@@ -70,45 +84,172 @@ def read_all(base: Base, start: int = 0, end: int | None = None) -> memoryview:
     return memoryview(data)
 
 
-class SpillBuffer:
-    """Bytes that grow and shrink like a ``bytearray``, in memory up to ``spill_at`` bytes,
-    then in an unlinked temporary file (read and written by offset: never mapped whole)."""
+Source = tuple[int, int]
+"""Where written bytes already lie in a file: ``(descriptor, offset)``. The bytes there
+never change (a journal's record): a spilled buffer reads them there, with a descriptor
+of its own (the file may be closed and unlinked: its bytes stay while the buffer lives)."""
+
+_MEM: Final = -1
+"""The piece source of bytes held in the buffer's memory (at their buffer position)."""
+
+
+class PieceBuffer:
+    """Bytes that grow and shrink like a ``bytearray``: in memory up to ``spill_at`` bytes,
+    then a piece table over files (never mapped whole, never copied whole).
+
+    Written bytes given with a :data:`Source` (a journal record holding them) are read
+    there once the buffer spills, never written a second time; other bytes (base bytes
+    brought in, zeros, a write not journaled) go to an unlinked temporary file. Each piece
+    maps buffer bytes ``[start, end)`` to a file offset; a write replaces the pieces of
+    its range, a truncation cuts them. Below ``spill_at`` the bytes are also held in
+    memory and read from there (a spill then drops the memory of journaled pieces and
+    writes the others out).
+    """
 
     def __init__(self, *, spill_at: int = SPILL_AT, directory: str | None = None) -> None:
         """Start empty; spill into ``directory`` (default: the system's temporary one)."""
         self._mem: bytearray | None = bytearray()
-        self._file: IO[bytes] | None = None
+        self._starts: list[int] = []
+        self._pieces: list[tuple[int, int, int]] = []  # (end, descriptor or _MEM, offset)
         self._len = 0
         self._spill_at = spill_at
         self._dir = directory
-        self._closer: weakref.finalize[[], SpillBuffer] | None = None
+        self._spill_fd = -1
+        self._spill_end = 0
+        self._fds: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> our descriptor
+        self._seen: dict[int, tuple[int, int]] = {}  # in memory: the caller's descriptors
+        self._owned: list[int] = []
+        self._closer = weakref.finalize(self, _close_all, self._owned)
 
     def __len__(self) -> int:
         return self._len
 
     @property
     def spilled(self) -> bool:
-        """Whether the bytes live in a file."""
-        return self._file is not None
+        """Whether the bytes live in files."""
+        return self._mem is None
+
+    @property
+    def pieces(self) -> int:
+        """How many pieces map the bytes (for tests and benchmarks)."""
+        return len(self._pieces)
+
+    @property
+    def spill_bytes(self) -> int:
+        """How many bytes went to the temporary file (not read from a source)."""
+        return self._spill_end
+
+    def _own(self, source: Source) -> Source:
+        """The same bytes through a descriptor of our own (one per file)."""
+        fd, offset = source
+        st = os.fstat(fd)
+        mine = self._fds.get((st.st_dev, st.st_ino))
+        if mine is None:
+            mine = os.dup(fd)  # readable: the caller's must be
+            self._owned.append(mine)
+            self._fds[(st.st_dev, st.st_ino)] = mine
+        return mine, offset
+
+    def _to_spill_file(self, data: bytes | memoryview) -> Source:
+        """Append ``data`` to the temporary file; return where it lies."""
+        if self._spill_fd < 0:
+            f = tempfile.TemporaryFile(prefix="posixlake-staging-", dir=self._dir)  # noqa: SIM115
+            self._spill_fd = os.dup(f.fileno())
+            f.close()
+            self._owned.append(self._spill_fd)
+        at = self._spill_end
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self._spill_fd, view[done:], at + done)
+        self._spill_end += len(view)
+        return self._spill_fd, at
+
+    def _cut(self, pos: int) -> int:
+        """Make a piece start at ``pos`` (``<= len``); return its index (or the count)."""
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i < 0:
+            return 0
+        start = self._starts[i]
+        end, fd, off = self._pieces[i]
+        if start == pos:
+            return i
+        if pos >= end:
+            return i + 1
+        self._pieces[i] = (pos, fd, off)
+        self._starts.insert(i + 1, pos)
+        self._pieces.insert(i + 1, (end, fd, off + pos - start))
+        return i + 1
+
+    def _place(self, pos: int, end: int, fd: int, off: int) -> None:
+        """Map ``[pos, end)`` to ``fd`` at ``off`` (``pos <= len``), replacing what was."""
+        i = self._cut(pos)
+        j = self._cut(end) if end < self._len else len(self._pieces)
+        if i > 0:  # continues the piece before it in the same file: one piece
+            p_end, p_fd, p_off = self._pieces[i - 1]
+            p_start = self._starts[i - 1]
+            if p_end == pos and p_fd == fd and p_off + (pos - p_start) == off:
+                self._starts[i - 1 : j] = [p_start]
+                self._pieces[i - 1 : j] = [(end, fd, p_off)]
+                return
+        self._starts[i:j] = [pos]
+        self._pieces[i:j] = [(end, fd, off)]
+
+    def _noted(self, source: Source) -> Source:
+        """In memory: the caller's descriptor, noted with the file it is (a descriptor of
+        our own is taken only at the spill, so a small staging holds none: a page kept
+        after its journal went does not keep that file)."""
+        fd, offset = source
+        if fd not in self._seen:
+            st = os.fstat(fd)
+            self._seen[fd] = (st.st_dev, st.st_ino)
+        return fd, offset
 
     def _spill(self, upto: int) -> None:
-        if self._file is not None or upto <= self._spill_at:
+        """Past ``spill_at``: pieces a source holds are read there (a descriptor of our
+        own), the others go to the temporary file; memory goes."""
+        if self._mem is None or upto <= self._spill_at:
             return
-        f = tempfile.TemporaryFile(prefix="posixlake-staging-", dir=self._dir)  # noqa: SIM115  (kept open: the buffer)
-        assert self._mem is not None
-        os.pwrite(f.fileno(), self._mem, 0)  # by descriptor, as every other access
-        self._file, self._mem = f, None
-        self._closer = weakref.finalize(self, f.close)  # closed when the buffer goes
+        mem = self._mem
+        mine: dict[int, int | None] = {}
+        for fd, ident in self._seen.items():
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == ident
+            except OSError:
+                same = False
+            mine[fd] = self._own((fd, 0))[0] if same else None  # closed, or another file
+        pieces = []
+        for start, (end, fd, off) in zip(self._starts, self._pieces, strict=True):
+            own = None if fd == _MEM else mine[fd]
+            if own is None:  # in memory, at its buffer position
+                fd, off = self._to_spill_file(memoryview(mem)[start:end])
+            else:
+                fd = own
+            pieces.append((end, fd, off))
+        self._pieces = pieces
+        self._mem = None
+        self._seen.clear()
 
-    def write_at(self, pos: int, data: bytes | memoryview) -> None:
-        """Write ``data`` at ``pos`` (``pos <= len``), extending past the end if it reaches."""
-        end = pos + len(data)
+    def write_at(self, pos: int, data: bytes | memoryview, *, source: Source | None = None) -> None:
+        """Write ``data`` at ``pos`` (``pos <= len``), extending past the end if it reaches.
+
+        ``source``: where these same bytes lie in a file that keeps them (a journal
+        record): once spilled they are read there, not written again.
+        """
+        n = len(data)
+        if n == 0:
+            return
+        end = pos + n
         self._spill(end)
-        if self._file is None:
-            assert self._mem is not None
+        if self._mem is not None:
             self._mem[pos:end] = data
+            fd, off = self._noted(source) if source is not None else (_MEM, pos)
+        elif source is not None:
+            fd, off = self._own(source)
         else:
-            os.pwrite(self._file.fileno(), data, pos)
+            fd, off = self._to_spill_file(data)
+        self._place(pos, end, fd, off)
         self._len = max(self._len, end)
 
     def extend(self, data: bytes | memoryview) -> None:
@@ -116,50 +257,97 @@ class SpillBuffer:
         self.write_at(self._len, data)
 
     def prepend(self, data: bytes | memoryview) -> None:
-        """Insert ``data`` before the first byte (moves the bytes: rare, costs them)."""
-        if not data:
+        """Insert ``data`` before the first byte (shifts every piece: rare)."""
+        n = len(data)
+        if n == 0:
             return
-        if self._file is None and self._len + len(data) <= self._spill_at:
-            assert self._mem is not None
+        self._spill(self._len + n)
+        self._starts = [0] + [s + n for s in self._starts]
+        pieces = [(end + n, fd, off + n if fd == _MEM else off) for end, fd, off in self._pieces]
+        if self._mem is not None:
             self._mem[0:0] = data
-            self._len += len(data)
-            return
-        moved = SpillBuffer(spill_at=self._spill_at, directory=self._dir)
-        moved.extend(data)
-        for pos in range(0, self._len, _COPY):
-            moved.extend(self.read(pos, min(self._len, pos + _COPY)))
-        self.close()
-        self._mem, self._file, self._len = moved._mem, moved._file, moved._len
-        if moved._closer is not None:  # the file is ours now
-            moved._closer.detach()
-            self._closer = weakref.finalize(self, self._file.close) if self._file else None
+            first = (n, _MEM, 0)
+        else:
+            fd, off = self._to_spill_file(data)
+            first = (n, fd, off)
+        self._pieces = [first, *pieces]
+        self._len += n
 
     def truncate(self, size: int) -> None:
         """Cut to ``size`` bytes (``size <= len``)."""
-        if self._file is None:
-            assert self._mem is not None
+        if size >= self._len:
+            return
+        i = self._cut(size)
+        del self._starts[i:], self._pieces[i:]
+        if self._mem is not None:
             del self._mem[size:]
-        else:
-            os.ftruncate(self._file.fileno(), size)
-        self._len = min(self._len, size)
+        self._len = size
 
-    def read(self, start: int, end: int) -> bytes:
+    def read(self, start: int, end: int) -> bytes | memoryview:
         """Return bytes ``[start, end)`` (clipped to the length)."""
         end = min(end, self._len)
         if start >= end:
             return b""
-        if self._file is None:
-            assert self._mem is not None
+        if self._mem is not None:
             with memoryview(self._mem) as view:
                 return view[start:end].tobytes()
-        return os.pread(self._file.fileno(), end - start, start)
+        i = bisect.bisect_right(self._starts, start) - 1
+        p_start = self._starts[i]
+        p_end, fd, off = self._pieces[i]
+        if end <= p_end:  # one piece: one read
+            return _pread_all(fd, end - start, off + start - p_start)
+        out = bytearray(end - start)  # several: each read into its place (no join)
+        with memoryview(out) as view:
+            pos = start
+            while pos < end:
+                p_start = self._starts[i]
+                p_end, fd, off = self._pieces[i]
+                stop = min(end, p_end)
+                _preadv_all(fd, view[pos - start : stop - start], off + pos - p_start)
+                pos = stop
+                i += 1
+        return memoryview(out)
 
     def close(self) -> None:
-        """Let the bytes go (the temporary file is removed)."""
-        if self._closer is not None:
-            self._closer()
-            self._closer = None
-        self._file, self._mem, self._len = None, bytearray(), 0
+        """Let the bytes go (the temporary file is removed, descriptors closed)."""
+        self._closer()
+        self._owned = []
+        self._closer = weakref.finalize(self, _close_all, self._owned)
+        self._fds.clear()
+        self._seen.clear()
+        self._spill_fd, self._spill_end = -1, 0
+        self._mem, self._starts, self._pieces, self._len = bytearray(), [], [], 0
+
+
+def _pread_all(fd: int, count: int, offset: int) -> bytes:
+    data = os.pread(fd, count, offset)
+    if len(data) == count:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < count:
+        more = os.pread(fd, count - got, offset + got)
+        if not more:
+            raise OSError(errno.EIO, f"staged bytes missing from their file at {offset + got}")
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _preadv_all(fd: int, into: memoryview, offset: int) -> None:
+    got = 0
+    while got < len(into):
+        n = os.preadv(fd, [into[got:]], offset + got)
+        if n == 0:
+            raise OSError(errno.EIO, f"staged bytes missing from their file at {offset + got}")
+        got += n
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 class Staging:
@@ -184,14 +372,14 @@ class Staging:
     ) -> None:
         """Start from ``base`` (the content of ``base_version``); nothing written yet.
 
-        ``spill_at`` / ``spill_dir``: see :class:`SpillBuffer`.
+        ``spill_at`` / ``spill_dir``: see :class:`PieceBuffer`.
         """
         self.base_version = base_version
         self._base = base
         self._base_size = base.size
         self._base_limit = self._base_size
         self._start = self._base_size
-        self._buf = SpillBuffer(spill_at=spill_at, directory=spill_dir)
+        self._buf = PieceBuffer(spill_at=spill_at, directory=spill_dir)
         self.touched = touched
         self.mtime = mtime
         self.written = False
@@ -224,14 +412,27 @@ class Staging:
             self._buf.extend(bytes(n))
             gap -= n
 
-    def write(self, offset: int, data: bytes | memoryview, *, touched: float, mtime: float) -> None:
-        """Write ``data`` at ``offset`` (a hole before it reads as base bytes or zeros)."""
+    def write(
+        self,
+        offset: int,
+        data: bytes | memoryview,
+        *,
+        touched: float,
+        mtime: float,
+        source: Source | None = None,
+    ) -> None:
+        """Write ``data`` at ``offset`` (a hole before it reads as base bytes or zeros).
+
+        ``source``: where the same bytes lie in a file that keeps them, readable (the
+        writer's journal record): past ``spill_at`` they are read there (see
+        :class:`PieceBuffer`).
+        """
         if offset < self._start:
             # below the written range: bring the base bytes in between into buf
             self._buf.prepend(self._base_bytes(offset, min(self._start, self._base_limit)))
             self._start = offset
         self._extend_to(offset)
-        self._buf.write_at(offset - self._start, data)
+        self._buf.write_at(offset - self._start, data, source=source)
         self.touched, self.mtime = touched, mtime
         self.written = True
 
@@ -251,7 +452,7 @@ class Staging:
             self._extend_to(size)
         self.touched, self.mtime = touched, mtime
 
-    def read(self, offset: int, count: int) -> tuple[bytes, bool]:
+    def read(self, offset: int, count: int) -> tuple[memoryview | bytes, bool]:
         """Return up to ``count`` bytes at ``offset`` and whether the end is reached."""
         size = self.size
         if offset >= size:
@@ -280,6 +481,11 @@ class Staging:
     def close(self) -> None:
         """Let the written bytes go (a spilled buffer's file is removed)."""
         self._buf.close()
+
+    @property
+    def spill_bytes(self) -> int:
+        """How many written bytes went to a temporary file (see :class:`PieceBuffer`)."""
+        return self._buf.spill_bytes
 
     @property
     def overlay_size(self) -> int:

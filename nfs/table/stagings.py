@@ -16,7 +16,7 @@ from pathlib import Path
 from nfs.protocol.vfs import NfsError
 from nfs.table.journal import JournalFile, JournalHeader, KeptBase, KeptPage
 from nfs.table.reads import Reads
-from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
+from nfs.table.staging import Base, BytesBase, OwnContent, Source, Staging, read_all
 from nfs.table.state import TableState, journal_error, storage_error
 from nfs.table.writers import Writer
 
@@ -65,12 +65,13 @@ class Stagings:
         Raises:
             NfsError: NOSPC or IO.
         """
-        if journal:
-            self.record(w, write=write, size=size)
+        source = self.record(w, write=write, size=size) if journal else None
         w.checked = -1
         try:
             if write is not None:
-                w.staging.write(*write, touched=self._s.clock(), mtime=self._s.wallclock())
+                w.staging.write(
+                    *write, touched=self._s.clock(), mtime=self._s.wallclock(), source=source
+                )
                 w.note_write(*write)
             else:
                 w.staging.truncate(size, touched=self._s.clock(), mtime=self._s.wallclock())
@@ -140,14 +141,17 @@ class Stagings:
         low, data = page.overlay()
         return KeptPage(page.base_version, page.base.size, low, data)
 
-    def record(self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0) -> None:
-        """Append the operation to ``w``'s journal (buffered)."""
+    def record(
+        self, w: Writer, *, write: tuple[int, bytes] | None = None, size: int = 0
+    ) -> Source | None:
+        """Append the operation to ``w``'s journal (buffered); return where a write's bytes
+        lie in it (its staging reads them there once spilled: not written twice)."""
         journal = self.journal(w)
         try:
             if write is not None:
-                journal.write(*write)
-            else:
-                journal.truncate(size)
+                return journal.write(*write)
+            journal.truncate(size)
+            return None
         except OSError as err:
             raise journal_error(err) from err
 

@@ -13,12 +13,13 @@ import mmap
 import os
 import secrets
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Generic, TypeVar
+
+from isal import isal_zlib
 
 from nfs.protocol.rpc import CallContext
 from nfs.table.journal import JournalFile
@@ -166,10 +167,10 @@ class EditDigest:
     def write(self, offset: int, data: bytes | memoryview) -> None:
         """Note a WRITE of ``data`` at ``offset``."""
         if self.lo < 0:
-            self.lo, self.hi, self.crc = offset, offset + len(data), zlib.crc32(data)
+            self.lo, self.hi, self.crc = offset, offset + len(data), isal_zlib.crc32(data)
         elif self.running and offset == self.hi:
             self.hi += len(data)
-            self.crc = zlib.crc32(data, self.crc)
+            self.crc = isal_zlib.crc32(data, self.crc)
         else:
             self.running = False
 
@@ -187,7 +188,7 @@ class EditDigest:
             return lo, hi, self.crc
         crc = 0
         for pos in range(lo, hi, _PUT_CHUNK):
-            crc = zlib.crc32(staging.read(pos, min(_PUT_CHUNK, hi - pos))[0], crc)
+            crc = isal_zlib.crc32(staging.read(pos, min(_PUT_CHUNK, hi - pos))[0], crc)
         return lo, hi, crc
 
 

@@ -953,7 +953,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
 journal.write(0, b"retried")  # the client retries once there is room
 journal.close()
 from nfs.table.journal import read_journal
-print(*[(op.kind, op.number, op.data.decode()) for op in read_journal(journal.path).ops])
+print(*[(op.kind, op.number, bytes(op.data).decode()) for op in read_journal(journal.path).ops])
 """
 
 
