@@ -36,33 +36,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-
 from nfs.protocol.nfs3 import StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.server import NfsServer
 from nfs.table.tablefs import DATA_CSV_ID, TableFs
-from posixlake import DatabaseOps
 
-SCHEMA = {"id": "Int64", "name": "String", "value": "Float64"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def table(n: int, start: int = 0) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(range(start, start + n), pa.int64()),
-            "name": pa.array([f"name{i}" for i in range(start, start + n)]),
-            "value": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
-        }
-    )
-
-
-def make_table(path: Path, rows: int) -> DatabaseOps:
-    db = DatabaseOps.create(path, SCHEMA, engine="local")
-    chunk = 1_000_000
-    for start in range(0, rows, chunk):
-        db.insert(table(min(chunk, rows - start), start))
-    return db
+from bench_nfs import make_table  # the same table as bench_nfs.py's appends
 
 
 class _Url(ctypes.Structure):

@@ -41,6 +41,7 @@ from typing import Final
 from nfs.protocol.vfs import FileId
 from nfs.table.partitions import PARTITION_BASE
 from nfs.table.state import SCRATCH_BASE, VERSION_BASE, VERSION_CHANGES_BASE
+from posixlake.storage import fsync_dir
 
 __all__ = [
     "LOCAL_BITS",
@@ -96,11 +97,7 @@ def _fsync_write(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 class PartitionIds:
