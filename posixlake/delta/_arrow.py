@@ -9,37 +9,49 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["plain_types"]
+__all__ = ["plain_schema", "plain_types"]
 
 _NS_LOW: Final = datetime(1677, 9, 22, tzinfo=UTC)
 _NS_HIGH: Final = datetime(2262, 4, 10, tzinfo=UTC)
 
 
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with view and large types, at every level, in their plain forms."""
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_large_list_view(t):
+        return pa.list_(pa.field("element", _plain_type(t.value_type), t.value_field.nullable))
+    if pa.types.is_list(t):
+        return pa.list_(
+            pa.field(t.value_field.name, _plain_type(t.value_type), t.value_field.nullable)
+        )
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _plain_type(f.type), f.nullable) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            _plain_type(t.key_type),
+            pa.field("value", _plain_type(t.item_type), t.item_field.nullable),
+        )
+    return t
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with view and large types in their plain forms (``plain_types``' schema).
+
+    Built from the types alone: an empty table would do, but pyarrow imports pandas (a
+    quarter of a second) the first time it builds an empty array.
+    """
+    target = pa.schema(
+        [pa.field(f.name, _plain_type(f.type), f.nullable, f.metadata) for f in schema]
+    )
+    return schema if target.equals(schema) else target
+
+
 def plain_types(table: pa.Table) -> pa.Table:
     """Cast view and large types that DataFusion returns to their plain forms."""
-
-    def plain(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            return pa.string()
-        if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            return pa.binary()
-        if pa.types.is_list_view(t) or pa.types.is_large_list(t) or pa.types.is_large_list_view(t):
-            return pa.list_(pa.field("element", plain(t.value_type), t.value_field.nullable))
-        if pa.types.is_list(t):
-            return pa.list_(
-                pa.field(t.value_field.name, plain(t.value_type), t.value_field.nullable)
-            )
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, plain(f.type), f.nullable) for f in t])
-        if pa.types.is_map(t):
-            return pa.map_(
-                plain(t.key_type), pa.field("value", plain(t.item_type), t.item_field.nullable)
-            )
-        return t
-
-    target = pa.schema(
-        [pa.field(f.name, plain(f.type), f.nullable, f.metadata) for f in table.schema]
-    )
+    target = plain_schema(table.schema)
     if target.equals(table.schema):
         return table
     columns = [

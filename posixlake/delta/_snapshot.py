@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from posixlake.delta._arrow import plain_types
+from posixlake.delta._arrow import plain_schema
 from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
 from posixlake.delta._log import DeltaLog
 from posixlake.delta._translate import _translated
@@ -205,7 +205,7 @@ def snapshot_for_files(
 
 def _arrow_schema(delta_schema: Any) -> pa.Schema:
     raw = pa.schema(delta_schema.to_arrow())
-    return plain_types(raw.empty_table()).schema
+    return plain_schema(raw)
 
 
 def check_readable(log: DeltaLog) -> None:

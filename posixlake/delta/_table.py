@@ -24,7 +24,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction
 from deltalake.exceptions import DeltaError
 
-from posixlake.delta._arrow import plain_types
+from posixlake.delta._arrow import plain_schema, plain_types
 from posixlake.delta._features import QUERY_CONFIG
 from posixlake.delta._retry import Contention, RetryPolicy
 from posixlake.delta._translate import (
@@ -399,7 +399,7 @@ class LoadedTable:
                 config = {k: v for k, v in md.configuration.items() if v is not None}
                 meta = (
                     version,
-                    plain_types(raw.empty_table()).schema,
+                    plain_schema(raw),
                     config,
                     list(md.partition_columns),
                 )
