@@ -756,13 +756,20 @@ def _torn_message(versions: tuple[int, ...]) -> str:
 
 def _records_end(data: bytes) -> int:
     """Return where the last whole record of CSV ``data`` ends (after its line feed):
-    a line feed inside a quoted field does not end one. 0 if none ends."""
-    end, quoted, pos = 0, False, 0
-    while True:
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            return end
-        quoted ^= data.count(b'"', pos, nl) % 2 == 1
-        if not quoted:
-            end = nl + 1
-        pos = nl + 1
+    a line feed inside a quoted field does not end one. 0 if none ends.
+
+    A line feed ends a record when an even number of quotes precede it; the last such
+    one is found walking back from the end (one count over the data, then a count per
+    line walked back: a record still open at the end is at most a few lines long).
+    """
+    nl = data.rfind(b"\n")
+    if nl < 0:
+        return 0
+    quotes = data.count(b'"', 0, nl)
+    while quotes % 2:
+        prev = data.rfind(b"\n", 0, nl)
+        if prev < 0:
+            return 0
+        quotes -= data.count(b'"', prev, nl)
+        nl = prev
+    return nl + 1

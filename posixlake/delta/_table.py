@@ -470,8 +470,11 @@ class LoadedTable:
 
     # -- reads -----------------------------------------------------------------------
 
-    def query(self, sql: str) -> pa.Table:
+    def query(self, sql: str, *, arithmetic: bool = True) -> pa.Table:
         """Run ``sql`` (table name ``data``) on the loaded version with DataFusion.
+
+        ``arithmetic=False``: ``sql`` has no arithmetic to check for overflow (posixlake
+        built it: column lists and comparisons with literals), so it is not parsed for it.
 
         Raises:
             QueryError: the SQL does not parse or plan, or fails while running.
@@ -480,7 +483,7 @@ class LoadedTable:
         """
         try:
             try:
-                table = self._checked_query(sql)
+                table = self._checked_query(sql) if arithmetic else self._run_query(sql)
             except ValueOutOfRange as err:
                 # DataFusion types timestamp literals as nanoseconds (1677-2262): past
                 # those years, say them in microseconds, as Delta stores them
@@ -597,10 +600,12 @@ class LoadedTable:
     def read_columns(
         self, columns: Sequence[str] | None = None, *, filter_sql: str | None = None
     ) -> pa.Table:
-        """Read whole columns of the loaded version (optionally filtered by a SQL predicate)."""
+        """Read whole columns of the loaded version, optionally filtered by ``filter_sql``:
+        a predicate posixlake built (comparisons with literals), which is not checked for
+        arithmetic overflow as a user's query is."""
         cols = ", ".join(quote_ident(c) for c in columns) if columns else "*"
         where = f" WHERE {filter_sql}" if filter_sql else ""
-        return self.query(f"SELECT {cols} FROM data{where}")
+        return self.query(f"SELECT {cols} FROM data{where}", arithmetic=False)
 
     def changes(self, start: int, end: int | None = None) -> pa.Table:
         """Return the change data feed between two versions (inclusive).

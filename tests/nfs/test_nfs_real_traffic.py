@@ -354,6 +354,19 @@ def test_the_lines_checked_end_at_a_record_boundary_not_at_a_quoted_line_feed(
     assert _records_end(data[:cut]) == max([0] + [b for b in bounds if b <= cut])
 
 
+@given(data=st.lists(st.sampled_from([b"a", b",", b'"', b"\n", b'""', b"\r\n"]), max_size=60))
+def test_the_records_end_is_the_last_line_feed_after_an_even_number_of_quotes(
+    data: list[bytes],
+) -> None:
+    """``_records_end`` (walks back from the end) against the definition, read forwards:
+    a line feed ends a record when the quotes before it are even."""
+    from nfs.table.writes import _records_end
+
+    text = b"".join(data)
+    ends = [i + 1 for i, c in enumerate(text) if c == ord("\n") and text.count(b'"', 0, i) % 2 == 0]
+    assert _records_end(text) == max([0, *ends])
+
+
 def test_an_edit_that_changed_nothing_resent_after_a_restart_reverts_nothing(
     db: DatabaseOps, clock: Clock, state: Path
 ) -> None:
