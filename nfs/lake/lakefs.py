@@ -762,6 +762,13 @@ class LakeFs:
                 return t.target.discard(inner, ctx)
             return False
 
+    def client_mounted(self, ctx: CallContext) -> None:
+        """A client mounted (an NFSv3 NULL, `nfs.protocol.vfs.MountAware`): every open
+        table settles what an earlier process at its address left
+        (`TableFs.client_mounted`)."""
+        for fs in self.open_tables().values():
+            fs.client_mounted(ctx)
+
     def poll(self) -> None:
         """Apply the idle stagings of every open table (see `TableFs.poll`), and make the
         new tables whose data.csv writer is done."""

@@ -17,6 +17,7 @@ client never hangs and the server never dies on one bad call.
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -150,12 +151,18 @@ class RpcError(Exception):
         self.stat = stat
 
 
+_CONNECTIONS: Final = itertools.count(1)
+
+
 @dataclass(frozen=True)
 class ConnectionContext:
     """What the transport knows about a connection (passed to `Dispatcher.handle`)."""
 
     peer: str | None = None
     """The client address as "host:port", if known."""
+    serial: int = field(default_factory=lambda: next(_CONNECTIONS))
+    """Tells this connection from every other of this process, also a later one from the
+    same address (`CallContext.connection`)."""
 
     @property
     def peer_port(self) -> int | None:
@@ -181,6 +188,9 @@ class CallContext:
     vers: int = 0
     proc: int = 0
     peer: str | None = None
+    connection: int = 0
+    """The `ConnectionContext.serial` of the connection the call came on (0: a direct
+    caller): a client process that reuses an earlier one's address is told apart by it."""
 
     @classmethod
     def local(
@@ -652,7 +662,7 @@ class Dispatcher:
             logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         peer = conn.peer if conn else None
-        ctx = CallContext(credentials, xid, prog, vers, proc, peer)
+        ctx = CallContext(credentials, xid, prog, vers, proc, peer, conn.serial if conn else 0)
         key = None
         cache = self.reply_cache
         if cache is not None and cache.covers(prog, vers, proc):

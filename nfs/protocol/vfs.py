@@ -48,6 +48,7 @@ __all__ = [
     "EditBounds",
     "FileId",
     "FsStat",
+    "MountAware",
     "NfsError",
     "NowaitVfs",
     "Vfs",
@@ -203,6 +204,22 @@ class EditBounds(Protocol):
     def discard(self, fid: FileId, ctx: CallContext) -> bool:
         """Drop the caller's staged edit of ``fid`` unapplied, with its journal (the
         client's lease expired); whether there was one."""
+        ...
+
+
+@runtime_checkable
+class MountAware(Protocol):
+    """What a Vfs that keeps per-client state (keyed by `CallContext.peer`) hears of mounts."""
+
+    def client_mounted(self, ctx: CallContext) -> None:
+        """An NFSv3 NULL call on the connection ``ctx.connection``: a client mounting.
+
+        libnfs tools (``nfs-cat``, ``nfs-cp``: one process, one connection each) and the
+        Linux client at mount time ping with NULL first; the Linux client's reconnect
+        (which keeps its source port, and its page cache) does not. libnfs binds a
+        reserved port, which a later process can get again: state kept for that address
+        from another connection then belongs to a process that is gone. Must not raise.
+        """
         ...
 
 

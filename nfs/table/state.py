@@ -257,6 +257,8 @@ class TableState:
         self.began: Bounded[WriterKey, bool] = Bounded(MAX_CLIENTS)
         self.edits_before: dict[str, list[tuple[int, int, int, int]]] | None = None
         self.failures: Bounded[WriterKey, NfsError] = Bounded(MAX_CLIENTS)
+        # the connection each client address last mounted on (see WriteRules.client_mounted)
+        self.mounts: Bounded[str, int] = Bounded(MAX_CLIENTS)
         self.last_start = 0  # when the newest staging began (ns; see Stagings.started_ns)
         # per client: its page after its last append (see WriteRules.base_for)
         self.pages = ClientPages(

@@ -448,6 +448,15 @@ class TableFs:
         an NFSv4 client whose lease expired."""
         return self._rules.discard(fid, ctx)
 
+    def client_mounted(self, ctx: CallContext) -> None:
+        """A client mounted (an NFSv3 NULL on a connection, `nfs.protocol.vfs.MountAware`):
+        what an earlier process at its address left is settled (see
+        `WriteRules.client_mounted`)."""
+        try:
+            self._rules.client_mounted(ctx)
+        except Exception:  # a NULL never fails: the state stays as it was
+            logger.exception("data.csv: settling what %s left failed", ctx.peer)
+
     @property
     def state_dir(self) -> Path:
         """Where the journal and the rest of the server's state live (the NFSv4 service

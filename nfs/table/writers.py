@@ -34,6 +34,7 @@ __all__ = [
     "Torn",
     "Writer",
     "WriterKey",
+    "peer_of",
     "slot_of",
 ]
 
@@ -81,6 +82,11 @@ class WriterKey:
 def slot_of(peer: str, part: str) -> str:
     """The key of what ``peer`` read and holds of the file ``part`` (see `WriterKey.slot`)."""
     return f"{peer}\0{part}" if part else peer
+
+
+def peer_of(slot: str) -> str:
+    """The client address of a slot (`slot_of`'s ``peer``)."""
+    return slot.partition("\0")[0]
 
 
 class Coverage:
@@ -289,6 +295,14 @@ class ReadViews:
         versions = sorted({v for _a, _b, v in ranges})
         return versions[0] if len(versions) == 1 else Torn(tuple(versions))
 
+    def forget(self, peer: str) -> None:
+        """Forget what ``peer`` (a slot) read: a client process that is gone."""
+        self._views.pop(peer)
+
+    def slots(self) -> list[str]:
+        """The slots whose reads are remembered."""
+        return self._views.key_list()
+
     def wrote(self, peer: str, version: int) -> None:
         """``peer``'s own edit made ``version``: what it holds now is that edit's content
         (the whole of ``version`` when the table became exactly that)."""
@@ -317,6 +331,10 @@ class Bounded(Generic[_K, _V]):
     def pop(self, key: _K) -> _V | None:
         """Remove and return the value of ``key`` (None if absent)."""
         return self._items.pop(key, None)
+
+    def key_list(self) -> list[_K]:
+        """The keys, least recently set first."""
+        return list(self._items)
 
 
 class Shadows:
@@ -535,6 +553,17 @@ class ClientPages:
         page.write(low, data, touched=0.0, mtime=0.0)
         self._pages.set(peer, (version, page))
         return version, page
+
+    def slots(self) -> set[str]:
+        """The slots (`WriterKey.slot`) a page is kept for, in memory or on disk."""
+        found = set(self._pages.key_list())
+        for path in self._dir.glob("*.page"):
+            try:
+                with open(path, "rb") as f:
+                    found.add(str(json.loads(f.readline())["peer"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return found
 
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""

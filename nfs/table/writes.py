@@ -60,7 +60,7 @@ from nfs.table.state import (
     status_error,
     version_of,
 )
-from nfs.table.writers import Torn, Writer, WriterKey
+from nfs.table.writers import Torn, Writer, WriterKey, peer_of
 from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import InvalidOperation, PosixLakeError
 from posixlake.storage import fsync_dir
@@ -547,6 +547,52 @@ class WriteRules:
                     logger.warning("data.csv: the edit of %s was refused: %s", w.key, err)
                     self._s.failures.set(w.key, err)
 
+    def client_mounted(self, ctx: CallContext) -> None:
+        """A client mounted on the connection ``ctx.connection`` (an NFSv3 NULL on it,
+        see `nfs.protocol.vfs.MountAware`).
+
+        What this table keeps for the client's address from another connection — what
+        it read (the base of its next rewrite), its page, its own last edit, a failure
+        for its next call — is another process's: libnfs tools bind a reserved port a
+        later process can get again, and with the earlier process' base its rewrite
+        would double rows inserted since, or fail. That process is gone (its address is
+        this connection's now), so its staged edit is done: applied as at its idle
+        period, or abandoned if it cannot apply; it never mixes with the new process'
+        writes. A Linux client's reconnect sends no NULL and keeps all of it (its page
+        cache survives the reconnect).
+        """
+        peer = ctx.peer or ""
+        with self._s.lock:
+            known = self._s.mounts.get(peer)
+            self._s.mounts.set(peer, ctx.connection)
+            if known == ctx.connection:
+                return
+            gone = [w for k, w in self._s.writers.items() if k.peer == peer]
+            for w in gone:
+                if self.complete(w):
+                    try:
+                        self.apply_writer(w)
+                    except NfsError as err:
+                        logger.warning(
+                            "data.csv: the edit of %s (a process now gone) was refused: %s",
+                            w.key,
+                            err,
+                        )
+                else:
+                    self.abandon_writer(w, "its client process is gone")
+            for key in self._s.failures.key_list():
+                if key.peer == peer:
+                    self._s.failures.pop(key)
+            for slot in self._s.views.slots():
+                if peer_of(slot) == peer:
+                    self._s.views.forget(slot)
+            for slot in self._s.own.key_list():
+                if peer_of(slot) == peer:
+                    self._s.own.pop(slot)
+            for slot in self._s.pages.slots():
+                if peer_of(slot) == peer:
+                    self._s.pages.forget(slot)
+
     @staticmethod
     def complete(w: Writer) -> bool:
         """Whether ``w``'s content may apply once its writer is done (see `WriteRules.poll_locked`)."""
@@ -595,7 +641,9 @@ class WriteRules:
             self._s.drop(w)
             return True
 
-    def abandon_writer(self, w: Writer) -> None:
+    def abandon_writer(self, w: Writer, why: str | None = None) -> None:
+        """Drop ``w`` unapplied, logged as an error (``why``: the reason, if not that
+        its writer wrote nothing for the abandon period)."""
         if w.coverage.holes():
             what = "has a range no WRITE filled"
         elif w.key.peer.startswith(BOUNDED_PEER_PREFIX):
@@ -604,9 +652,10 @@ class WriteRules:
             what = "ends mid-line"
         else:
             what = "is a truncation alone"
+        reason = why or f"after {self._s.abandon:g} s without a write"
         message = (
-            f"data.csv: the staged write of {w.key} was abandoned after "
-            f"{self._s.abandon:g} s without a write; its content {what} and was never applied"
+            f"data.csv: the staged write of {w.key} was abandoned {reason}; its content "
+            f"{what} and was never applied"
         )
         logger.error("%s", message)
         self._s.drop(w)

@@ -429,3 +429,24 @@ def test_a_partition_of_a_lake_table_is_written_as_its_data_csv(
     assert after.version == version + 2
     assert sorted(r["id"] for r in after.to_arrow().to_pylist()) == [0, 1, 3, 4, 5, 10]
     assert names(lake, leaf) == ["data.csv"]
+
+
+def test_a_client_mounting_at_an_address_settles_what_an_earlier_process_left_in_each_table(
+    lake: LakeFs, root: Path
+) -> None:
+    """The lake passes an NFSv3 NULL on a new connection to its open tables: the staged
+    edit the earlier process at that address left (libnfs reuses reserved ports) applies
+    then, before the new process can write (see test_client_mounted.py)."""
+    first = CallContext(cred=ROOT.cred, peer="127.0.0.1:700", connection=1)
+    lake.client_mounted(first)
+    csv = walk(lake, "ops/events/data/data.csv")
+    content = cat(lake, "ops/events/data/data.csv").replace(b"ops/events-1", b"changed")
+    lake.setattr(csv, Sattr3(size=0), first)
+    lake.write(csv, 0, content, StableHow.UNSTABLE, first)
+    lake.commit(csv, 0, 0, first)
+    events = DatabaseOps.open(root / "ops/events", engine="local")
+    before = events.version
+    lake.client_mounted(CallContext(cred=ROOT.cred, peer="127.0.0.1:700", connection=2))
+    events = DatabaseOps.open(root / "ops/events", engine="local")
+    assert events.version == before + 1
+    assert sorted(r["name"] for r in events.to_arrow().to_pylist()) == ["changed", "ops/events-0"]

@@ -91,7 +91,14 @@ from nfs.protocol.nfs3.types import (
     WccData,
 )
 from nfs.protocol.rpc import VOID, CallContext, Void
-from nfs.protocol.vfs import ACCESS3_DELETE, ACCESS3_EXTEND, ACCESS3_MODIFY, FileId, NfsError
+from nfs.protocol.vfs import (
+    ACCESS3_DELETE,
+    ACCESS3_EXTEND,
+    ACCESS3_MODIFY,
+    FileId,
+    MountAware,
+    NfsError,
+)
 
 __all__ = [
     "nfsproc3_access",
@@ -136,7 +143,10 @@ def _attrs_nowait(s: Nfs3Service, fid: FileId, ctx: CallContext) -> Fattr3 | Non
 
 
 def nfsproc3_null(s: Nfs3Service, args: Void, ctx: CallContext) -> Void:
-    """NULL (RFC 1813 §3.3.0): do nothing."""
+    """NULL (RFC 1813 §3.3.0): nothing, but a Vfs that keeps state per client address
+    hears of it (`nfs.protocol.vfs.MountAware`: a client pings when it mounts)."""
+    if ctx.connection and isinstance(s.vfs, MountAware):
+        s.vfs.client_mounted(ctx)
     return VOID
 
 
