@@ -554,16 +554,14 @@ class ClientPages:
         self._pages.set(peer, (version, page))
         return version, page
 
-    def slots(self) -> set[str]:
-        """The slots (`WriterKey.slot`) a page is kept for, in memory or on disk."""
-        found = set(self._pages.key_list())
-        for path in self._dir.glob("*.page"):
-            try:
-                with open(path, "rb") as f:
-                    found.add(str(json.loads(f.readline())["peer"]))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        return found
+    def forget_client(self, peer: str) -> None:
+        """Forget the pages of every slot of the client address ``peer`` held in memory,
+        and its ``data.csv`` page on disk (a partition file's page an earlier boot left
+        stays: finding it would read every page file, on every libnfs process' mount)."""
+        for slot in self._pages.key_list():
+            if peer_of(slot) == peer:
+                self.forget(slot)
+        self.forget(peer)
 
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""

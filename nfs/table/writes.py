@@ -589,9 +589,7 @@ class WriteRules:
             for slot in self._s.own.key_list():
                 if peer_of(slot) == peer:
                     self._s.own.pop(slot)
-            for slot in self._s.pages.slots():
-                if peer_of(slot) == peer:
-                    self._s.pages.forget(slot)
+            self._s.pages.forget_client(peer)
 
     @staticmethod
     def complete(w: Writer) -> bool:
