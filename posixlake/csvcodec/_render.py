@@ -31,6 +31,7 @@ from posixlake.csvcodec._common import (
     _is_empty,
     _is_nested,
     _is_text,
+    _lit,
 )
 
 __all__ = ["iter_render_csv", "iter_render_views", "render_csv", "render_lines", "render_value"]
@@ -100,11 +101,13 @@ def _whole(arr: Arr) -> Arr:
     type's `_WHOLE_BELOW` and not -0.0 (NaN and infinities: false); NULL: true (NULL
     whichever way it is cast)."""
     below = _WHOLE_BELOW[arr.type.bit_width]
-    whole = pc.and_(pc.equal(pc.trunc(arr), arr), pc.less(pc.abs(arr), below))
-    zero = pc.equal(arr, 0.0)
+    t = arr.type
+    whole = pc.and_(pc.equal(pc.trunc(arr), arr), pc.less(pc.abs(arr), _lit(below, t)))
+    zero = pc.equal(arr, _lit(0.0, t))
     if _any(zero):  # -0.0 is whole but renders as "-0": the sign of a zero is 1/x's
-        whole = pc.and_not(whole, pc.and_(zero, pc.less(pc.divide(1.0, arr), 0.0)))
-    filled: Arr = pc.fill_null(whole, True)  # type: ignore[call-overload, arg-type, unused-ignore]
+        sign = pc.less(pc.divide(_lit(1.0, t), arr), _lit(0.0, t))
+        whole = pc.and_not(whole, pc.and_(zero, sign))
+    filled: Arr = pc.fill_null(whole, _lit(True))  # type: ignore[call-overload, arg-type, unused-ignore]
     return filled
 
 
@@ -130,7 +133,7 @@ def _float_text(arr: Arr) -> Arr:
     if 2 * count < len(arr):
         return _shortest_text(arr)
     rest = pc.invert(whole)
-    ints = pc.cast(_choose(whole, arr, pa.scalar(0.0, arr.type)), pa.int64())
+    ints = pc.cast(pc.if_else(whole, arr, _lit(0.0, arr.type)), pa.int64())
     text: Arr = pc.replace_with_mask(  # type: ignore[call-overload, unused-ignore]
         pc.cast(ints, pa.string()), rest, _shortest_text(arr.filter(rest))
     )
@@ -372,8 +375,20 @@ def _as_batches(source: RenderSource) -> tuple[pa.Schema | None, Iterable[pa.Rec
     return None, source
 
 
+def _strings(values: Sequence[str]) -> Arr:
+    """Return ``values`` as a string array, built from their bytes (see `_lit`)."""
+    data = [v.encode("utf-8") for v in values]
+    offsets = [0]
+    for d in data:
+        offsets.append(offsets[-1] + len(d))
+    bounds = pa.py_buffer(struct.pack(f"={len(offsets)}i", *offsets))
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, bounds, pa.py_buffer(b"".join(data))]
+    )
+
+
 def _header_line(names: Sequence[str]) -> bytes:
-    fields = _quote(pa.array(list(names), pa.string()))
+    fields = _quote(_strings(names))
     return (",".join(str(f) for f in fields.to_pylist()) + "\n").encode("utf-8")
 
 

@@ -19,11 +19,16 @@ of every size around 1e10 and 2**24/2**53, -0.0, NaN, infinities, subnormals, fr
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -262,3 +267,59 @@ def test_each_edge_float_among_whole_numbers_renders_as_the_cast(
     for values in ([value], [1.0] * 70 + [value], [value] + [2.0] * 70, [3.0] * 70 + [value, None]):
         arr = pa.array(values, pa.float64()).cast(t, safe=False)
         assert _text(arr).to_pylist() == _reference_float_text(arr).to_pylist(), value
+
+
+# --- no pandas ------------------------------------------------------------------------------
+
+_RENDER_IN_A_FRESH_PROCESS = """
+import sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+from posixlake.csvcodec import render_csv
+batches = pq.ParquetFile(sys.argv[1], read_dictionary=["city"]).iter_batches(batch_size=3)
+with open(sys.argv[2], "wb") as out:
+    out.write(render_csv(pa.Table.from_batches(list(batches))))
+print("pandas" in sys.modules)
+"""
+
+
+def test_rendering_the_common_types_imports_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas the first time it converts a Python value (a quarter of a
+    second, some 40 MB); rendering a table read from Parquet must not make it."""
+    table = pa.table(
+        {
+            "id": pa.array([1, -2, None, 4], pa.int64()),
+            "name": pa.array(["a, b", "", None, ' "q" '], pa.string()),
+            "score": pa.array([1.5, float("nan"), None, -0.0], pa.float64()),
+            "count": pa.array([1.0, 2.0, None, 4.0], pa.float64()),
+            "small": pa.array([0.5, 2.0, None, float("inf")], pa.float32()),
+            "ok": pa.array([True, False, None, True], pa.bool_()),
+            "day": pa.array([0, 19000, None, -1], pa.int32()).cast(pa.date32()),
+            "at": pa.array([0, 1_700_000_000_123_456, None, 5], pa.int64()).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+            "local": pa.array([0, 1_700_000_000_000_000, None, 5], pa.int64()).cast(
+                pa.timestamp("us")
+            ),
+            "city": pa.array(["Paris", "New York, NY", None, "Paris"], pa.string()),
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet")
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RENDER_IN_A_FRESH_PROCESS,
+            str(tmp_path / "t.parquet"),
+            str(tmp_path / "t.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert (tmp_path / "t.csv").read_bytes() == reference_csv(table)
+    assert done.stdout.strip() == "False"
