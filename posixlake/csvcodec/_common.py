@@ -88,7 +88,6 @@ Column: TypeAlias = "pa.Array[Any] | pa.ChunkedArray[Any]"
 _A = TypeVar("_A", "pa.Array[Any]", "pa.ChunkedArray[Any]")
 
 
-@functools.lru_cache(maxsize=256, typed=True)
 def _lit(value: str | float | bool, t: pa.DataType | None = None) -> pa.Scalar[Any]:
     """Return ``value`` as an Arrow scalar (of type ``t``, default string, float64 or
     bool), built from its bytes; cached.
@@ -99,17 +98,23 @@ def _lit(value: str | float | bool, t: pa.DataType | None = None) -> pa.Scalar[A
     needed it. The codec's literals come from here instead, so rendering the common types
     imports nothing.
     """
-    arr: pa.Array[Any]
     if isinstance(value, bool):
-        arr = pa.Array.from_buffers(pa.bool_(), 1, [None, pa.py_buffer(bytes([value]))])
-    elif isinstance(value, str):
-        data = value.encode("utf-8")
+        return _scalar_of(pa.bool_(), bytes([value]), t)
+    if isinstance(value, str):
+        return _scalar_of(pa.string(), value.encode("utf-8"), t)
+    return _scalar_of(pa.float64(), struct.pack("=d", value), t)  # by its bits: -0.0 too
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_of(kind: pa.DataType, data: bytes, t: pa.DataType | None) -> pa.Scalar[Any]:
+    arr: pa.Array[Any]
+    if kind == pa.string():
         offsets = pa.py_buffer(struct.pack("=ii", 0, len(data)))
-        arr = pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(data)])
+        arr = pa.Array.from_buffers(kind, 1, [None, offsets, pa.py_buffer(data)])
     else:
-        arr = pa.Array.from_buffers(pa.float64(), 1, [None, pa.py_buffer(struct.pack("=d", value))])
+        arr = pa.Array.from_buffers(kind, 1, [None, pa.py_buffer(data)])
     scalar = arr[0]
-    return scalar if t is None or t == arr.type else scalar.cast(t)
+    return scalar if t is None or t == kind else scalar.cast(t)
 
 
 def _operand(value: Any, like: Any) -> Any:
