@@ -9,6 +9,9 @@ depend on the machine and its load; the ratio is the number to watch.
 
 References:
 - render: ``pyarrow.csv.write_csv`` (quotes every string, so it is not our format).
+- render whole floats (a float64 column of whole numbers, such as counts or amounts
+  without cents, which the codec writes as integers): Arrow's cast of the column to
+  text (its shortest digits, which the codec used for every float before).
 - parse: ``pyarrow.csv.read_csv`` of the same bytes with the column types given.
 - infer: ``pyarrow.csv.read_csv`` of the same bytes with its own type inference.
 - keyed diff: an Acero full outer join of old and new on the key.
@@ -96,8 +99,16 @@ def main(argv: list[str] | None = None) -> None:
         for side in (table, changed):
             side.group_by(side.column_names).aggregate([([], "count_all")])
 
+    whole = pa.table({"amount": pc.round(pc.multiply(table["price"], 100.0))})
+
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [
         ("render_csv", lambda: render_csv(table), arrow_write, "csv.write_csv"),
+        (
+            "render whole floats",
+            lambda: render_csv(whole),
+            lambda: pc.cast(whole["amount"], pa.string()),
+            "cast float64 to text",
+        ),
         (
             "parse_csv",
             lambda: parse_csv(data, schema),

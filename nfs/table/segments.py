@@ -49,6 +49,7 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import threading
 import weakref
 from collections import deque
@@ -169,8 +170,8 @@ class Segmenter:
         self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        # the codec's first use in a process costs a lazy import inside pyarrow (pandas,
-        # on the first pa.scalar: 0.3-0.8 s); pay it now, off the first read's path
+        # the codec's first use in a process costs the first calls of its compute
+        # functions; pay them now, off the first read's path
         self._executor().submit(_warm_up)
 
     # -- public ----------------------------------------------------------------------
@@ -333,7 +334,9 @@ class Segmenter:
         key = digest(["header", CODEC_VERSION, schema_digest])
         seg = self._cached(key)
         if seg is None:
-            seg = self.store.write(key, [(render_csv(schema.empty_table()), 1)])
+            # no rows: not schema.empty_table(), which makes pyarrow import pandas
+            header = render_csv(pa.Table.from_batches([], schema=schema))
+            seg = self.store.write(key, [(header, 1)])
             self._live[key] = seg
         header = bytes(seg.view)
         with self._lock:
@@ -457,7 +460,12 @@ class Segmenter:
 
 
 def _warm_up() -> None:
-    render_csv(pa.table({"x": pa.array([1.5], pa.float64()), "y": pa.array(["a"])}))
+    # built from buffers: pa.array([...]) would make pyarrow import pandas (0.25 s, some
+    # 40 MB), which nothing in the rendering needs
+    x = pa.Array.from_buffers(pa.float64(), 1, [None, pa.py_buffer(struct.pack("=d", 1.5))])
+    bounds = pa.py_buffer(struct.pack("=ii", 0, 1))
+    y = pa.Array.from_buffers(pa.string(), 1, [None, bounds, pa.py_buffer(b"a")])
+    render_csv(pa.RecordBatch.from_arrays([x, y], names=["x", "y"]))
 
 
 def digest(material: Any) -> str:

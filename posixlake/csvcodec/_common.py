@@ -3,7 +3,9 @@ Arrow helpers that type checks and messages use."""
 
 from __future__ import annotations
 
+import functools
 import os
+import struct
 from collections.abc import Iterable
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
@@ -86,28 +88,69 @@ Column: TypeAlias = "pa.Array[Any] | pa.ChunkedArray[Any]"
 _A = TypeVar("_A", "pa.Array[Any]", "pa.ChunkedArray[Any]")
 
 
+def _lit(value: str | float | bool, t: pa.DataType | None = None) -> pa.Scalar[Any]:
+    """Return ``value`` as an Arrow scalar (of type ``t``, default string, float64 or
+    bool), built from its bytes; cached.
+
+    pyarrow converts a Python value (``pa.scalar``, ``pa.array``, a Python argument of a
+    compute function) only after asking whether it is a pandas object, which imports
+    pandas the first time: a quarter of a second and some 40 MB in a process that never
+    needed it. The codec's literals come from here instead, so rendering the common types
+    imports nothing.
+    """
+    if isinstance(value, bool):
+        return _scalar_of(pa.bool_(), bytes([value]), t)
+    if isinstance(value, str):
+        return _scalar_of(pa.string(), value.encode("utf-8"), t)
+    return _scalar_of(pa.float64(), struct.pack("=d", value), t)  # by its bits: -0.0 too
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_of(kind: pa.DataType, data: bytes, t: pa.DataType | None) -> pa.Scalar[Any]:
+    arr: pa.Array[Any]
+    if kind == pa.string():
+        offsets = pa.py_buffer(struct.pack("=ii", 0, len(data)))
+        arr = pa.Array.from_buffers(kind, 1, [None, offsets, pa.py_buffer(data)])
+    else:
+        arr = pa.Array.from_buffers(kind, 1, [None, pa.py_buffer(data)])
+    scalar = arr[0]
+    return scalar if t is None or t == kind else scalar.cast(t)
+
+
+def _operand(value: Any, like: Any) -> Any:
+    """``value`` as a compute operand: a str as `_lit`, None as a null of ``like``'s type."""
+    if isinstance(value, str):
+        return _lit(value)
+    if value is None and like is not None and not isinstance(like, str):
+        return pa.nulls(1, like.type)[0]
+    return value
+
+
 def _concat(*parts: _A | str, sep: str = "") -> _A:
     """Join strings element-wise (``binary_join_element_wise``); str parts broadcast."""
     # The stubs accept no str scalar among array operands.
-    joined: _A = pc.binary_join_element_wise(*parts, sep)  # type: ignore[call-overload, arg-type, unused-ignore]
+    operands = [_operand(part, None) for part in parts]
+    joined: _A = pc.binary_join_element_wise(*operands, _lit(sep))  # type: ignore[call-overload, arg-type, unused-ignore]
     return joined
 
 
 def _choose(condition: _A, then: _A | str | None, otherwise: _A | str | None) -> _A:
     """Pick ``then`` where ``condition`` holds, else ``otherwise`` (``if_else``)."""
-    chosen: _A = pc.if_else(condition, then, otherwise)  # type: ignore[call-overload, arg-type, unused-ignore]
+    chosen: _A = pc.if_else(  # type: ignore[call-overload, unused-ignore]
+        condition, _operand(then, otherwise), _operand(otherwise, then)
+    )
     return chosen
 
 
 def _is_empty(text: _A) -> _A:
     """Return, per value, whether a string is empty (NULL stays null)."""
-    empty: _A = pc.equal(text, pa.scalar("", text.type))  # type: ignore[assignment, unused-ignore]
+    empty: _A = pc.equal(text, _lit("", text.type))  # type: ignore[assignment, unused-ignore]
     return empty
 
 
 def _fill(text: _A, value: str) -> _A:
     """Replace NULL by ``value`` (``fill_null``)."""
-    filled: _A = pc.fill_null(text, value)  # type: ignore[call-overload, arg-type, unused-ignore]
+    filled: _A = pc.fill_null(text, _lit(value, text.type))  # type: ignore[call-overload, arg-type, unused-ignore]
     return filled
 
 

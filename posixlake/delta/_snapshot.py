@@ -243,7 +243,9 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         delta_schema = dt.schema()
         metadata = dt.metadata()
         parts = list(metadata.partition_columns)
-        actions = pa.table(dt.get_add_actions(flatten=False))
+        # not pa.table(...): it asks whether its argument is a pandas frame, importing
+        # pandas (0.25 s) in a process that never needed it
+        actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=False)).read_all()
         schema = _arrow_schema(delta_schema)
         dvs = (
             deleted_rows(dt, dt.table_uri)

@@ -9,22 +9,33 @@ field, views instead of copies. Every table, and every string column built to hi
 edges (each byte that can call for quotes, alone or among others, at the start, middle or
 end of a value; U+FEFF and other characters whose UTF-8 starts with 0xEF; sliced arrays;
 null slots holding bytes), must render to exactly its bytes.
+
+Floats: the reference is Arrow's cast to text (NaN as ``NaN``); the fast path writes whole
+numbers as integers (see ``_float_text``). Columns built to hit its edges (whole numbers
+of every size around 1e10 and 2**24/2**53, -0.0, NaN, infinities, subnormals, fractions,
+1e16, 1e-7, NULLs, among whole numbers so that the path is taken) must render alike.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from posixlake.csvcodec import iter_render_csv, iter_render_views, render_csv, render_lines
 from posixlake.csvcodec._common import _NEEDS_QUOTES
-from posixlake.csvcodec._render import _quote, _text
+from posixlake.csvcodec._render import _json, _quote, _text
 from tests.strategies import arrow_tables
 
 # --- the rendering before the fast paths --------------------------------------------------
@@ -38,11 +49,16 @@ def _reference_quote(text: pa.Array[Any]) -> pa.Array[Any]:
     return pc.fill_null(text, "")
 
 
+def _reference_float_text(arr: pa.Array[Any]) -> pa.Array[Any]:
+    """Arrow's shortest text of each float, NaN as ``NaN`` (NULL stays null)."""
+    return pc.if_else(pc.is_nan(arr), "NaN", pc.cast(arr, pa.string()))
+
+
 def _reference_field(arr: pa.Array[Any]) -> pa.Array[Any]:
     if isinstance(arr, pa.DictionaryArray):
         arr = arr.dictionary_decode()
     t = arr.type
-    text = _text(arr)
+    text = _reference_float_text(arr) if pa.types.is_floating(t) else _text(arr)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return _reference_quote(text)
     if isinstance(t, pa.ListType | pa.LargeListType | pa.MapType | pa.StructType):
@@ -150,3 +166,160 @@ def test_views_are_the_chunks(table: pa.Table, batch_rows: int) -> None:
 def test_a_view_outlives_its_table() -> None:
     views = list(iter_render_views(pa.table({"x": ["a b", "c"]}), header=False))
     assert b"".join(views) == b"a b\nc\n"
+
+
+# --- floats: whole numbers written as integers ---------------------------------------------
+
+_EDGE_FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    1.5,
+    1e-7,
+    1e-6,
+    1e15,
+    1e16,
+    1e22,
+    1e10,
+    -1e10,
+    1e10 - 1,
+    -(1e10 - 1),
+    1e10 + 1,
+    float(2**24),
+    float(2**24 - 1),
+    float(2**24 + 2),
+    float(2**25 + 16),  # float32 "33554450"
+    -float(2**24),
+    float(2**53),
+    float(2**53 - 1),
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+]
+_SCALES = [2**10, 2**24, 2**26, 2**31, 10**10, 2**53, 2**60]
+"""Bounds of the whole numbers of one array (float32 writes some above 2**25 with fewer
+digits than the integer; float64 writes those from 1e10 in exponent notation)."""
+_whole_edges = st.sampled_from([x for x in _EDGE_FLOATS if math.isfinite(x) and x == int(x)])
+_any_floats = st.one_of(st.floats(), st.sampled_from(_EDGE_FLOATS))
+
+
+@st.composite
+def float_arrays(draw: st.DrawFn) -> pa.Array[Any]:
+    """A float32 or float64 array that is mostly (or only) whole numbers up to a drawn
+    scale, with other values and NULLs anywhere, possibly a slice of a longer one."""
+    t = draw(st.sampled_from([pa.float64(), pa.float32()]))
+    scale = draw(st.sampled_from(_SCALES))
+    # most of them near the scale (Hypothesis favours small integers)
+    near = st.tuples(st.integers(scale // 2, scale), st.sampled_from([1, -1]))
+    whole = near.map(lambda v: float(v[0] * v[1])) | st.integers(-scale, scale).map(float)
+    whole |= _whole_edges
+    values = draw(st.lists(st.none() | whole, min_size=0, max_size=90))
+    for _ in range(draw(st.integers(0, 6))):
+        at = draw(st.integers(0, len(values)))
+        values.insert(at, draw(st.none() | _any_floats | whole))
+    arr: pa.Array[Any] = pa.array(values, pa.float64()).cast(t, safe=False)
+    start = draw(st.integers(0, min(3, len(arr))))
+    return arr.slice(start)
+
+
+def _reference_json_list(arr: pa.Array[Any]) -> list[str | None]:
+    """The JSON text of each list of floats (non-finite values as JSON strings)."""
+    out: list[str | None] = []
+    for i in range(len(arr)):
+        if not arr[i].is_valid:
+            out.append("null")
+            continue
+        items = arr[i].values
+        texts = _reference_float_text(items).to_pylist()
+        finite = pc.is_finite(items).to_pylist()
+        parts = [
+            "null" if x is None else x if ok else f'"{x}"'
+            for x, ok in zip(texts, finite, strict=True)
+        ]
+        out.append("[" + ",".join(parts) + "]")
+    return out
+
+
+@given(float_arrays())
+def test_floats_render_as_the_cast(arr: pa.Array[Any]) -> None:
+    assert _text(arr).to_pylist() == _reference_float_text(arr).to_pylist()
+    table = pa.table({"x": arr, "y": arr})
+    assert render_csv(table) == reference_csv(table)
+
+
+@given(float_arrays())
+def test_floats_in_lists_render_as_the_cast(arr: pa.Array[Any]) -> None:
+    lists = pa.ListArray.from_arrays(pa.array([0, len(arr) // 2, len(arr)], pa.int32()), arr)
+    assert _json(lists).to_pylist() == _reference_json_list(lists)
+
+
+@pytest.mark.parametrize("t", [pa.float64(), pa.float32()])
+@pytest.mark.parametrize("value", _EDGE_FLOATS)
+def test_each_edge_float_among_whole_numbers_renders_as_the_cast(
+    t: pa.DataType, value: float
+) -> None:
+    for values in ([value], [1.0] * 70 + [value], [value] + [2.0] * 70, [3.0] * 70 + [value, None]):
+        arr = pa.array(values, pa.float64()).cast(t, safe=False)
+        assert _text(arr).to_pylist() == _reference_float_text(arr).to_pylist(), value
+
+
+# --- no pandas ------------------------------------------------------------------------------
+
+_RENDER_IN_A_FRESH_PROCESS = """
+import sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+from posixlake.csvcodec import render_csv
+batches = pq.ParquetFile(sys.argv[1], read_dictionary=["city"]).iter_batches(batch_size=3)
+with open(sys.argv[2], "wb") as out:
+    out.write(render_csv(pa.Table.from_batches(list(batches))))
+print("pandas" in sys.modules)
+"""
+
+
+def test_rendering_the_common_types_imports_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas the first time it converts a Python value (a quarter of a
+    second, some 40 MB); rendering a table read from Parquet must not make it."""
+    table = pa.table(
+        {
+            "id": pa.array([1, -2, None, 4], pa.int64()),
+            "name": pa.array(["a, b", "", None, ' "q" '], pa.string()),
+            "score": pa.array([1.5, float("nan"), None, -0.0], pa.float64()),
+            "count": pa.array([1.0, 2.0, None, 4.0], pa.float64()),
+            "small": pa.array([0.5, 2.0, None, float("inf")], pa.float32()),
+            "ok": pa.array([True, False, None, True], pa.bool_()),
+            "day": pa.array([0, 19000, None, -1], pa.int32()).cast(pa.date32()),
+            "at": pa.array([0, 1_700_000_000_123_456, None, 5], pa.int64()).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+            "local": pa.array([0, 1_700_000_000_000_000, None, 5], pa.int64()).cast(
+                pa.timestamp("us")
+            ),
+            "city": pa.array(["Paris", "New York, NY", None, "Paris"], pa.string()),
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet")
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RENDER_IN_A_FRESH_PROCESS,
+            str(tmp_path / "t.parquet"),
+            str(tmp_path / "t.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert (tmp_path / "t.csv").read_bytes() == reference_csv(table)
+    assert done.stdout.strip() == "False"
