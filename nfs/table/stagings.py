@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+import weakref
 from pathlib import Path
+from typing import Final
 
 from nfs.protocol.vfs import NfsError
 from nfs.table.journal import JournalFile, JournalHeader, KeptBase, KeptPage
 from nfs.table.reads import Reads
+from nfs.table.region import PIECE_MIN, matching_pieces
 from nfs.table.staging import Base, BytesBase, OwnContent, Source, Staging, read_all
 from nfs.table.state import TableState, journal_error, storage_error
 from nfs.table.writers import Writer
@@ -25,12 +28,28 @@ __all__ = ["Stagings"]
 logger = logging.getLogger("nfs.table.tablefs")
 
 
+_GIVE_UP: Final = 8
+"""Writes in a row with no bytes equal to the base's, after which only every 16th is
+compared (a rewrite that changes every row pays little for the comparison)."""
+
+
+class _Shift:
+    """What the last writes of a staging found (see `region.matching_pieces`)."""
+
+    __slots__ = ("misses", "shift")
+
+    def __init__(self) -> None:
+        self.shift = 0
+        self.misses = 0
+
+
 class Stagings:
     """Stage and journal the operations of each writer of data.csv."""
 
     def __init__(self, state: TableState, reads: Reads) -> None:
         self._s = state
         self._reads = reads
+        self._shifts: weakref.WeakKeyDictionary[Staging, _Shift] = weakref.WeakKeyDictionary()
 
     def new_staging(self, base: Base, version: int) -> Staging:
         """A staging over ``base``; past SPILL_AT its written bytes go to the state dir."""
@@ -65,10 +84,37 @@ class Stagings:
         Raises:
             NfsError: NOSPC or IO.
         """
-        source = self.record(w, write=write, size=size) if journal else None
+        pieces = self.pieces(w, *write) if journal and write is not None else None
+        if pieces is not None and write is not None:
+            sources = self.record_pieces(w, write[0], write[1], pieces)
+            source = None
+        else:
+            source = self.record(w, write=write, size=size) if journal else None
         w.checked = -1
         try:
-            if write is not None:
+            if write is not None and pieces is not None:
+                offset, data = write
+                view = memoryview(data).cast("B")
+                for (lo, hi, base_at), src in zip(pieces, sources, strict=True):
+                    if base_at >= 0:
+                        w.staging.write_base(
+                            offset + lo,
+                            base_at,
+                            hi - lo,
+                            data=view[lo:hi],
+                            touched=self._s.clock(),
+                            mtime=self._s.wallclock(),
+                        )
+                    else:
+                        w.staging.write(
+                            offset + lo,
+                            view[lo:hi],
+                            touched=self._s.clock(),
+                            mtime=self._s.wallclock(),
+                            source=src,
+                        )
+                w.note_write(*write)
+            elif write is not None:
                 w.staging.write(
                     *write, touched=self._s.clock(), mtime=self._s.wallclock(), source=source
                 )
@@ -152,6 +198,42 @@ class Stagings:
                 return journal.write(*write)
             journal.truncate(size)
             return None
+        except OSError as err:
+            raise journal_error(err) from err
+
+    def pieces(
+        self, w: Writer, offset: int, data: bytes | memoryview
+    ) -> list[tuple[int, int, int]] | None:
+        """The pieces of a write that equal its staging's base bytes (journaled as ``B``
+        records: a rewrite equal to its base but for a row journals that row), or None
+        when none does or the base is a client's page (`region.matching_pieces`)."""
+        st = w.staging
+        if len(data) < PIECE_MIN or isinstance(st.base, Staging) or st.base.size == 0:
+            return None
+        hint = self._shifts.get(st)
+        if hint is None:
+            hint = self._shifts[st] = _Shift()
+        if hint.misses >= _GIVE_UP and hint.misses % 16:
+            hint.misses += 1
+            return None
+        pieces, hint.shift = matching_pieces(st.base, offset, data, hint.shift)
+        if all(base_at < 0 for _lo, _hi, base_at in pieces):
+            hint.misses += 1
+            return None
+        hint.misses = 0
+        return pieces
+
+    def record_pieces(
+        self,
+        w: Writer,
+        offset: int,
+        data: bytes | memoryview,
+        pieces: list[tuple[int, int, int]],
+    ) -> list[Source | None]:
+        """Append a write in pieces to ``w``'s journal (see `JournalFile.write_pieces`)."""
+        journal = self.journal(w)
+        try:
+            return journal.write_pieces(offset, data, pieces)
         except OSError as err:
             raise journal_error(err) from err
 
