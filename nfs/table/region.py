@@ -24,6 +24,7 @@ __all__ = [
     "changed_pieces",
     "changed_regions",
     "common_prefix",
+    "common_suffix",
     "header_of",
     "matching_pieces",
     "same_bytes",
@@ -260,7 +261,7 @@ def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, in
     return limit, quotes
 
 
-def _common_suffix(a: Base, b: Base, limit: int) -> int:
+def common_suffix(a: Base, b: Base, limit: int) -> int:
     """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``
     (the last bytes of a staging known to be ``b``'s are not read: `_known_suffix`)."""
     known = min(limit, _known_suffix(a, b))
@@ -401,7 +402,7 @@ def changed_regions(
     header = len(header_of(base))
     if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
         return None
-    suffix = _common_suffix(content, base, min(n, content.size) - same)
+    suffix = common_suffix(content, base, min(n, content.size) - same)
     delta = content.size - n
     tail = n - suffix  # base[tail:] == content[tail + delta:]
     regions: list[Region] = []

@@ -3,6 +3,7 @@ for a row journals that row, and what a COMMIT promised is still true after a re
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -15,7 +16,14 @@ from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import NfsError
 from nfs.table.journal import JournalFile, JournalHeader, read_journal
-from nfs.table.region import PIECE_MIN, matching_pieces
+from nfs.table.region import (
+    PIECE_MIN,
+    changed_regions,
+    common_prefix,
+    common_suffix,
+    matching_pieces,
+)
+from nfs.table.segstore import Segment, SegmentedRendering
 from nfs.table.staging import BytesBase, Staging
 from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
@@ -160,6 +168,20 @@ class BaseRecordsModel(RuleBasedStateMachine):
         assert bytes(self.staging.content()) == bytes(self.model)
         assert self.staging.same_as_base() == (bytes(self.model) == self.BASE)
 
+    @invariant()
+    def known_spans_are_the_bases(self) -> None:
+        """What the staging says is the base's (not read again at apply) is."""
+        for lo, hi, at in self.staging.same_spans():
+            assert bytes(self.model[lo:hi]) == self.BASE[at : at + hi - lo]
+        plain = BytesBase(bytes(self.model))
+        same, quotes = common_prefix(self.staging, self.base)
+        same_plain, quotes_plain = common_prefix(plain, self.base)
+        assert same == same_plain and quotes % 2 == quotes_plain % 2
+        limit = min(len(self.model), len(self.BASE))
+        assert common_suffix(self.staging, self.base, limit) == common_suffix(
+            plain, self.base, limit
+        )
+
     def teardown(self) -> None:
         self.staging.close()
         self.journal.discard()
@@ -208,6 +230,67 @@ def test_matching_pieces_cover_a_write_and_only_call_equal_bytes_equal(
     assert own <= len(edits) * (chunk + 2 * PIECE_MIN) + changed + PIECE_MIN
     if not edits:
         assert own < PIECE_MIN
+
+
+_FIELD = st.one_of(
+    st.from_regex(rb"[a-z0-9]{0,12}", fullmatch=True),
+    st.from_regex(rb'"([a-z,\n]|""){0,12}"', fullmatch=True),  # quoted: commas, LFs, quotes
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.tuples(_FIELD, _FIELD), min_size=1, max_size=8),
+    copies=st.integers(4000, 8000),
+    cuts=st.lists(st.floats(0, 1), max_size=3),
+    where=st.floats(0, 1),
+    new=st.tuples(_FIELD, _FIELD),
+)
+def test_a_staging_of_base_records_finds_the_regions_a_plain_copy_does(
+    rows: list[tuple[bytes, bytes]],
+    copies: int,
+    cuts: list[float],
+    where: float,
+    new: tuple[bytes, bytes],
+) -> None:
+    """A rewrite staged as ``B`` records over a segmented rendering (quoted fields with
+    line feeds and quotes) gives the regions the same bytes held plainly give: the
+    prefix known without reading, and its quotes counted from a segment's start only."""
+    records = [b"%d,%s,%s\n" % (i, *rows[i % len(rows)]) for i in range(copies)]
+    header = b"id,a,b\n"
+    bounds = sorted({0, len(records), *(int(c * len(records)) for c in cuts)})
+    segments = [
+        Segment(f"{i:064x}", memoryview(b"".join(records[lo:hi])).toreadonly(), hi - lo)
+        for i, (lo, hi) in enumerate(itertools.pairwise(bounds))
+        if hi > lo
+    ]
+    base = SegmentedRendering(1, header, segments)
+    old = header + b"".join(records)
+    k = int(where * (len(records) - 1))
+    edited = [*records[:k], b"%d,%s,%s\n" % (k, *new), *records[k + 1 :]]
+    content = header + b"".join(edited)
+    staged = Staging(base, base_version=1, touched=0.0, mtime=0.0, spill_at=1 << 14)
+    staged.truncate(0, touched=0.0, mtime=0.0)
+    shift = 0
+    for offset in range(0, len(content), 20_000):
+        data = content[offset : offset + 20_000]
+        pieces, shift = matching_pieces(base, offset, data, shift)
+        for lo, hi, at in pieces:
+            if at >= 0:
+                staged.write_base(offset + lo, at, hi - lo, touched=0.0, mtime=0.0)
+            else:
+                staged.write(offset + lo, data[lo:hi], touched=0.0, mtime=0.0)
+    assert bytes(staged.content()) == content
+    assert staged.same_spans()  # held as the base's, not read at apply
+    plain, plain_base = BytesBase(content), BytesBase(old)
+    same, quotes = common_prefix(staged, base)
+    same_plain, quotes_plain = common_prefix(plain, plain_base)
+    assert same == same_plain and quotes % 2 == quotes_plain % 2
+    if same < len(content):
+        assert changed_regions(staged, base, same, quotes) == changed_regions(
+            plain, plain_base, same_plain, quotes_plain
+        )
+    staged.close()
 
 
 # -- through TableFs: a COMMIT, a crash, the restart -----------------------------------------
