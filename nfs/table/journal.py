@@ -17,8 +17,9 @@ records, each::
 where the CRC covers kind, number, length and data. Kinds: ``H`` the header (data is
 JSON: :class:`JournalHeader`), ``W`` a write (number = offset), ``T`` a truncation
 (number = size), and in a ``PLNFSJ2`` journal only, ``B`` a write of bytes equal to the
-base's (number = offset; data = the base offset (u64), the length (u64) and the CRC-32
-of those base bytes (u32), big-endian): a rewrite that equals its base but for a row
+base's (number = offset; data = the base offset (u64), the length (u64), a seed (u32) and
+the CRC-32 of those base bytes continuing that seed (u32), big-endian; the seed lets the
+one pass over the bytes also sum the edit's digest, `nfs.table.writers.EditDigest`): a rewrite that equals its base but for a row
 journals that row, not the gigabytes around it. A journal is ``PLNFSJ1`` until its
 first ``B`` record, which turns the magic to ``PLNFSJ2`` before it is written: a server
 of an earlier release, which knows no ``B``, refuses such a journal (``*.bad``) instead
@@ -78,7 +79,7 @@ _MAGIC: Final = b"PLNFSJ1\n"
 _MAGIC_BASE: Final = b"PLNFSJ2\n"
 """The magic of a journal holding ``B`` records (earlier releases refuse it)."""
 _HEAD: Final = struct.Struct(">cQI")
-_SPAN: Final = struct.Struct(">QQI")  # a B record's data: base offset, length, CRC
+_SPAN: Final = struct.Struct(">QQII")  # a B record's data: base offset, length, seed, CRC
 _CRC: Final = struct.Struct(">I")
 _SUFFIX: Final = ".wal"
 _BASE: Final = ".base"
@@ -116,10 +117,12 @@ class JournalHeader:
 @dataclass(frozen=True)
 class BaseSpan:
     """Bytes a write laid down that are its staging's base bytes ``[offset, offset +
-    length)``, and their CRC-32 (recovery checks it against the base it rebuilds)."""
+    length)``, and their CRC-32 continuing ``seed`` (recovery checks it against the base
+    it rebuilds)."""
 
     offset: int
     length: int
+    seed: int
     crc: int
 
 
@@ -349,8 +352,13 @@ class JournalFile:
         return self.fileno(), at + _HEAD.size
 
     def write_pieces(
-        self, offset: int, data: bytes | memoryview, pieces: Sequence[tuple[int, int, int]]
-    ) -> list[tuple[int, int] | None]:
+        self,
+        offset: int,
+        data: bytes | memoryview,
+        pieces: Sequence[tuple[int, int, int]],
+        *,
+        seed: int = 0,
+    ) -> tuple[list[tuple[int, int] | None], int]:
         """Record a write of ``data`` at ``offset`` in pieces, all or none (buffered): per
         ``(start, end, base offset)`` of ``data``, a ``B`` record of bytes equal to the
         base's at that offset (when it is not -1; the caller compared them), else a ``W``
@@ -360,27 +368,34 @@ class JournalFile:
         releases refuse such a journal rather than misread it).
 
         Returns:
-            per piece, where a ``W`` record holds its bytes (as :meth:`write`), or None.
+            per piece, where a ``W`` record holds its bytes (as :meth:`write`), or None;
+            and the CRC-32 of ``data`` continuing ``seed`` (summed once, with the ``B``
+            records' CRCs).
         """
         view = memoryview(data).cast("B")
         buffers: list[bytes | memoryview] = []
         places: list[int | None] = []
         size = 0
+        crc = seed
         for start, end, base_at in pieces:
+            piece = view[start:end]
             if base_at >= 0:
-                span = _SPAN.pack(base_at, end - start, _crc32(view[start:end]))
+                after = _crc32(piece, crc)
+                span = _SPAN.pack(base_at, end - start, crc, after)
                 record = _record(b"B", offset + start, span)
                 places.append(None)
+                crc = after
             else:
-                record = _record(b"W", offset + start, view[start:end])
+                record = _record(b"W", offset + start, piece)
                 places.append(size + _HEAD.size)
+                crc = _crc32(piece, crc)
             buffers += record
             size += sum(len(b) for b in record)
         if not self._spans and any(base_at >= 0 for _s, _e, base_at in pieces):
             self._set_magic(_MAGIC_BASE)
         at = self._append(buffers)
         fd = self.fileno()
-        return [None if p is None else (fd, at + p) for p in places]
+        return [None if p is None else (fd, at + p) for p in places], crc
 
     def _set_magic(self, magic: bytes) -> None:
         """Overwrite the magic (with a descriptor of its own: a reopened journal's is
@@ -510,8 +525,8 @@ def read_journal(path: Path) -> Recovered | None:
         elif kind == b"T":
             ops.append(JournalOp("T", number))
         elif kind == b"B" and magic == _MAGIC_BASE and len(body) == _SPAN.size:
-            offset, length, crc = _SPAN.unpack(body)
-            ops.append(JournalOp("B", number, span=BaseSpan(offset, length, crc)))
+            offset, length, seed, crc = _SPAN.unpack(body)
+            ops.append(JournalOp("B", number, span=BaseSpan(offset, length, seed, crc)))
         else:
             break
         valid = at + len(body) + _CRC.size

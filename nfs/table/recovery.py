@@ -138,7 +138,7 @@ def _spans_hold(rec: Recovered, base: Base) -> bool:
         end = span.offset + span.length
         if end > base.size:
             return False
-        crc = 0
+        crc = span.seed
         for pos in range(span.offset, end, _CHECK):
             crc = isal_zlib.crc32(read_all(base, pos, min(end, pos + _CHECK)), crc)
         if crc != span.crc:

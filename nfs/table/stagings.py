@@ -85,8 +85,12 @@ class Stagings:
             NfsError: NOSPC or IO.
         """
         pieces = self.pieces(w, *write) if journal and write is not None else None
+        crc: int | None = None
         if pieces is not None and write is not None:
-            sources = self.record_pieces(w, write[0], write[1], pieces)
+            seed = w.digest.seed(write[0])  # one pass sums the records and the digest
+            sources, crc = self.record_pieces(w, write[0], write[1], pieces, seed=seed or 0)
+            if seed is None:
+                crc = None
             source = None
         else:
             source = self.record(w, write=write, size=size) if journal else None
@@ -113,7 +117,7 @@ class Stagings:
                             mtime=self._s.wallclock(),
                             source=src,
                         )
-                w.note_write(*write)
+                w.note_write(*write, crc=crc)
             elif write is not None:
                 w.staging.write(
                     *write, touched=self._s.clock(), mtime=self._s.wallclock(), source=source
@@ -229,11 +233,14 @@ class Stagings:
         offset: int,
         data: bytes | memoryview,
         pieces: list[tuple[int, int, int]],
-    ) -> list[Source | None]:
-        """Append a write in pieces to ``w``'s journal (see `JournalFile.write_pieces`)."""
+        *,
+        seed: int = 0,
+    ) -> tuple[list[Source | None], int]:
+        """Append a write in pieces to ``w``'s journal (see `JournalFile.write_pieces`);
+        return where its ``W`` pieces lie and the CRC of the write continuing ``seed``."""
         journal = self.journal(w)
         try:
-            return journal.write_pieces(offset, data, pieces)
+            return journal.write_pieces(offset, data, pieces, seed=seed)
         except OSError as err:
             raise journal_error(err) from err
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ class BaseRecordsModel(RuleBasedStateMachine):
     @rule(data=st.data(), chunk=st.binary(min_size=1, max_size=40))
     def write(self, data: st.DataObject, chunk: bytes) -> None:
         offset = self._offset(data)
-        (source,) = self.journal.write_pieces(offset, chunk, [(0, len(chunk), -1)])
+        (source,), _crc = self.journal.write_pieces(offset, chunk, [(0, len(chunk), -1)])
         assert source is not None
         self.staging.write(offset, chunk, touched=1.0, mtime=1.0, source=source)
         self._model_write(offset, chunk)
@@ -118,7 +119,9 @@ class BaseRecordsModel(RuleBasedStateMachine):
             else:
                 pieces.append((len(chunk), len(chunk) + len(part), -1))
                 chunk += part
-        sources = self.journal.write_pieces(offset, bytes(chunk), pieces)
+        seed = data.draw(st.integers(0, 2**32 - 1))
+        sources, crc = self.journal.write_pieces(offset, bytes(chunk), pieces, seed=seed)
+        assert crc == zlib.crc32(bytes(chunk), seed)
         view = memoryview(bytes(chunk))
         for (lo, hi, at), source in zip(pieces, sources, strict=True):
             if at >= 0:
@@ -350,12 +353,15 @@ def test_a_one_row_rewrite_journals_the_row_and_recovers_byte_for_byte(tmp_path:
     rec = read_journal(path)
     assert rec is not None and {op.kind for op in rec.ops} == {"T", "B", "W"}
     assert path.read_bytes().startswith(b"PLNFSJ2\n")
+    (w,) = fs._writers.values()  # the edit's digest, summed in the same pass as the records
+    assert w.digest.of(w.staging) == (0, len(content), zlib.crc32(content))
     crash(fs)
     v = db.version
     fs2 = _fs(db, tmp_path, clock)
     try:
         (w,) = fs2._writers.values()
         assert bytes(w.staging.content()) == content
+        assert w.digest.of(w.staging) == (0, len(content), zlib.crc32(content))
         assert db.version == v  # nothing applied at the restart
         fs2.commit(DATA_CSV_ID, 0, 0, A)
         fs2.finish(DATA_CSV_ID, A)
