@@ -439,3 +439,33 @@ def test_a_torn_magic_reads_base_records_as_a_torn_tail(tmp_path: Path) -> None:
     assert rec is not None
     assert [(op.kind, op.number) for op in rec.ops] == [("W", 0)]
     journal.discard()
+
+
+def test_base_records_appended_after_a_restart_recover_again(tmp_path: Path) -> None:
+    """A journal of ``W`` records only (``PLNFSJ1``) recovered and appended to with ``B``
+    records (its descriptor is O_APPEND: the magic is rewritten through another one), then
+    a second crash: the content comes back byte for byte."""
+    db = _table(tmp_path)
+    clock = Clock()
+    fs = _fs(db, tmp_path, clock)
+    content = _one_row_changed(_read_all(fs))
+    fs.setattr(DATA_CSV_ID, Sattr3(size=0), A)
+    fs.write(DATA_CSV_ID, 0, content[:1000], StableHow.UNSTABLE, A)  # under PIECE_MIN: W
+    fs.commit(DATA_CSV_ID, 0, 0, A)
+    (path,) = (tmp_path / "state").rglob("*.wal")
+    assert path.read_bytes().startswith(b"PLNFSJ1\n")
+    crash(fs)
+    fs2 = _fs(db, tmp_path, clock)
+    for pos in range(1000, len(content), _WRITE):
+        fs2.write(DATA_CSV_ID, pos, content[pos : pos + _WRITE], StableHow.UNSTABLE, A)
+    fs2.commit(DATA_CSV_ID, 0, 0, A)
+    raw = path.read_bytes()
+    assert raw.startswith(b"PLNFSJ2\n") and b"PLNFSJ2" not in raw[8:]
+    assert len(raw) < len(content) // 4
+    crash(fs2)
+    fs3 = _fs(db, tmp_path, clock)
+    try:
+        (w,) = fs3._writers.values()
+        assert bytes(w.staging.content()) == content
+    finally:
+        fs3.close()
