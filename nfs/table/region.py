@@ -125,6 +125,8 @@ def _equal_prefix(view: memoryview, base: Base, at: int) -> int:
     m = min(len(view), base.size - at)
     other = read_all(base, at, at + m)
     if same_bytes(view[:m], other):
+        del other
+        _released(base, at, m)  # compared: a mapped base's pages may go (RSS stays bounded)
         return m
     lo, hi = 0, m  # view[:lo] == other[:lo]; view[:hi] != other[:hi]
     while hi - lo > 1:
@@ -157,6 +159,8 @@ def _equal_suffix(
     m = min(n - floor, end)
     other = read_all(base, end - m, end)
     if same_bytes(view[n - m :], other):
+        del other
+        _released(base, end - m, m)
         return m, offset + n - end
     lo_, hi_ = _ANCHOR, m  # the last lo_ bytes are equal; the last hi_ are not
     while hi_ - lo_ > 1:
