@@ -6,7 +6,10 @@ its last truncation. Only the written range is held (``buf``, covering
 ``[start, start + len(buf))``): in memory while small; past :data:`SPILL_AT` read from
 where the writer's journal recorded the same bytes (a whole rewrite of a file of gigabytes
 is neither held in memory nor written to disk twice), and only bytes no journal holds in
-an unlinked temporary file (see :class:`PieceBuffer`); the base is read where the writer did not write, and never copied as a whole:
+an unlinked temporary file (see :class:`PieceBuffer`); written bytes equal to the base's
+(:meth:`Staging.write_base`: a whole rewrite that changes a row) are held as references to
+the base (:meth:`Staging.same_spans` tells the compare at apply which bytes need no
+reading); the base is read where the writer did not write, and never copied as a whole:
 an ``echo >>`` on a file of any size costs the size of its line (and of the page the
 client resends).
 

@@ -1,7 +1,8 @@
 """Staging and journal: each writer's staged content of data.csv and its durable journal.
 
 Owns: a writer's staging (its bytes over its base; past ``SPILL_AT`` in the state dir),
-journaling each operation before it is staged, fsync before a reply promises it
+journaling each operation before it is staged (a WRITE's parts equal to its base, compared
+as it arrives, as base records: `nfs.table.region.matching_pieces`), fsync before a reply promises it
 (FILE_SYNC, COMMIT, SETATTR), what a journal keeps of its base (a shadow's or a client's
 page: recovery must not need a cache), and ``flush``. The rules of when a staging applies
 are :mod:`nfs.table.writes`'s; recovering journals is :mod:`nfs.table.recovery`'s.
