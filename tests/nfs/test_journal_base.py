@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from nfs.protocol.nfs3 import Nfsstat3, Sattr3, StableHow
 from nfs.protocol.rpc import CallContext
-from nfs.protocol.vfs import NfsError
+from nfs.protocol.vfs import FileId, NfsError
 from nfs.table.journal import JournalFile, JournalHeader, read_journal
 from nfs.table.region import (
     PIECE_MIN,
@@ -317,11 +317,12 @@ def _fs(db: DatabaseOps, tmp_path: Path, clock: Clock) -> TableFs:
     )
 
 
-def _read_all(fs: TableFs) -> bytes:
-    size = fs.getattr(DATA_CSV_ID, A).size
+def _read_all(fs: TableFs, fid: FileId = DATA_CSV_ID) -> bytes:
+    """The file as the writer ``A`` reads it (what its edit is based on)."""
+    size = fs.getattr(fid, A).size
     out = bytearray()
     while len(out) < size:
-        data, _eof = fs.read(DATA_CSV_ID, len(out), 1 << 20, A)
+        data, _eof = fs.read(fid, len(out), 1 << 20, A)
         out += data
     return bytes(out)
 
@@ -511,5 +512,42 @@ def test_a_journal_of_an_earlier_release_recovers_as_before(tmp_path: Path) -> N
         fs2.finish(DATA_CSV_ID, A)
         names = dict(db.query("SELECT id, name FROM data").fetchall())
         assert names[3000] == "renamed" and len(names) == 6000
+    finally:
+        fs2.close()
+
+
+def test_a_partition_rewrite_of_one_row_recovers_from_base_records(tmp_path: Path) -> None:
+    """A partition's file is staged over that partition's rendering: its ``B`` records
+    are checked against it at the restart, and the edit applies to that partition."""
+    db = DatabaseOps.create(
+        tmp_path / "t",
+        {"id": "Int64", "region": "String", "name": "String"},
+        partition_by=["region"],
+        engine="local",
+    )
+    db.insert([{"id": i, "region": ["eu", "us"][i % 2], "name": f"n{i}"} for i in range(12000)])
+    clock = Clock()
+    fs = _fs(db, tmp_path, clock)
+    path = "/partitions/region=eu/data.csv"
+    fid = fs.paths.resolve(path)
+    shown = _read_all(fs, fid)
+    at = shown.index(b"\n3000,") + 1
+    content = shown[:at] + b"3000,eu,renamed\n" + shown[shown.index(b"\n", at) + 1 :]
+    fs.setattr(fid, Sattr3(size=0), A)
+    for pos in range(0, len(content), _WRITE):
+        fs.write(fid, pos, content[pos : pos + _WRITE], StableHow.UNSTABLE, A)
+    fs.commit(fid, 0, 0, A)
+    (journal,) = (tmp_path / "state").rglob("*.wal")
+    rec = read_journal(journal)
+    assert rec is not None and rec.header.part == "region=eu"
+    assert "B" in {op.kind for op in rec.ops}
+    crash(fs)
+    fs2 = _fs(db, tmp_path, clock)
+    try:
+        (w,) = fs2._writers.values()
+        assert bytes(w.staging.content()) == content
+        fs2.finish(fs2.paths.resolve(path), A)
+        names = dict(db.query("SELECT id, name FROM data").fetchall())
+        assert names[3000] == "renamed" and names[3001] == "n3001" and len(names) == 12000
     finally:
         fs2.close()
