@@ -396,12 +396,14 @@ def test_a_base_that_is_not_the_same_bytes_after_a_restart_is_refused(tmp_path: 
     """The base bytes ``B`` records name are checked (CRC) against the base rebuilt at the
     restart: a rendering that differs (here a cached segment changed on disk, same length)
     is not applied over: the journal is set aside (``*.failed``), the writer gets EIO, the
-    table is unchanged."""
+    table is unchanged. Renamed back once the base renders as it was (the damaged segment
+    removed), it is recovered whole."""
     db = _table(tmp_path)
     clock = Clock()
     fs = _fs(db, tmp_path, clock)
     shown = _read_all(fs)
-    _overwrite(fs, _one_row_changed(shown))
+    content = _one_row_changed(shown)
+    _overwrite(fs, content)
     crash(fs)
     (segment,) = [
         p for p in (tmp_path / "segments").rglob("*.seg") if b"\n100,user-700\n" in p.read_bytes()
@@ -419,10 +421,18 @@ def test_a_base_that_is_not_the_same_bytes_after_a_restart_is_refused(tmp_path: 
         assert Nfsstat3(e.value.status) == Nfsstat3.NFS3ERR_IO
         assert db.version == v
         journals = tmp_path / "state"
-        assert len(list(journals.rglob("*.failed"))) == 1
+        (failed,) = journals.rglob("*.failed")
         assert not list(journals.rglob("*.wal"))
     finally:
         fs2.close()
+    failed.rename(failed.with_suffix(".wal"))
+    segment.unlink()  # rendered again from the table's file
+    fs3 = _fs(db, tmp_path, clock)
+    try:
+        (w,) = fs3._writers.values()
+        assert bytes(w.staging.content()) == content
+    finally:
+        fs3.close()
 
 
 def test_a_torn_magic_reads_base_records_as_a_torn_tail(tmp_path: Path) -> None:
