@@ -27,6 +27,7 @@ __all__ = [
     "common_suffix",
     "header_of",
     "matching_pieces",
+    "release_compared",
     "same_bytes",
 ]
 
@@ -69,7 +70,7 @@ def header_of(base: Base) -> bytes:
 # -- the changed region of a rewrite ------------------------------------------------------
 
 
-def _released(base: Base, offset: int, count: int) -> None:
+def release_compared(base: Base, offset: int, count: int) -> None:
     """Let a mapped base's pages of a range that was compared go (RSS stays bounded)."""
     release = getattr(base, "release", None)
     if release is not None:
@@ -125,8 +126,6 @@ def _equal_prefix(view: memoryview, base: Base, at: int) -> int:
     m = min(len(view), base.size - at)
     other = read_all(base, at, at + m)
     if same_bytes(view[:m], other):
-        del other
-        _released(base, at, m)  # compared: a mapped base's pages may go (RSS stays bounded)
         return m
     lo, hi = 0, m  # view[:lo] == other[:lo]; view[:hi] != other[:hi]
     while hi - lo > 1:
@@ -159,8 +158,6 @@ def _equal_suffix(
     m = min(n - floor, end)
     other = read_all(base, end - m, end)
     if same_bytes(view[n - m :], other):
-        del other
-        _released(base, end - m, m)
         return m, offset + n - end
     lo_, hi_ = _ANCHOR, m  # the last lo_ bytes are equal; the last hi_ are not
     while hi_ - lo_ > 1:
@@ -251,7 +248,7 @@ def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, in
         if same_bytes(x, y):
             quotes += _count_quotes(x)
             del x, y
-            _released(b, bt + pos, n)
+            release_compared(b, bt + pos, n)
             pos += n
             continue
         lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
@@ -284,7 +281,7 @@ def _common_back(a: Base, a_end: int, b: Base, b_end: int, limit: int) -> int:
         y = read_all(b, b_end - got - n, b_end - got)
         if same_bytes(x, y):
             del x, y
-            _released(b, b_end - got - n, n)
+            release_compared(b, b_end - got - n, n)
             got += n
             continue
         lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]

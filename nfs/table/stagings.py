@@ -19,7 +19,7 @@ from typing import Final
 from nfs.protocol.vfs import NfsError
 from nfs.table.journal import JournalFile, JournalHeader, KeptBase, KeptPage
 from nfs.table.reads import Reads
-from nfs.table.region import PIECE_MIN, matching_pieces
+from nfs.table.region import PIECE_MIN, matching_pieces, release_compared
 from nfs.table.staging import Base, BytesBase, OwnContent, Source, Staging, read_all
 from nfs.table.state import TableState, journal_error, storage_error
 from nfs.table.writers import Writer
@@ -34,14 +34,30 @@ _GIVE_UP: Final = 8
 compared (a rewrite that changes every row pays little for the comparison)."""
 
 
-class _Shift:
-    """What the last writes of a staging found (see `region.matching_pieces`)."""
+_RELEASE: Final = 64 << 20
+"""Base bytes compared (contiguous) before their mapped pages are let go, in one call."""
 
-    __slots__ = ("misses", "shift")
+
+class _Shift:
+    """What the last writes of a staging found (see `region.matching_pieces`), and the
+    base range compared whose mapped pages are not let go yet (``lo``, ``hi``)."""
+
+    __slots__ = ("hi", "lo", "misses", "shift")
 
     def __init__(self) -> None:
         self.shift = 0
         self.misses = 0
+        self.lo = self.hi = 0
+
+    def compared(self, base: Base, lo: int, hi: int) -> None:
+        """Note that base bytes ``[lo, hi)`` were compared; past `_RELEASE` contiguous
+        bytes (or at a jump), let the pages of those before go (RSS stays bounded; one
+        madvise per 64 MiB, not per WRITE)."""
+        if lo != self.hi or self.hi - self.lo >= _RELEASE:
+            if self.hi > self.lo:
+                release_compared(base, self.lo, self.hi - self.lo)
+            self.lo = lo
+        self.hi = hi
 
 
 class Stagings:
@@ -226,6 +242,9 @@ class Stagings:
             hint.misses += 1
             return None
         hint.misses = 0
+        for lo, hi, base_at in pieces:
+            if base_at >= 0:
+                hint.compared(st.base, base_at, base_at + hi - lo)
         return pieces
 
     def record_pieces(
