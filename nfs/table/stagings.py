@@ -103,37 +103,16 @@ class Stagings:
         """
         pieces = self.pieces(w, *write) if journal and write is not None else None
         crc: int | None = None
+        sources: list[Source | None] = []
         if pieces is not None and write is not None:
-            seed = w.digest.seed(write[0])  # one pass sums the records and the digest
-            sources, crc = self.record_pieces(w, write[0], write[1], pieces, seed=seed or 0)
-            if seed is None:
-                crc = None
+            sources, crc = self.record_pieces(w, write[0], write[1], pieces)
             source = None
         else:
             source = self.record(w, write=write, size=size) if journal else None
         w.checked = -1
         try:
             if write is not None and pieces is not None:
-                offset, data = write
-                view = memoryview(data).cast("B")
-                for (lo, hi, base_at), src in zip(pieces, sources, strict=True):
-                    if base_at >= 0:
-                        w.staging.write_base(
-                            offset + lo,
-                            base_at,
-                            hi - lo,
-                            data=view[lo:hi],
-                            touched=self._s.clock(),
-                            mtime=self._s.wallclock(),
-                        )
-                    else:
-                        w.staging.write(
-                            offset + lo,
-                            view[lo:hi],
-                            touched=self._s.clock(),
-                            mtime=self._s.wallclock(),
-                            source=src,
-                        )
+                self._stage_pieces(w.staging, write, pieces, sources)
                 w.note_write(*write, crc=crc)
             elif write is not None:
                 w.staging.write(
@@ -253,16 +232,37 @@ class Stagings:
         offset: int,
         data: bytes | memoryview,
         pieces: list[tuple[int, int, int]],
-        *,
-        seed: int = 0,
-    ) -> tuple[list[Source | None], int]:
+    ) -> tuple[list[Source | None], int | None]:
         """Append a write in pieces to ``w``'s journal (see `JournalFile.write_pieces`);
-        return where its ``W`` pieces lie and the CRC of the write continuing ``seed``."""
+        return where its ``W`` pieces lie, and the CRC of its bytes continuing the edit's
+        digest (`EditDigest.write`: one pass sums the records and the digest), None when
+        the digest is not kept running."""
         journal = self.journal(w)
+        seed = w.digest.seed(offset)
         try:
-            return journal.write_pieces(offset, data, pieces, seed=seed)
+            sources, crc = journal.write_pieces(offset, data, pieces, seed=seed or 0)
         except OSError as err:
             raise journal_error(err) from err
+        return sources, None if seed is None else crc
+
+    def _stage_pieces(
+        self,
+        st: Staging,
+        write: tuple[int, bytes],
+        pieces: list[tuple[int, int, int]],
+        sources: list[Source | None],
+    ) -> None:
+        """Stage a write journaled in pieces: base bytes as references to the base."""
+        offset, data = write
+        view = memoryview(data).cast("B")
+        touched, mtime = self._s.clock(), self._s.wallclock()
+        for (lo, hi, base_at), source in zip(pieces, sources, strict=True):
+            if base_at >= 0:
+                st.write_base(
+                    offset + lo, base_at, hi - lo, data=view[lo:hi], touched=touched, mtime=mtime
+                )
+            else:
+                st.write(offset + lo, view[lo:hi], touched=touched, mtime=mtime, source=source)
 
     def record_late(self, w: Writer, write: tuple[int, bytes]) -> None:
         """Journal the one write a new staging was staged with unjournaled (it did not apply
