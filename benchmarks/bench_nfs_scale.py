@@ -273,7 +273,7 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
             version = db.version
             reset_peak_rss()
             out["rss_before_mb"] = status_mb("VmRSS")
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), cpu_s()
             fs.setattr(DATA_CSV_ID, Sattr3(size=0), ctx)
             with open(changed, "rb") as f:
                 pos = 0
@@ -286,6 +286,7 @@ def write_phase(name: str, table: str, cache_dir: str, runs: int) -> dict[str, A
             # seconds (not counted: a setting, not work)
             fs.finish(DATA_CSV_ID, ctx)
             out["ms"] = (time.perf_counter() - t) * 1000
+            out["cpu_s"] = cpu_s() - cpu  # of every thread: the shared machine's load aside
             out["versions"] = db.version - version
             out["size"] = pos
         out["peak_rss_mb"] = peak_rss_mb()
@@ -427,7 +428,8 @@ def main() -> None:
             ),
             (
                 "one-row change, whole overwrite (TableFs)",
-                f"{overwrite['ms']:.0f} ms ({overwrite['close_ms']:.0f} SETATTR to COMMIT), "
+                f"{overwrite['ms']:.0f} ms ({overwrite['close_ms']:.0f} SETATTR to COMMIT; "
+                f"{overwrite['cpu_s']:.2f} CPU s), "
                 f"{overwrite['versions']} version(s), "
                 f"peak RSS {overwrite['peak_rss_mb']:.0f} MB "
                 f"(+{overwrite['peak_rss_mb'] - overwrite['rss_before_mb']:.0f} MB over the "

@@ -9,14 +9,26 @@ same table recovers the files it finds (see :meth:`JournalDir.recover`): a stagi
 Delta commit had already been made (its write id is in the commit's metadata) is
 removed, any other is restored for its writer, who may go on writing.
 
-File format (``<write id>.wal``): the magic ``PLNFSJ1\\n``, then records, each::
+File format (``<write id>.wal``): the magic ``PLNFSJ1\\n`` or ``PLNFSJ2\\n``, then
+records, each::
 
     kind (1 byte)  number (u64, big-endian)  length (u32)  data (length bytes)  crc32 (u32)
 
 where the CRC covers kind, number, length and data. Kinds: ``H`` the header (data is
 JSON: :class:`JournalHeader`), ``W`` a write (number = offset), ``T`` a truncation
-(number = size). A record cut short or with a bad CRC ends the journal there (a torn
-tail: the crash came before its fsync, so no reply promised it).
+(number = size), and in a ``PLNFSJ2`` journal only, ``B`` a write of bytes equal to the
+base's (number = offset; data = the base offset (u64), the length (u64), a seed (u32) and
+the CRC-32 of those base bytes continuing that seed (u32), big-endian; the seed lets the
+one pass over the bytes also sum the edit's digest, `nfs.table.writers.EditDigest`): a rewrite that equals its base but for a row
+journals that row, not the gigabytes around it. A journal is ``PLNFSJ1`` until its
+first ``B`` record, which turns the magic to ``PLNFSJ2`` before it is written: a server
+of an earlier release, which knows no ``B``, refuses such a journal (``*.bad``) instead
+of reading it as ending at its first ``B`` record. Recovery checks each ``B`` record's
+CRC against the base it rebuilds (the bytes the journal kept, else the rendering of the
+base version): a base that is not byte for byte the same sets the journal aside
+(``*.failed``, its writer gets EIO), as one whose base version cannot be shown again
+(see :mod:`nfs.table.recovery`). A record cut short or with a bad CRC ends the journal
+there (a torn tail: the crash came before its fsync, so no reply promised it).
 
 A staging whose base no rendering can show again (a *shadow*: the bytes a writer wrote,
 shown back to it, CRLF line ends or its own quoting) keeps those bytes beside its
@@ -38,7 +50,7 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
@@ -48,6 +60,7 @@ from isal import isal_zlib
 from posixlake.storage import fsync_dir
 
 __all__ = [
+    "BaseSpan",
     "JournalDir",
     "JournalFile",
     "JournalHeader",
@@ -63,7 +76,10 @@ _crc32: Final = isal_zlib.crc32
 """CRC-32 as zlib computes it (the same values), with ISA-L's carry-less multiply: a
 rewrite of gigabytes passes through it once, at several times zlib's speed."""
 _MAGIC: Final = b"PLNFSJ1\n"
+_MAGIC_BASE: Final = b"PLNFSJ2\n"
+"""The magic of a journal holding ``B`` records (earlier releases refuse it)."""
 _HEAD: Final = struct.Struct(">cQI")
+_SPAN: Final = struct.Struct(">QQII")  # a B record's data: base offset, length, seed, CRC
 _CRC: Final = struct.Struct(">I")
 _SUFFIX: Final = ".wal"
 _BASE: Final = ".base"
@@ -99,14 +115,29 @@ class JournalHeader:
 
 
 @dataclass(frozen=True)
-class JournalOp:
-    """One staged operation: a write of ``data`` at ``number``, or a truncation to it."""
+class BaseSpan:
+    """Bytes a write laid down that are its staging's base bytes ``[offset, offset +
+    length)``, and their CRC-32 continuing ``seed`` (recovery checks it against the base
+    it rebuilds)."""
 
-    kind: Literal["W", "T"]
+    offset: int
+    length: int
+    seed: int
+    crc: int
+
+
+@dataclass(frozen=True)
+class JournalOp:
+    """One staged operation: a write of ``data`` at ``number`` (``B``: of the base bytes
+    ``span``), or a truncation to ``number``."""
+
+    kind: Literal["W", "T", "B"]
     number: int
     data: bytes | memoryview = b""
     at: int = field(default=-1, compare=False)
     """Where ``data`` lies in the journal file (-1: not known)."""
+    span: BaseSpan | None = None
+    """A ``B`` record's base bytes."""
 
 
 @dataclass(frozen=True)
@@ -286,6 +317,7 @@ class JournalFile:
             self._f: BinaryIO | None = open(path, "a+b", buffering=0)  # noqa: SIM115
             self._synced_once = True
             self._dirty = False
+            self._spans = os.pread(self._f.fileno(), len(_MAGIC_BASE), 0) == _MAGIC_BASE
             return
         # unbuffered: what a WRITE put here survives a kill -9 of the server; fsync (at a
         # reply that promises it) makes it survive a power loss too; readable: a staging
@@ -295,6 +327,7 @@ class JournalFile:
         _write_all(self._f, [_MAGIC, *_record(b"H", 0, json.dumps(asdict(header)).encode())])
         self._synced_once = False
         self._dirty = True
+        self._spans = False  # PLNFSJ1 until the first B record
 
     def _file(self) -> BinaryIO:
         if self._f is None:
@@ -317,6 +350,65 @@ class JournalFile:
         """
         at = self._append(_record(b"W", offset, data))
         return self.fileno(), at + _HEAD.size
+
+    def write_pieces(
+        self,
+        offset: int,
+        data: bytes | memoryview,
+        pieces: Sequence[tuple[int, int, int]],
+        *,
+        seed: int = 0,
+    ) -> tuple[list[tuple[int, int] | None], int]:
+        """Record a write of ``data`` at ``offset`` in pieces, all or none (buffered): per
+        ``(start, end, base offset)`` of ``data``, a ``B`` record of bytes equal to the
+        base's at that offset (when it is not -1; the caller compared them), else a ``W``
+        record of the bytes.
+
+        The first ``B`` record turns the journal's magic to ``PLNFSJ2`` first (earlier
+        releases refuse such a journal rather than misread it).
+
+        Returns:
+            per piece, where a ``W`` record holds its bytes (as :meth:`write`), or None;
+            and the CRC-32 of ``data`` continuing ``seed`` (summed once, with the ``B``
+            records' CRCs).
+        """
+        view = memoryview(data).cast("B")
+        buffers: list[bytes | memoryview] = []
+        places: list[int | None] = []
+        size = 0
+        crc = seed
+        for start, end, base_at in pieces:
+            piece = view[start:end]
+            if base_at >= 0:
+                after = _crc32(piece, crc)
+                span = _SPAN.pack(base_at, end - start, crc, after)
+                record = _record(b"B", offset + start, span)
+                places.append(None)
+                crc = after
+            else:
+                record = _record(b"W", offset + start, piece)
+                places.append(size + _HEAD.size)
+                crc = _crc32(piece, crc)
+            buffers += record
+            size += sum(len(b) for b in record)
+        if not self._spans and any(base_at >= 0 for _s, _e, base_at in pieces):
+            self._set_magic(_MAGIC_BASE)
+        at = self._append(buffers)
+        fd = self.fileno()
+        return [None if p is None else (fd, at + p) for p in places], crc
+
+    def _set_magic(self, magic: bytes) -> None:
+        """Overwrite the magic (with a descriptor of its own: a reopened journal's is
+        O_APPEND, where pwrite appends)."""
+        self._file()
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            if os.pwrite(fd, magic, 0) != len(magic):
+                raise OSError(errno.EIO, f"journal {self.path.name}: short write of its magic")
+        finally:
+            os.close(fd)
+        self._spans = True
+        self._dirty = True
 
     def truncate(self, size: int) -> None:
         """Record a truncation (buffered)."""
@@ -413,7 +505,8 @@ def read_journal(path: Path) -> Recovered | None:
         if size < len(_MAGIC):
             return None
         mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-    if mm[: len(_MAGIC)] != _MAGIC:
+    magic = mm[: len(_MAGIC)]
+    if magic not in (_MAGIC, _MAGIC_BASE):
         mm.close()
         return None
     header: JournalHeader | None = None
@@ -431,6 +524,9 @@ def read_journal(path: Path) -> Recovered | None:
             ops.append(JournalOp("W", number, body, at))
         elif kind == b"T":
             ops.append(JournalOp("T", number))
+        elif kind == b"B" and magic == _MAGIC_BASE and len(body) == _SPAN.size:
+            offset, length, seed, crc = _SPAN.unpack(body)
+            ops.append(JournalOp("B", number, span=BaseSpan(offset, length, seed, crc)))
         else:
             break
         valid = at + len(body) + _CRC.size

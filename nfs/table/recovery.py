@@ -5,23 +5,30 @@ commit metadata), the base it goes on again (the bytes the journal kept, else th
 rendering of its base version), setting aside what cannot be shown as it was (its writer
 gets EIO), and restaging the rest for the same writer (see :mod:`nfs.table.journal`): the
 journal is mapped, not read into memory, and a restaged staging reads its written bytes
-from the journal's records, as before the restart.
+from the journal's records, as before the restart. A journal whose ``B`` records (bytes
+equal to the base's) do not match the base rebuilt, CRC for CRC, is set aside like one
+whose base cannot be shown: it is never applied over other bytes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
+
+from isal import isal_zlib
 
 from nfs.protocol.nfs3 import Nfsstat3
 from nfs.table.apply import committed_write
 from nfs.table.journal import JournalOp, Recovered
 from nfs.table.reads import EditFace
-from nfs.table.staging import Base, BytesBase, Staging
+from nfs.table.staging import Base, BytesBase, Staging, read_all
 from nfs.table.stagings import Stagings
 from nfs.table.state import TableState, nfs_error, status_error
 from nfs.table.writers import Writer, WriterKey
 from posixlake.errors import PosixLakeError
+
+_CHECK: Final = 4 << 20
 
 __all__ = ["Recovery"]
 
@@ -56,7 +63,7 @@ class Recovery:
             # (a shadow lost at the restart may differ from the rendering), only on its
             # rows, which a 3-way apply needs
             base = self.recovered_base(rec)
-            if base is None:
+            if base is None or not _spans_hold(rec, base):
                 why = f"its base version {head.base_version} cannot be shown as it was"
                 self._s.journals.set_aside(rec, why)
                 self._s.failures.set(
@@ -73,7 +80,13 @@ class Recovery:
             w.journal = self._s.journals.reopen(rec)
             fd = w.journal.fileno()
             for op in rec.ops:
-                if op.kind == "W":
+                if op.kind == "B" and op.span is not None:
+                    span = op.span
+                    st.write_base(
+                        op.number, span.offset, span.length, touched=st.touched, mtime=st.mtime
+                    )
+                    w.note_write(op.number, read_all(base, span.offset, span.offset + span.length))
+                elif op.kind == "W":
                     source = (fd, op.at) if op.at >= 0 else None
                     st.write(op.number, op.data, touched=st.touched, mtime=st.mtime, source=source)
                     w.note_write(op.number, op.data)
@@ -111,3 +124,23 @@ class Recovery:
         if base is None or (base.size != head.base_size and not independent):
             return None
         return base
+
+
+def _spans_hold(rec: Recovered, base: Base) -> bool:
+    """Whether the base bytes each ``B`` record of ``rec`` names are there in ``base``,
+    with the CRC the record holds (a base rendered again by other code, or other bytes
+    kept, is not the one the writer's bytes were compared with: such a journal is set
+    aside, never applied wrong)."""
+    for op in rec.ops:
+        if op.kind != "B" or op.span is None:
+            continue
+        span = op.span
+        end = span.offset + span.length
+        if end > base.size:
+            return False
+        crc = span.seed
+        for pos in range(span.offset, end, _CHECK):
+            crc = isal_zlib.crc32(read_all(base, pos, min(end, pos + _CHECK)), crc)
+        if crc != span.crc:
+            return False
+    return True

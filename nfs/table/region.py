@@ -9,21 +9,25 @@ the only part :mod:`nfs.table.apply` parses. See docs/design.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfs.table.staging import Base, read_all
+from nfs.table.staging import Base, Staging, read_all
 
 __all__ = [
     "Region",
     "changed_pieces",
     "changed_regions",
     "common_prefix",
+    "common_suffix",
     "header_of",
+    "matching_pieces",
+    "release_compared",
     "same_bytes",
 ]
 
@@ -42,6 +46,11 @@ _PROBE_LIMIT: Final = 16 << 20
 """How far past the start of a change its end is looked for (then: one region)."""
 _PAIRED: Final = 1 << 20
 """A region larger than this is paired line by line (see :func:`changed_pieces`)."""
+PIECE_MIN: Final = 16 << 10
+"""The fewest bytes of a write :func:`matching_pieces` calls equal to the base's."""
+_SHIFT_WINDOW: Final = 64 << 10
+"""How far from where the last bytes of a write would lie in the base (at the last
+shift) they are looked for."""
 
 
 def same_bytes(a: memoryview | bytes, b: memoryview | bytes) -> bool:
@@ -61,11 +70,103 @@ def header_of(base: Base) -> bytes:
 # -- the changed region of a rewrite ------------------------------------------------------
 
 
-def _released(base: Base, offset: int, count: int) -> None:
+def release_compared(base: Base, offset: int, count: int) -> None:
     """Let a mapped base's pages of a range that was compared go (RSS stays bounded)."""
     release = getattr(base, "release", None)
     if release is not None:
         release(offset, count)
+
+
+def matching_pieces(
+    base: Base, offset: int, data: bytes | memoryview, shift: int
+) -> tuple[list[tuple[int, int, int]], int]:
+    """Split a write of ``data`` at ``offset`` into pieces equal to bytes of ``base``.
+
+    A rewrite of a file that equals its base but for a few rows is, in each write, the
+    base's bytes (shifted by what the changed rows added or removed before it: ``shift``,
+    the content offset minus the base offset found for the previous write), then maybe a
+    changed part, then the base's bytes again at another shift. The first bytes are
+    compared at ``shift``; the last are looked for (a block of ``_ANCHOR`` bytes) within
+    ``_SHIFT_WINDOW`` of where they would lie; every byte called equal was compared
+    (memcmp). Pieces shorter than `PIECE_MIN` are not called equal.
+
+    Returns:
+        the pieces ``(start, end, base offset)`` covering ``data`` in order (base offset
+        -1: not the base's), and the shift of the last equal piece (else ``shift``).
+    """
+    view = memoryview(data).cast("B")
+    n = len(view)
+    whole = [(0, n, -1)]
+    if n < PIECE_MIN or base.size == 0:
+        return whole, shift
+    at = offset - shift
+    head = _equal_prefix(view, base, at)
+    if head == n:
+        return [(0, n, at)], shift
+    if head < PIECE_MIN:
+        head = 0
+    tail, new_shift = _equal_suffix(view, base, offset, shift, head)
+    if tail < PIECE_MIN:
+        tail = 0
+    pieces = []
+    if head:
+        pieces.append((0, head, at))
+    if n - tail > head:
+        pieces.append((head, n - tail, -1))
+    if tail:
+        pieces.append((n - tail, n, offset + n - tail - new_shift))
+        shift = new_shift
+    return (pieces if head or tail else whole), shift
+
+
+def _equal_prefix(view: memoryview, base: Base, at: int) -> int:
+    """How many first bytes of ``view`` equal ``base``'s from ``at`` (memcmp, bisected)."""
+    if at < 0 or at >= base.size:
+        return 0
+    m = min(len(view), base.size - at)
+    other = read_all(base, at, at + m)
+    if same_bytes(view[:m], other):
+        return m
+    lo, hi = 0, m  # view[:lo] == other[:lo]; view[:hi] != other[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if same_bytes(view[:mid], other[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _equal_suffix(
+    view: memoryview, base: Base, offset: int, shift: int, floor: int
+) -> tuple[int, int]:
+    """How many last bytes of ``view`` (written at ``offset``; not below ``floor``) equal
+    bytes of ``base``, found near the last ``shift``; and the shift they are at."""
+    n = len(view)
+    if n - floor < max(PIECE_MIN, _ANCHOR):
+        return 0, shift
+    anchor = bytes(view[n - _ANCHOR :])
+    expected = offset + n - _ANCHOR - shift
+    lo = max(0, expected - _SHIFT_WINDOW)
+    hi = min(base.size, expected + _SHIFT_WINDOW + _ANCHOR)
+    if hi - lo < _ANCHOR:
+        return 0, shift
+    found = bytes(read_all(base, lo, hi)).find(anchor)
+    if found < 0:
+        return 0, shift
+    end = lo + found + _ANCHOR  # base offset of view[n]
+    m = min(n - floor, end)
+    other = read_all(base, end - m, end)
+    if same_bytes(view[n - m :], other):
+        return m, offset + n - end
+    lo_, hi_ = _ANCHOR, m  # the last lo_ bytes are equal; the last hi_ are not
+    while hi_ - lo_ > 1:
+        mid = (lo_ + hi_) // 2
+        if same_bytes(view[n - mid :], other[m - mid :]):
+            lo_ = mid
+        else:
+            hi_ = mid
+    return lo_, offset + n - end
 
 
 def _count_quotes(data: memoryview) -> int:
@@ -77,9 +178,61 @@ def _count_quotes(data: memoryview) -> int:
 
 def common_prefix(a: Base, b: Base) -> tuple[int, int]:
     """Return the length of the longest common prefix of ``a`` and ``b`` (chunk by chunk),
-    and how many quote characters it holds (what :func:`changed_regions` needs, counted on
-    the same pass: a mapped base is read once)."""
-    return _common_run(a, 0, b, 0, min(a.size, b.size))
+    and a count of the quote characters it holds, right modulo 2 (what
+    :func:`changed_regions` needs: the parity tells a record boundary; counted on the same
+    pass: a mapped base is read once).
+
+    A staging over ``b`` whose first bytes are known to be ``b``'s (`Staging.same_spans`:
+    written as base bytes, or never written) is not read there, and only the quotes after
+    the last record start known in ``b`` before them are counted (see :func:`_even_floor`).
+    """
+    limit = min(a.size, b.size)
+    known = min(limit, _known_prefix(a, b))
+    if known == 0:
+        return _common_run(a, 0, b, 0, limit)
+    floor = _even_floor(b, known)
+    quotes = _quotes(b, floor, known)
+    run, more = _common_run(a, known, b, known, limit - known)
+    return known + run, quotes + more
+
+
+def _known_prefix(a: Base, b: Base) -> int:
+    """How many first bytes of ``a`` are known to be ``b``'s at the same offsets (``a`` a
+    staging over ``b``), without reading them."""
+    if not isinstance(a, Staging) or a.base is not b:
+        return 0
+    pos = 0
+    for lo, hi, at in a.same_spans():
+        if lo != pos or at != lo:
+            break
+        pos = hi
+    return pos
+
+
+def _known_suffix(a: Base, b: Base) -> int:
+    """How many last bytes of ``a`` are known to be the last bytes of ``b`` (``a`` a
+    staging over ``b``), without reading them."""
+    if not isinstance(a, Staging) or a.base is not b:
+        return 0
+    shift = b.size - a.size
+    end = a.size
+    for lo, hi, at in reversed(a.same_spans()):
+        if hi != end or at - lo != shift:
+            break
+        end = lo
+    return a.size - end
+
+
+def _even_floor(data: Base, pos: int) -> int:
+    """A record start at or before ``pos`` known without reading: the start of the last
+    segment of a rendering (``segments``: ``(key, start, length)`` per data file, each
+    whole records, so an even number of quotes precede it) that starts there; else 0."""
+    segments: Sequence[tuple[str, int, int]] | None = getattr(data, "segments", None)
+    if not segments:
+        return 0
+    starts = [start for _key, start, _length in segments]
+    i = bisect.bisect_right(starts, pos) - 1
+    return starts[i] if i >= 0 else 0
 
 
 def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, int]:
@@ -95,7 +248,7 @@ def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, in
         if same_bytes(x, y):
             quotes += _count_quotes(x)
             del x, y
-            _released(b, bt + pos, n)
+            release_compared(b, bt + pos, n)
             pos += n
             continue
         lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
@@ -109,9 +262,11 @@ def _common_run(a: Base, at: int, b: Base, bt: int, limit: int) -> tuple[int, in
     return limit, quotes
 
 
-def _common_suffix(a: Base, b: Base, limit: int) -> int:
-    """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``."""
-    return _common_back(a, a.size, b, b.size, limit)
+def common_suffix(a: Base, b: Base, limit: int) -> int:
+    """Return the length (at most ``limit``) of the longest common suffix of ``a`` and ``b``
+    (the last bytes of a staging known to be ``b``'s are not read: `_known_suffix`)."""
+    known = min(limit, _known_suffix(a, b))
+    return known + _common_back(a, a.size - known, b, b.size - known, limit - known)
 
 
 def _common_back(a: Base, a_end: int, b: Base, b_end: int, limit: int) -> int:
@@ -126,7 +281,7 @@ def _common_back(a: Base, a_end: int, b: Base, b_end: int, limit: int) -> int:
         y = read_all(b, b_end - got - n, b_end - got)
         if same_bytes(x, y):
             del x, y
-            _released(b, b_end - got - n, n)
+            release_compared(b, b_end - got - n, n)
             got += n
             continue
         lo, hi = 0, n  # x[n-lo:] == y[n-lo:]; x[n-hi:] != y[n-hi:]
@@ -248,7 +403,7 @@ def changed_regions(
     header = len(header_of(base))
     if n == 0 or header > same or read_all(base, header - 1, header)[0] != _LF:
         return None
-    suffix = _common_suffix(content, base, min(n, content.size) - same)
+    suffix = common_suffix(content, base, min(n, content.size) - same)
     delta = content.size - n
     tail = n - suffix  # base[tail:] == content[tail + delta:]
     regions: list[Region] = []

@@ -6,7 +6,10 @@ its last truncation. Only the written range is held (``buf``, covering
 ``[start, start + len(buf))``): in memory while small; past :data:`SPILL_AT` read from
 where the writer's journal recorded the same bytes (a whole rewrite of a file of gigabytes
 is neither held in memory nor written to disk twice), and only bytes no journal holds in
-an unlinked temporary file (see :class:`PieceBuffer`); the base is read where the writer did not write, and never copied as a whole:
+an unlinked temporary file (see :class:`PieceBuffer`); written bytes equal to the base's
+(:meth:`Staging.write_base`: a whole rewrite that changes a row) are held as references to
+the base (:meth:`Staging.same_spans` tells the compare at apply which bytes need no
+reading); the base is read where the writer did not write, and never copied as a whole:
 an ``echo >>`` on a file of any size costs the size of its line (and of the page the
 client resends).
 
@@ -91,6 +94,8 @@ of its own (the file may be closed and unlinked: its bytes stay while the buffer
 
 _MEM: Final = -1
 """The piece source of bytes held in the buffer's memory (at their buffer position)."""
+_BASE: Final = -2
+"""The piece source of bytes equal to the base's (the offset: in the base)."""
 
 
 class PieceBuffer:
@@ -98,16 +103,21 @@ class PieceBuffer:
     then a piece table over files (never mapped whole, never copied whole).
 
     Written bytes given with a :data:`Source` (a journal record holding them) are read
-    there once the buffer spills, never written a second time; other bytes (base bytes
-    brought in, zeros, a write not journaled) go to an unlinked temporary file. Each piece
+    there once the buffer spills, never written a second time; bytes written with
+    :meth:`write_base` (equal to the base's) are read from ``base``; other bytes (base
+    bytes brought in, zeros, a write not journaled) go to an unlinked temporary file. Each piece
     maps buffer bytes ``[start, end)`` to a file offset; a write replaces the pieces of
     its range, a truncation cuts them. Below ``spill_at`` the bytes are also held in
     memory and read from there (a spill then drops the memory of journaled pieces and
     writes the others out).
     """
 
-    def __init__(self, *, spill_at: int = SPILL_AT, directory: str | None = None) -> None:
-        """Start empty; spill into ``directory`` (default: the system's temporary one)."""
+    def __init__(
+        self, *, spill_at: int = SPILL_AT, directory: str | None = None, base: Base | None = None
+    ) -> None:
+        """Start empty; spill into ``directory`` (default: the system's temporary one);
+        ``base``: the bytes :meth:`write_base` refers to."""
+        self._base = base
         self._mem: bytearray | None = bytearray()
         self._starts: list[int] = []
         self._pieces: list[tuple[int, int, int]] = []  # (end, descriptor or _MEM, offset)
@@ -221,6 +231,9 @@ class PieceBuffer:
             mine[fd] = self._own((fd, 0))[0] if same else None  # closed, or another file
         pieces = []
         for start, (end, fd, off) in zip(self._starts, self._pieces, strict=True):
+            if fd == _BASE:  # read from the base
+                pieces.append((end, fd, off))
+                continue
             own = None if fd == _MEM else mine[fd]
             if own is None:  # in memory, at its buffer position
                 fd, off = self._to_spill_file(memoryview(mem)[start:end])
@@ -251,6 +264,34 @@ class PieceBuffer:
             fd, off = self._to_spill_file(data)
         self._place(pos, end, fd, off)
         self._len = max(self._len, end)
+
+    def write_base(
+        self, pos: int, base_at: int, length: int, data: bytes | memoryview | None = None
+    ) -> None:
+        """Write at ``pos`` (``pos <= len``) the ``length`` base bytes at ``base_at``
+        (``data``: the same bytes, if at hand): once spilled they are read from the base."""
+        if length == 0:
+            return
+        if self._base is None:
+            raise ValueError("a PieceBuffer without a base holds no base bytes")
+        end = pos + length
+        self._spill(end)
+        if self._mem is not None:
+            if data is None:
+                data = read_all(self._base, base_at, base_at + length)
+            if len(data) != length:
+                raise ValueError(f"base bytes [{base_at}, {base_at + length}) are not there")
+            self._mem[pos:end] = data
+        self._place(pos, end, _BASE, base_at)
+        self._len = max(self._len, end)
+
+    def spans(self) -> list[tuple[int, int, int]]:
+        """The pieces as ``(start, end, base offset)``; the base offset is -1 for bytes
+        that are not (known to be) the base's."""
+        return [
+            (start, end, off if fd == _BASE else -1)
+            for start, (end, fd, off) in zip(self._starts, self._pieces, strict=True)
+        ]
 
     def extend(self, data: bytes | memoryview) -> None:
         """Append ``data``."""
@@ -294,6 +335,9 @@ class PieceBuffer:
         i = bisect.bisect_right(self._starts, start) - 1
         p_start = self._starts[i]
         p_end, fd, off = self._pieces[i]
+        if end <= p_end and fd == _BASE:
+            assert self._base is not None
+            return bytes(read_all(self._base, off + start - p_start, off + end - p_start))
         if end <= p_end:  # one piece: one read
             return _pread_all(fd, end - start, off + start - p_start)
         out = bytearray(end - start)  # several: each read into its place (no join)
@@ -303,7 +347,12 @@ class PieceBuffer:
                 p_start = self._starts[i]
                 p_end, fd, off = self._pieces[i]
                 stop = min(end, p_end)
-                _preadv_all(fd, view[pos - start : stop - start], off + pos - p_start)
+                if fd == _BASE:
+                    assert self._base is not None
+                    at = off + pos - p_start
+                    view[pos - start : stop - start] = read_all(self._base, at, at + stop - pos)
+                else:
+                    _preadv_all(fd, view[pos - start : stop - start], off + pos - p_start)
                 pos = stop
                 i += 1
         return memoryview(out)
@@ -379,7 +428,7 @@ class Staging:
         self._base_size = base.size
         self._base_limit = self._base_size
         self._start = self._base_size
-        self._buf = PieceBuffer(spill_at=spill_at, directory=spill_dir)
+        self._buf = PieceBuffer(spill_at=spill_at, directory=spill_dir, base=base)
         self.touched = touched
         self.mtime = mtime
         self.written = False
@@ -435,6 +484,45 @@ class Staging:
         self._buf.write_at(offset - self._start, data, source=source)
         self.touched, self.mtime = touched, mtime
         self.written = True
+
+    def write_base(
+        self,
+        offset: int,
+        base_at: int,
+        length: int,
+        *,
+        touched: float,
+        mtime: float,
+        data: bytes | memoryview | None = None,
+    ) -> None:
+        """Write at ``offset`` the ``length`` base bytes at ``base_at`` (``data``: the same
+        bytes, if at hand): as :meth:`write` of them, but held as a reference to the base
+        (a rewrite equal to its base but for a row holds that row; see `PieceBuffer`)."""
+        if base_at < 0 or base_at + length > self._base_size:
+            raise ValueError(f"base bytes [{base_at}, {base_at + length}) are past its end")
+        if offset < self._start:
+            self._buf.prepend(self._base_bytes(offset, min(self._start, self._base_limit)))
+            self._start = offset
+        self._extend_to(offset)
+        self._buf.write_base(offset - self._start, base_at, length, data)
+        self.touched, self.mtime = touched, mtime
+        self.written = True
+
+    def same_spans(self) -> list[tuple[int, int, int]]:
+        """The ranges of the content known to be base bytes without reading them, as
+        ``(start, end, base offset)``, in order: below the written range (the base's at
+        the same offset), the written bytes that :meth:`write_base` laid down, and the
+        base's tail past the written range."""
+        out: list[tuple[int, int, int]] = []
+        if self._start > 0:
+            out.append((0, min(self._start, self._base_limit), 0))
+        for lo, hi, at in self._buf.spans():
+            if at >= 0:
+                out.append((self._start + lo, self._start + hi, at))
+        hi = self._start + len(self._buf)
+        if self._base_limit > hi:
+            out.append((hi, self._base_limit, hi))
+        return [(a, b, at) for a, b, at in out if b > a]
 
     def truncate(self, size: int, *, touched: float, mtime: float) -> None:
         """Set the size: cut, or extend with zeros."""
@@ -552,11 +640,14 @@ class Staging:
         """
         if self.size != self._base_size:
             return False
-        for pos in range(0, len(self._buf), _COPY):
-            end = min(len(self._buf), pos + _COPY)
-            mine = self._buf.read(pos, end)
-            if mine != bytes(self._base_bytes(self._start + pos, self._start + end)):
-                return False
+        for lo, hi, at in self._buf.spans():
+            if at == self._start + lo:
+                continue  # written as the base's own bytes at the same place
+            for pos in range(lo, hi, _COPY):
+                end = min(hi, pos + _COPY)
+                mine = self._buf.read(pos, end)
+                if mine != bytes(self._base_bytes(self._start + pos, self._start + end)):
+                    return False
         return True
 
     def on_line_boundary(self) -> bool:

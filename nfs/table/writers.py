@@ -170,13 +170,22 @@ class EditDigest:
         self.crc = 0
         self.running = True
 
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Note a WRITE of ``data`` at ``offset``."""
+    def seed(self, offset: int) -> int | None:
+        """The CRC a WRITE at ``offset`` continues (0 for the first), or None when the
+        sum is not kept running past it (see :meth:`write`)."""
         if self.lo < 0:
-            self.lo, self.hi, self.crc = offset, offset + len(data), isal_zlib.crc32(data)
+            return 0
+        return self.crc if self.running and offset == self.hi else None
+
+    def write(self, offset: int, data: bytes | memoryview, *, crc: int | None = None) -> None:
+        """Note a WRITE of ``data`` at ``offset`` (``crc``: the CRC-32 of ``data``
+        continuing :meth:`seed`, when the caller summed it: not summed twice)."""
+        if self.lo < 0:
+            self.lo, self.hi = offset, offset + len(data)
+            self.crc = isal_zlib.crc32(data) if crc is None else crc
         elif self.running and offset == self.hi:
             self.hi += len(data)
-            self.crc = isal_zlib.crc32(data, self.crc)
+            self.crc = isal_zlib.crc32(data, self.crc) if crc is None else crc
         else:
             self.running = False
 
@@ -230,10 +239,11 @@ class Writer:
     def __post_init__(self) -> None:
         self.coverage = Coverage(self.staging.size)
 
-    def note_write(self, offset: int, data: bytes | memoryview) -> None:
-        """Keep the coverage and the digest up to date with a WRITE."""
+    def note_write(self, offset: int, data: bytes | memoryview, *, crc: int | None = None) -> None:
+        """Keep the coverage and the digest up to date with a WRITE (``crc``: see
+        `EditDigest.write`)."""
         self.coverage.write(offset, len(data))
-        self.digest.write(offset, data)
+        self.digest.write(offset, data, crc=crc)
 
     def note_truncate(self, size: int) -> None:
         """Keep the coverage and the digest up to date with a truncation."""

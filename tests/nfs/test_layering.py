@@ -172,6 +172,7 @@ TABLE: dict[str, set[str]] = {
     "table.stagings": {
         "table.journal",
         "table.reads",
+        "table.region",  # a WRITE's parts equal to its base (journaled as base records)
         "table.staging",
         "table.state",
         "table.writers",
