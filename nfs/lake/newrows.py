@@ -254,8 +254,10 @@ class RowsJournal:
         for op in rec.ops:
             if op.kind == "W":
                 rows.put(op.number, bytes(op.data))
-            else:
+            elif op.kind == "T":
                 rows.cut(op.number)
+            else:  # the caller sets such a journal aside first (NewTables.recover)
+                raise ValueError(f"a {op.kind} record in a new table's journal")
         rows.synced = True  # what the journal holds is what was promised
         return rows
 

@@ -571,6 +571,12 @@ class NewTables:
             if made is not None:
                 self._rows_journal.set_aside(rec, f"another table was made at {path}")
                 continue
+            if any(op.kind not in ("W", "T") for op in rec.ops):
+                # base records need a base; a new table's data.csv has none
+                self._rows_journal.set_aside(
+                    rec, "it holds base records, which a new table's journal never does"
+                )
+                continue
             try:
                 self._make(path)
             except NfsError:

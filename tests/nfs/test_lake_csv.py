@@ -471,3 +471,27 @@ def test_a_table_made_from_its_rows_has_the_properties_of_a_created_one(
     assert made == delta_properties(tmp_path / "ref")
     assert made["delta.targetFileSize"] == str(32 << 20)
     assert "delta.checkpointInterval" in made
+
+
+def test_a_new_table_journal_with_base_records_is_set_aside_not_misread(
+    make_lake: MakeLake, root: Path, tmp_path: Path
+) -> None:
+    """A new table's data.csv has no base, so its journal never holds base records
+    (``B``, journal magic PLNFSJ2); one that does (damage, a future writer) is set aside
+    at the restart, never restaged with its base records read as truncations."""
+    from nfs.table.journal import _MAGIC_BASE, _SPAN, _record
+
+    lake = make_lake()
+    new = lake.mkdir(lake.root_dir(), "odd", Sattr3(), V3)
+    write_rows(lake, new, ROWS, V3)
+    lake.close()
+    (journal,) = (tmp_path / "state" / "new-tables").glob("*.wal")
+    data = bytearray(journal.read_bytes())
+    data[: len(_MAGIC_BASE)] = _MAGIC_BASE
+    data += b"".join(bytes(b) for b in _record(b"B", 0, _SPAN.pack(0, 8, 0, 0)))
+    journal.write_bytes(bytes(data))
+    again = make_lake()
+    assert "odd" not in names(again, again.root_dir())
+    assert not journal.exists()
+    assert list((tmp_path / "state" / "new-tables").glob("*.failed"))
+    again.close()
