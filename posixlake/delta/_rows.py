@@ -13,9 +13,11 @@ MERGE, together with ``I``, as source rows that never match. Each attempt reads 
 it counts from the version it commits on, so a retry after a conflict recounts.
 
 A few rows replaced by as many (an edit of a few lines; at most ``_MAX_IN_PLACE``), each
-in the table exactly once on that version (by key: each key held by one row), are one
-delta-rs UPDATE instead: the same result, and delta-rs' UPDATE rewrites a file 2-3x
-faster than its MERGE. Values whose SQL literal might not compare as Arrow's total order
+in the table exactly once on that version (by key: each key held by one row), are
+replaced in place instead: by :func:`posixlake.delta._rewrite.rewrite_rows`, which
+rewrites the files holding them itself where that commit is exact (about 2.5x faster
+than delta-rs' UPDATE on a 100,000-row file), else by one delta-rs UPDATE (2-3x faster
+than its MERGE); the same result either way. Values whose SQL literal might not compare as Arrow's total order
 does (NaN, zeros), types without an exact literal, and partitioned tables keep the MERGE.
 Both are narrowed by :func:`_ranges`, so delta-rs reads only the files whose statistics
 admit the rows.
@@ -36,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from posixlake.delta._log import DeltaLog
+from posixlake.delta._rewrite import rewrite_rows
 from posixlake.delta._translate import quote_ident
 from posixlake.errors import ConcurrentChange
 
@@ -181,6 +184,20 @@ def replace_rows(
         counted = {"deleted": 0}
 
         def attempt() -> tuple[dict[str, Any], int | None]:
+            if in_place is not None:
+                # rewrite the files holding the rows ourselves where that commit is exact;
+                # it finds each row to replace exactly once, or writes nothing (None)
+                version = rewrite_rows(
+                    log,
+                    delete,
+                    insert,
+                    _pairing(delete, insert, key),
+                    list(key or names),
+                    metadata=metadata,
+                )
+                if version is not None:
+                    counted["deleted"] = delete.num_rows
+                    return {"num_updated_rows": delete.num_rows}, version
             if key:
                 source = pa.concat_tables([_tagged(delete, "DELETE"), _tagged(insert, "INSERT")])
                 once = in_place is not None and _keys_once(log, delete, key)
@@ -297,6 +314,19 @@ def _in_place(
         return None
     rows = whens[0] if n == 1 else " OR ".join(f"({w})" for w in whens)
     return " AND ".join([*_ranges(delete, matched), f"({rows})"]), sets
+
+
+def _pairing(
+    delete: pa.Table, insert: pa.Table, key: Sequence[str] | None
+) -> list[tuple[int, int]]:
+    """Return ``(row of delete, row of insert replacing it)`` of an in-place replace
+    (:func:`_in_place` checked that the keys of both are the same distinct keys)."""
+    if not key:
+        return [(i, i) for i in range(delete.num_rows)]
+    rows = {tuple(r.values()): i for i, r in enumerate(insert.select(list(key)).to_pylist())}
+    return [
+        (d, rows[tuple(r.values())]) for d, r in enumerate(delete.select(list(key)).to_pylist())
+    ]
 
 
 def _keys_once(log: DeltaLog, delete: pa.Table, key: Sequence[str]) -> bool:

@@ -62,7 +62,12 @@ class ReadSpec:
 
 
 def read_data_file(
-    fs: pafs.FileSystem, spec: ReadSpec, data_file: DataFile, *, batch_rows: int = BATCH_ROWS
+    fs: pafs.FileSystem,
+    spec: ReadSpec,
+    data_file: DataFile,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    use_threads: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the rows of one table file with exactly ``spec.output_schema()``.
 
@@ -70,6 +75,8 @@ def read_data_file(
     partition values. Column mapping: columns are read by their physical names and
     renamed. Deletion vectors: the rows at ``data_file.deleted_rows`` (positions in the
     file) are dropped. INT96 timestamps are read as microseconds (never wrapped).
+    ``use_threads`` decodes a batch's columns in parallel (Arrow's pool; off where the
+    caller runs in a Spark task, which has its own cores).
     """
     out_schema = spec.output_schema()
     stored = spec.stored_names()
@@ -91,7 +98,9 @@ def read_data_file(
             return
         deleted = pa.array(sorted(data_file.deleted_rows), pa.int64())
         offset = 0
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=False):
+        for batch in pf.iter_batches(
+            batch_size=batch_rows, columns=wanted, use_threads=use_threads
+        ):
             n = batch.num_rows
             if len(deleted):
                 positions = pa.array(range(offset, offset + n), pa.int64())

@@ -141,8 +141,12 @@ def test_one_row_replace_after_a_dense_rewrite_touches_only_the_file_holding_it(
     expected -= Counter([tuple(row.values())])
     expected += Counter([(row["day"], None, -2.0), (row["day"], None, -3.0)])
     assert _bag(db.to_arrow().select(["day", "note", "qty"])) == expected
-    # the one-row change was one UPDATE (in place), the one row by two a MERGE
-    assert [h["operation"] for h in DeltaTable(str(path)).history(2)] == ["MERGE", "UPDATE"]
+    # the one-row change was one UPDATE (in place: the file holding the row rewritten by
+    # posixlake, a Delta WRITE carrying posixlake.operation), the one row by two a MERGE
+    assert [c.operation for c in db.history(2)] == ["MERGE", "UPDATE"]
+    raw = DeltaTable(str(path)).history(2)
+    assert [h["operation"] for h in raw] == ["MERGE", "WRITE"]
+    assert raw[1]["posixlake.commitOperation"] == "UPDATE"
     db.close()
 
 
@@ -236,13 +240,13 @@ def test_a_few_changed_rows_are_rewritten_in_place_exactly(tmp_path: Path) -> No
     ]
     version = db.version
     assert db.replace_rows(delete=[stored[1], stored[2], stored[5]], insert=new) == (3, 3)
-    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    assert db.history(1)[0].operation == "UPDATE"
     assert db.version == version + 1
     want = Counter(_key(r) for r in [stored[0], stored[3], stored[4], stored[4], *new])
     assert Counter(_key(r) for r in db.to_arrow().to_pylist()) == want
     # a repeated row: one copy goes (MERGE), the other stays
     assert db.replace_rows(delete=[stored[4]], insert=[{**stored[4], "s": "one"}]) == (1, 1)
-    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "MERGE"
+    assert db.history(1)[0].operation == "MERGE"
     got = Counter(_key(r) for r in db.to_arrow().to_pylist())
     assert got[_key(stored[4])] == 1 and got[_key({**stored[4], "s": "one"})] == 1
 
@@ -264,14 +268,14 @@ def test_in_place_by_key_and_keys_gone_meanwhile(tmp_path: Path) -> None:
         insert=[{"a": 3, "b": "k3", "v": -1.5, "w": "x"}],
         key=key,
     ) == (1, 1)
-    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    assert db.history(1)[0].operation == "UPDATE"
     db.delete_rows_where("a = 4")
     assert db.replace_rows(
         delete=[{"a": 4, "b": "k4", "v": 4.5, "w": "x"}],
         insert=[{"a": 4, "b": "k4", "v": 9.5, "w": "x"}],
         key=key,
     ) == (0, 1)
-    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "MERGE"
+    assert db.history(1)[0].operation == "MERGE"
     # another writer changed a value the edit leaves as it read it: the new row wins whole
     db.update("a = 5", values={"v": 100.0})
     assert db.replace_rows(
@@ -279,7 +283,7 @@ def test_in_place_by_key_and_keys_gone_meanwhile(tmp_path: Path) -> None:
         insert=[{"a": 5, "b": "k5", "v": 5.5, "w": "y"}],
         key=key,
     ) == (1, 1)
-    assert DeltaTable(str(tmp_path / "t")).history(1)[0]["operation"] == "UPDATE"
+    assert db.history(1)[0].operation == "UPDATE"
     got = {(r["a"], r["b"]): (r["v"], r["w"]) for r in db.to_arrow().to_pylist()}
     assert got == {
         **{(i, f"k{i}"): (i + 0.5, "x") for i in range(10)},
