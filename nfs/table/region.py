@@ -29,6 +29,7 @@ __all__ = [
     "matching_pieces",
     "release_compared",
     "same_bytes",
+    "same_records",
 ]
 
 _LF: Final = 0x0A
@@ -194,6 +195,22 @@ def common_prefix(a: Base, b: Base) -> tuple[int, int]:
     quotes = _quotes(b, floor, known)
     run, more = _common_run(a, known, b, known, limit - known)
     return known + run, quotes + more
+
+
+def same_records(content: Base, base: Base, end: int) -> int:
+    """Return how many first bytes of ``content[:end]`` are whole records of ``base`` at
+    the same offsets, the header line included (0: not even the header): the rows those
+    records hold are the base's. ``end`` must be a record start of ``content`` (or its
+    size)."""
+    header = len(header_of(base))
+    if header == 0 or end < header:
+        return 0
+    same, quotes = common_prefix(content, base)
+    if same >= end:  # content[:end] is the base's: the same records up to ``end``
+        return end
+    if same < header:
+        return 0
+    return _record_start_at_or_before(base, same, header, quotes)
 
 
 def _known_prefix(a: Base, b: Base) -> int:

@@ -44,6 +44,7 @@ from nfs.table.apply import (
 from nfs.table.partfiles import PartitionFiles, part_file
 from nfs.table.partitions import is_partition_file
 from nfs.table.reads import EditFace, Reads
+from nfs.table.region import same_records
 from nfs.table.staging import Base, BytesBase, OwnContent, Staging, read_all
 from nfs.table.stagings import Stagings
 from nfs.table.state import (
@@ -451,7 +452,16 @@ class WriteRules:
                     extra = extra[len(header) :]
                 rows = parse_csv(extra, schema, header="none")
             elif end:
-                rows = parse_csv(part[:end], schema, header="require")
+                # the records the base has at the same offsets parse as the base's did
+                # (a rendering's, or a shadow's that applied): an overwrite that changes
+                # a row past the first MiB parses nothing here
+                same = _same_base_records(st, end, schema)
+                try:
+                    rows = parse_csv(part[same:end], schema, header="none") if same else None
+                except CsvFormatError:  # parsed whole below: the error names its line
+                    rows = None
+                if rows is None:
+                    rows = parse_csv(part[:end], schema, header="require")
             else:
                 rows = None
             if scope is not None and rows is not None:
@@ -820,3 +830,18 @@ def _records_end(data: bytes) -> int:
         quotes -= data.count(b'"', prev, nl)
         nl = prev
     return nl + 1
+
+
+def _same_base_records(st: Staging, end: int, schema: pa.Schema) -> int:
+    """How many first bytes of the staging's first ``end`` bytes (a record start) are
+    whole records of its base at the same offsets, the header line included, when the
+    base's header is today's columns (else 0: the whole content is parsed, and reports
+    what is wrong)."""
+    same = same_records(st, st.base, end)
+    if not same:
+        return 0
+    try:
+        parse_csv(header_of(st.base), schema, header="require")
+    except CsvFormatError:
+        return 0
+    return same
