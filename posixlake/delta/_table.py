@@ -426,8 +426,14 @@ class LoadedTable:
         cached = self._commit_times.get(version)
         if cached is not None:
             return cached
-        for info in self.history():
-            self._commit_times.setdefault(info.version, info.timestamp)
+        loaded = self.version
+        # the newest commits back to ``version`` (a new version's time reads one commit,
+        # not the whole history, which grows by one with every append); else all of it
+        for limit in ((loaded - version + 1,) if 0 <= version <= loaded else ()) + (None,):
+            for info in self.history(limit):
+                self._commit_times.setdefault(info.version, info.timestamp)
+            if version in self._commit_times:
+                break
         if version not in self._commit_times:
             raise VersionError(f"version {version} does not exist")
         return self._commit_times[version]
