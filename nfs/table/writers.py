@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 _LOCAL: Final = "local"
 _PUT_CHUNK: Final = 4 << 20
-_SYNC_PUT: Final = 16 << 20  # larger shadows are written in the background
+_SYNC_PUT: Final = 1 << 20  # larger shadows are written in the background
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
