@@ -18,8 +18,8 @@ Taken only where such a commit is exactly what delta-rs' UPDATE would make:
   and identity columns), nor column invariants, nor a writer feature outside
   :data:`_WRITER_FEATURES`;
 - no file holding such a row has a deletion vector;
-- the files the statistics leave hold at most :data:`MAX_ROWS` rows (read whole, in
-  memory);
+- the files the statistics leave hold at most :data:`MAX_ROWS` rows and
+  :data:`MAX_BYTES` bytes (read whole, in memory);
 - each row of ``delete`` matches exactly one row in them (the caller counted the
   whole table; a different count here, a statistic that ruled out a matching file,
   falls back rather than guesses).
@@ -53,10 +53,14 @@ from posixlake.delta.datafiles import ReadSpec, read_data_file
 from posixlake.errors import IoError
 from posixlake.storage import table_filesystem
 
-__all__ = ["MAX_ROWS", "rewrite_rows"]
+__all__ = ["MAX_BYTES", "MAX_ROWS", "rewrite_rows"]
 
 MAX_ROWS: Final = 4_194_304
 """Rows the files holding the rows may have in all, at most (they are read whole)."""
+MAX_BYTES: Final = 64 << 20
+"""Bytes (Parquet, compressed) those files may have in all, at most: their rows in memory
+take a few times as much. A 1M-row file of 16 MB costs about what delta-rs' UPDATE costs
+(0.41 s against 0.46 s, ~80 MB more memory); the gain is in small files."""
 
 #: writer features whose tables such a commit keeps valid: each of those that constrains
 #: what a commit may hold is refused where the table uses it (see the module docstring)
@@ -186,7 +190,7 @@ def _candidates(
     files = [by_path[unquote(p)] for p, keep in zip(paths, admits, strict=True) if keep]
     if any(f.deleted_rows or f.num_records is None for f in files):
         return None
-    if sum(f.num_records or 0 for f in files) > MAX_ROWS:
+    if sum(f.num_records or 0 for f in files) > MAX_ROWS or sum(f.size for f in files) > MAX_BYTES:
         return None
     return files
 

@@ -264,12 +264,14 @@ def test_the_reads_statistics_narrow_to_the_files_that_may_hold_the_rows(
     db.close()
 
 
+@pytest.mark.parametrize("bound", ["MAX_ROWS", "MAX_BYTES"])
 def test_files_too_large_to_read_whole_keep_delta_rs_update(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str
 ) -> None:
     path = tmp_path / "t"
     db = _make(path, files=1, per_file=100)
-    monkeypatch.setattr(rewrite, "MAX_ROWS", 99)
+    (data,) = path.glob("*.parquet")
+    monkeypatch.setattr(rewrite, bound, 99 if bound == "MAX_ROWS" else data.stat().st_size - 1)
     assert db.replace_rows(delete=[_row(5)], insert=[{**_row(5), "name": "x"}]) == (1, 1)
     assert DeltaTable(str(path)).history(1)[0]["operation"] == "UPDATE"
     assert pc.sum(pc.equal(db.to_arrow()["name"], "x")).as_py() == 1
