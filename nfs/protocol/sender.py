@@ -34,7 +34,7 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, cast
 
 from nfs.protocol.xdr import FileSlice
 
@@ -184,22 +184,76 @@ class ReplySender:
             `shutdown`), False if bytes remain queued (another thread or the loop
             sends them).
         """
-        views: list[memoryview | FileSlice] = [
-            b if isinstance(b, FileSlice) else memoryview(b).cast("B") for b in buffers if len(b)
-        ]
-        size = sum(len(v) if isinstance(v, FileSlice) else v.nbytes for v in views)
         with self._lock:
             if self.error is not None or self._closing:
                 return True
-            self._queue.append(views)
-            self._queued += size
-            if self._busy:
-                return False
-            self._busy = True
+            direct = not self._busy and not self._queue
+            if direct:
+                self._busy = True  # this thread is the sender now
+            else:
+                self._enqueue(buffers)
+                if self._busy:
+                    return False
+                self._busy = True
+        if direct and not any(isinstance(b, FileSlice) for b in buffers):
+            # the common case: nothing queued, the socket takes the whole reply at once
+            if self._send_whole(cast("Sequence[bytes | bytearray | memoryview]", buffers)):
+                return True
+        elif direct:
+            with self._lock:
+                self._enqueue(buffers)
         if self._drain(self.wait if wait is None else wait):
             return True
         self._on_blocked()
         return False
+
+    def _enqueue(self, buffers: Sequence[bytes | bytearray | memoryview | FileSlice]) -> None:
+        """Queue one reply at the tail (the caller holds the lock)."""
+        views: list[memoryview | FileSlice] = [
+            b if isinstance(b, FileSlice) else memoryview(b).cast("B") for b in buffers if len(b)
+        ]
+        self._queue.append(views)
+        self._queued += sum(len(v) if isinstance(v, FileSlice) else v.nbytes for v in views)
+
+    def _send_whole(self, buffers: Sequence[bytes | bytearray | memoryview]) -> bool:
+        """One ``sendmsg`` of a reply found with nothing queued (this thread the sender).
+
+        Returns:
+            True if it went out whole (or the connection failed) and no other reply was
+            queued meanwhile: sending is released. False: what is left of it is at the
+            head of the queue (other replies behind it), for `_drain`.
+        """
+        try:
+            sent = self._sock.sendmsg(buffers) if len(buffers) <= IOV_MAX else 0
+        except BlockingIOError:
+            sent = 0
+        except OSError as err:
+            with self._lock:
+                self.error = err
+                self._queue.clear()
+                self._queued = 0
+            return False  # _drain releases sending (and tells a want_room waiter)
+        with self._lock:
+            if sent < sum(memoryview(b).nbytes for b in buffers):
+                left = [memoryview(b).cast("B") for b in buffers]
+                while sent:
+                    if sent >= left[0].nbytes:
+                        sent -= left.pop(0).nbytes
+                    else:
+                        left[0] = left[0][sent:]
+                        sent = 0
+                rest: list[memoryview | FileSlice] = [v for v in left if v.nbytes]
+                self._queue.appendleft(rest)
+                self._queued += sum(v.nbytes for v in left)
+                return False
+            if self._queue:  # replies queued by other threads while this one was sent
+                return False
+            self._busy = False
+            notify = self._want_room
+            self._want_room = False
+        if notify:
+            self._on_room()
+        return True
 
     def resume(self) -> bool:
         """Send what the socket takes now (the loop, after ``on_blocked``, when writable).

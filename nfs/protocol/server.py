@@ -717,8 +717,8 @@ class NfsServer:
             # may still be counting it as running): answered here if it needs no waiting
             parts = self.dispatcher.handle_parts_nowait(records[0], conn.context, files=True)
             if parts is not None:
-                conn.sender.send(_framed(parts), wait=0.0)
-                records = []
+                self._answered_here(conn, n, parts)
+                return
         with self._stats_changed:
             self._count_locked({"received_bytes": n})
             if completed:  # a half-sent record is no activity
@@ -727,10 +727,34 @@ class NfsServer:
         conn.pending.extend(records)
         self._dispatch(conn)
         if not self._may_read(conn):
-            self._read_off(conn)
-            task = asyncio.create_task(self._resume_reading(conn))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._pause_reading(conn)
+
+    def _answered_here(self, conn: _Conn, received: int, parts: list[Part]) -> None:
+        """Send the reply of a call answered on the loop (`received`: the bytes read).
+
+        The connection's bookkeeping is done before the reply goes out, and nothing but
+        the budget check after: a synchronous client sends its next call as soon as it
+        has the reply, and that call then finds the loop waiting for it, not still
+        counting the last one.
+        """
+        with self._stats_changed:
+            self._count_locked({"received_bytes": received})
+            conn.last_active = time.monotonic()  # the loop's clock
+            self._hold_locked(conn, 0, 0)  # a partial record read with it is held
+            budget = (
+                conn.held < self.resources.max_connection_bytes
+                and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
+            )
+        sent = conn.sender.send(_framed(parts), wait=0.0)
+        if not (sent and budget) and not self._may_read(conn):
+            self._pause_reading(conn)
+
+    def _pause_reading(self, conn: _Conn) -> None:
+        """Read `conn` no further until `_resume_reading` finds it may be read."""
+        self._read_off(conn)
+        task = asyncio.create_task(self._resume_reading(conn))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _dispatch(self, conn: _Conn) -> None:
         """Hand `conn`'s records to the workers, up to ``max_in_flight`` calls at once."""
