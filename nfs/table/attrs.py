@@ -66,6 +66,8 @@ class Attributes:
         self._changes = changes
         self._parts = parts
         self._data_csv: tuple[tuple[object, ...], Fattr3] | None = None
+        self._dirs: dict[FileId, tuple[tuple[object, ...], Fattr3]] = {}
+        """The attributes last built for / and /data, and what they were built from."""
         self._partitioned: tuple[int, int, bool] | None = None
         """(version, table generation, whether / lists partitions), from the last full
         GETATTR of /: the partition columns are read under the table handle's lock."""
@@ -249,7 +251,12 @@ class Attributes:
             self._partitioned = (version, self._s.generation, partitioned)
         # + /versions and /partitions
         nlink = inner.nlink + ((2 if partitioned else 1) if fid == ROOT_ID else 0)
-        return Fattr3(
+        fsid = self._s.fsid
+        key = (inner, mtime, ctime, nlink, fsid)  # inner: the scratch tree keeps it while unchanged
+        last = self._dirs.get(fid)
+        if last is not None and last[0] == key:
+            return last[1]
+        attrs = Fattr3(
             type=Ftype3.NF3DIR,
             mode=inner.mode,
             nlink=nlink,
@@ -258,12 +265,14 @@ class Attributes:
             size=inner.size,
             used=inner.used,
             rdev=inner.rdev,
-            fsid=self._s.fsid,
+            fsid=fsid,
             fileid=fid,
             atime=mtime,
             mtime=mtime,
             ctime=ctime,
         )
+        self._dirs[fid] = (key, attrs)
+        return attrs
 
     def data_csv_attrs(self, version: int, size: int) -> Fattr3:
         """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's);
