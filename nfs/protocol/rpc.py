@@ -637,7 +637,7 @@ class Dispatcher:
             except XdrError:
                 return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
         try:
-            credentials = Credentials.from_auth(OpaqueAuth(cred_flavor, cred_body))
+            credentials = Credentials.of(cred_flavor, cred_body)
             if self._credential_policy is not None:
                 credentials = self._credential_policy(credentials, conn)
         except AuthError as err:

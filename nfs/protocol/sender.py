@@ -233,8 +233,11 @@ class ReplySender:
                 self._queue.clear()
                 self._queued = 0
             return False  # _drain releases sending (and tells a want_room waiter)
+        total = 0
+        for b in buffers:
+            total += len(b) if type(b) is bytes else memoryview(b).nbytes
         with self._lock:
-            if sent < sum(memoryview(b).nbytes for b in buffers):
+            if sent < total:
                 left = [memoryview(b).cast("B") for b in buffers]
                 while sent:
                     if sent >= left[0].nbytes:

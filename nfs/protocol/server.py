@@ -76,6 +76,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 256 * 1024
+_SMALL_REPLY: Final = 4096
+"""A reply of at most this many bytes in one buffer is copied behind its record mark."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
@@ -867,7 +869,12 @@ class NfsServer:
 
 def _framed(parts: list[Part]) -> list[bytes | bytearray | memoryview | FileSlice]:
     """A reply's buffers behind its record mark (READ data from a file kept as a
-    `FileSlice`, which the sender sends with ``sendfile``)."""
+    `FileSlice`, which the sender sends with ``sendfile``); a small reply in one
+    buffer is sent as one, its mark in front."""
+    if len(parts) == 1:
+        only = parts[0]
+        if type(only) is bytes and len(only) <= _SMALL_REPLY:
+            return [record_mark(len(only)) + only]
     plain = [p for p in parts if not isinstance(p, FileSlice)]
     if len(plain) == len(parts):
         return [*encode_record_parts(plain)]
