@@ -223,6 +223,7 @@ class NfsServer:
         self._connections: dict[asyncio.Task[None], _Conn] = {}
         self._counters = dataclasses.asdict(ServerStats())
         self._stats_changed = threading.Condition()  # also guards the _Conn counters
+        self._stats_waiters = 0  # callers in wait_stats (no one to wake: no notify)
         self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
         self._background: set[asyncio.Task[None]] = set()
         self._read_buf = bytearray(_READ_SIZE)  # the loop's, for every connection
@@ -281,11 +282,15 @@ class NfsServer:
             The counters that satisfied `predicate`, or None after `timeout` seconds.
         """
         with self._stats_changed:
-            if self._stats_changed.wait_for(
-                lambda: predicate(ServerStats(**self._counters)), timeout
-            ):
-                return ServerStats(**self._counters)
-            return None
+            self._stats_waiters += 1
+            try:
+                if self._stats_changed.wait_for(
+                    lambda: predicate(ServerStats(**self._counters)), timeout
+                ):
+                    return ServerStats(**self._counters)
+                return None
+            finally:
+                self._stats_waiters -= 1
 
     def start(self, timeout: float = 10.0) -> Self:
         """Start the loop thread and wait until the socket listens.
@@ -354,7 +359,8 @@ class NfsServer:
         counters = self._counters
         for name, delta in changes.items():
             counters[name] += delta
-        self._stats_changed.notify_all()
+        if self._stats_waiters:
+            self._stats_changed.notify_all()
 
     def _hold(self, conn: _Conn, *, calls: int = 0, nbytes: int = 0) -> None:
         """Add `calls` and `nbytes` to those of `conn` in progress; recount the bytes it
@@ -740,7 +746,9 @@ class NfsServer:
         counting the last one.
         """
         with self._stats_changed:
-            self._count_locked({"received_bytes": received})
+            self._counters["received_bytes"] += received
+            if self._stats_waiters:
+                self._stats_changed.notify_all()
             conn.last_active = time.monotonic()  # the loop's clock
             self._hold_locked(conn, 0, 0)  # a partial record read with it is held
             budget = (
