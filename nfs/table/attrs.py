@@ -244,18 +244,19 @@ class Attributes:
         if version is None:
             version = self._reads.version()
         table_time = self._reads.commit_time(version)
-        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
-        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
         if fid == ROOT_ID and partitioned is None:
             partitioned = self._parts.shown()
             self._partitioned = (version, self._s.generation, partitioned)
         # + /versions and /partitions
         nlink = inner.nlink + ((2 if partitioned else 1) if fid == ROOT_ID else 0)
         fsid = self._s.fsid
-        key = (inner, mtime, ctime, nlink, fsid)  # inner: the scratch tree keeps it while unchanged
+        # inner: the scratch tree gives the same object while it is unchanged
+        key = (inner, table_time, nlink, fsid)
         last = self._dirs.get(fid)
         if last is not None and last[0] == key:
             return last[1]
+        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
+        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
         attrs = Fattr3(
             type=Ftype3.NF3DIR,
             mode=inner.mode,
