@@ -52,7 +52,7 @@ LOOPBACK_CONGESTION: Final = (b"cubic", b"reno")
 """Congestion controls asked for on a loopback connection, first one Linux takes."""
 
 
-def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
+def unpaced_on_loopback(sock: socket.socket, *, host: str | None = None) -> bytes | None:
     """Give a TCP connection from this machine a congestion control that does not pace.
 
     Where the machine's default is BBR (common on cloud images), a loopback connection
@@ -63,16 +63,21 @@ def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
     on loopback to be fair to, so the connection asks for cubic (or reno) instead. A
     remote peer, or a system that refuses, keeps the machine's choice.
 
+    Args:
+        sock: the server's side of the connection.
+        host: the peer's address, if the caller has it (else it is asked for).
+
     Returns:
         The congestion control set, or None if the connection is left as it was.
     """
     option = getattr(socket, "TCP_CONGESTION", None)
     if option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return None
-    try:
-        host = sock.getpeername()[0]
-    except OSError:
-        return None
+    if host is None:
+        try:
+            host = sock.getpeername()[0]
+        except OSError:
+            return None
     if not _is_loopback(host):
         return None
     for name in LOOPBACK_CONGESTION:

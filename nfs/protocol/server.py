@@ -564,10 +564,18 @@ class NfsServer:
             logger.debug("cannot set up a connection: %s", err)
             sock.close()
             return
+        stop = self._stop
+        if stop is not None and not stop.is_set():
+            # read it from now on: a client's first call, sent as soon as it connected,
+            # is often here already and is answered at once, not after the task starts
+            conn.ended = loop.create_future()
+            self._read_on(conn)
         task = asyncio.create_task(self._serve_connection(conn))
         self._connections[task] = conn
         task.add_done_callback(self._connection_done)
         self._count(connections=1)
+        if conn.reading:
+            self._readable(conn)
 
     def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
@@ -577,13 +585,14 @@ class NfsServer:
         call of the connection runs (so a worker never sends on a reused descriptor).
         """
         sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            unpaced_on_loopback(sock)
         try:
             peer = sock.getpeername()
         except OSError:
             peer = None
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if peer is not None:
+                unpaced_on_loopback(sock, host=peer[0])
         fd = sock.fileno()
 
         def writable() -> None:  # the loop sends while the client is slow to read
@@ -660,11 +669,12 @@ class NfsServer:
         loop = asyncio.get_running_loop()
         sock = conn.sock
         stop = self._stop
-        if stop is None or stop.is_set():
-            sock.close()
-            return
-        conn.ended = loop.create_future()
-        self._read_on(conn)
+        if conn.ended is None:  # not being read yet (stopping when it was accepted)
+            if stop is None or stop.is_set():
+                sock.close()
+                return
+            conn.ended = loop.create_future()
+            self._read_on(conn)
         try:
             await conn.ended
         finally:
