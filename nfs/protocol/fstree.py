@@ -110,6 +110,8 @@ class Node:
     children: dict[str, FileId] = field(default_factory=dict)
     subdirs: int = 0
     verifier: bytes | None = None
+    attrs_memo: tuple[tuple[int, ...], Fattr3] | None = field(default=None, repr=False)
+    """The attributes last built for it and what they were built from (`FsTree._attrs`)."""
 
     @property
     def is_dir(self) -> bool:
@@ -347,20 +349,38 @@ class FsTree:
         self._touch_dir(parent, now)
 
     def _attrs(self, node: Node) -> Fattr3:
+        """The attributes of ``node``; the same (immutable) object as last time while
+        nothing they show has changed (a GETATTR of a directory builds none)."""
         if node.is_dir:
             size = _DIR_SIZE
             nlink = 2 + node.subdirs
         else:
             size = node.size
             nlink = 1
-        return Fattr3(
+        used = self._used(node, size)
+        key = (
+            node.type,
+            node.mode,
+            nlink,
+            node.uid,
+            node.gid,
+            size,
+            used,
+            node.atime,
+            node.mtime,
+            node.ctime,
+        )
+        memo = node.attrs_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        attrs = Fattr3(
             type=node.type,
             mode=node.mode,
             nlink=nlink,
             uid=node.uid,
             gid=node.gid,
             size=size,
-            used=self._used(node, size),
+            used=used,
             rdev=Specdata3(),
             fsid=self._fsid,
             fileid=node.fid,
@@ -368,6 +388,8 @@ class FsTree:
             mtime=Nfstime3.from_ns(node.mtime),
             ctime=Nfstime3.from_ns(node.ctime),
         )
+        node.attrs_memo = (key, attrs)
+        return attrs
 
     def _used(self, node: Node, size: int) -> int:
         """fattr3.used: the bytes a file occupies (a hole occupies none)."""

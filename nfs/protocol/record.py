@@ -103,13 +103,20 @@ class RecordReader:
         if self._broken is not None:
             raise self._broken
         buf = self._buf
+        if not buf and not self._record and len(data) >= 4 and memoryview(data).itemsize == 1:
+            # the common case: nothing kept, the bytes are one whole one-fragment record
+            header: int = _HEADER.unpack_from(data, 0)[0]
+            length = header & MAX_FRAGMENT_SIZE
+            if header & LAST_FRAGMENT and length + 4 == len(data) and length <= self._max:
+                self._fragments = 0
+                return [bytes(data[4:])]
         buf += data
         records: list[bytes] = []
         pos = 0
         end = len(buf)
         with memoryview(buf) as view:
             while end - pos >= 4:
-                header: int = _HEADER.unpack_from(buf, pos)[0]
+                header = _HEADER.unpack_from(buf, pos)[0]
                 length = header & MAX_FRAGMENT_SIZE
                 if len(self._record) + length > self._max:
                     self._broken = RecordError(

@@ -146,11 +146,21 @@ class Credentials:
             AuthError: AUTH_BADCRED for a malformed AUTH_SYS body, AUTH_REJECTEDCRED
                 for a flavor we do not accept (only AUTH_NONE and AUTH_SYS are).
         """
-        if cred.flavor == AuthFlavor.AUTH_NONE:
+        return cls.of(cred.flavor, cred.body)
+
+    @staticmethod
+    def of(flavor: int, body: bytes) -> Credentials:
+        """`from_auth` of a credential given as its flavor and body (a call's header
+        decoded in one go; no `OpaqueAuth` made for it).
+
+        Raises:
+            AuthError: as `from_auth`.
+        """
+        if flavor == AuthFlavor.AUTH_SYS:
+            return _auth_sys_credentials(body)
+        if flavor == AuthFlavor.AUTH_NONE:
             return _ANONYMOUS
-        if cred.flavor == AuthFlavor.AUTH_SYS:
-            return _auth_sys_credentials(cred.body)
-        raise AuthError(AuthStat.AUTH_REJECTEDCRED, f"auth flavor {cred.flavor} not supported")
+        raise AuthError(AuthStat.AUTH_REJECTEDCRED, f"auth flavor {flavor} not supported")
 
     @classmethod
     def sys(

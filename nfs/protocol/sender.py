@@ -34,7 +34,7 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, cast
 
 from nfs.protocol.xdr import FileSlice
 
@@ -52,7 +52,7 @@ LOOPBACK_CONGESTION: Final = (b"cubic", b"reno")
 """Congestion controls asked for on a loopback connection, first one Linux takes."""
 
 
-def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
+def unpaced_on_loopback(sock: socket.socket, *, host: str | None = None) -> bytes | None:
     """Give a TCP connection from this machine a congestion control that does not pace.
 
     Where the machine's default is BBR (common on cloud images), a loopback connection
@@ -63,16 +63,21 @@ def unpaced_on_loopback(sock: socket.socket) -> bytes | None:
     on loopback to be fair to, so the connection asks for cubic (or reno) instead. A
     remote peer, or a system that refuses, keeps the machine's choice.
 
+    Args:
+        sock: the server's side of the connection.
+        host: the peer's address, if the caller has it (else it is asked for).
+
     Returns:
         The congestion control set, or None if the connection is left as it was.
     """
     option = getattr(socket, "TCP_CONGESTION", None)
     if option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return None
-    try:
-        host = sock.getpeername()[0]
-    except OSError:
-        return None
+    if host is None:
+        try:
+            host = sock.getpeername()[0]
+        except OSError:
+            return None
     if not _is_loopback(host):
         return None
     for name in LOOPBACK_CONGESTION:
@@ -184,22 +189,79 @@ class ReplySender:
             `shutdown`), False if bytes remain queued (another thread or the loop
             sends them).
         """
-        views: list[memoryview | FileSlice] = [
-            b if isinstance(b, FileSlice) else memoryview(b).cast("B") for b in buffers if len(b)
-        ]
-        size = sum(len(v) if isinstance(v, FileSlice) else v.nbytes for v in views)
         with self._lock:
             if self.error is not None or self._closing:
                 return True
-            self._queue.append(views)
-            self._queued += size
-            if self._busy:
-                return False
-            self._busy = True
+            direct = not self._busy and not self._queue
+            if direct:
+                self._busy = True  # this thread is the sender now
+            else:
+                self._enqueue(buffers)
+                if self._busy:
+                    return False
+                self._busy = True
+        if direct and not any(isinstance(b, FileSlice) for b in buffers):
+            # the common case: nothing queued, the socket takes the whole reply at once
+            if self._send_whole(cast("Sequence[bytes | bytearray | memoryview]", buffers)):
+                return True
+        elif direct:
+            with self._lock:
+                self._enqueue(buffers)
         if self._drain(self.wait if wait is None else wait):
             return True
         self._on_blocked()
         return False
+
+    def _enqueue(self, buffers: Sequence[bytes | bytearray | memoryview | FileSlice]) -> None:
+        """Queue one reply at the tail (the caller holds the lock)."""
+        views: list[memoryview | FileSlice] = [
+            b if isinstance(b, FileSlice) else memoryview(b).cast("B") for b in buffers if len(b)
+        ]
+        self._queue.append(views)
+        self._queued += sum(len(v) if isinstance(v, FileSlice) else v.nbytes for v in views)
+
+    def _send_whole(self, buffers: Sequence[bytes | bytearray | memoryview]) -> bool:
+        """One ``sendmsg`` of a reply found with nothing queued (this thread the sender).
+
+        Returns:
+            True if it went out whole (or the connection failed) and no other reply was
+            queued meanwhile: sending is released. False: what is left of it is at the
+            head of the queue (other replies behind it), for `_drain`.
+        """
+        try:
+            sent = self._sock.sendmsg(buffers) if len(buffers) <= IOV_MAX else 0
+        except BlockingIOError:
+            sent = 0
+        except OSError as err:
+            with self._lock:
+                self.error = err
+                self._queue.clear()
+                self._queued = 0
+            return False  # _drain releases sending (and tells a want_room waiter)
+        total = 0
+        for b in buffers:
+            total += len(b) if type(b) is bytes else memoryview(b).nbytes
+        with self._lock:
+            if sent < total:
+                left = [memoryview(b).cast("B") for b in buffers]
+                while sent:
+                    if sent >= left[0].nbytes:
+                        sent -= left.pop(0).nbytes
+                    else:
+                        left[0] = left[0][sent:]
+                        sent = 0
+                rest: list[memoryview | FileSlice] = [v for v in left if v.nbytes]
+                self._queue.appendleft(rest)
+                self._queued += sum(v.nbytes for v in left)
+                return False
+            if self._queue:  # replies queued by other threads while this one was sent
+                return False
+            self._busy = False
+            notify = self._want_room
+            self._want_room = False
+        if notify:
+            self._on_room()
+        return True
 
     def resume(self) -> bool:
         """Send what the socket takes now (the loop, after ``on_blocked``, when writable).

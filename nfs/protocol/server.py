@@ -76,6 +76,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 256 * 1024
+_SMALL_REPLY: Final = 4096
+"""A reply of at most this many bytes in one buffer is copied behind its record mark."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
@@ -221,6 +223,7 @@ class NfsServer:
         self._connections: dict[asyncio.Task[None], _Conn] = {}
         self._counters = dataclasses.asdict(ServerStats())
         self._stats_changed = threading.Condition()  # also guards the _Conn counters
+        self._stats_waiters = 0  # callers in wait_stats (no one to wake: no notify)
         self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
         self._background: set[asyncio.Task[None]] = set()
         self._read_buf = bytearray(_READ_SIZE)  # the loop's, for every connection
@@ -279,11 +282,15 @@ class NfsServer:
             The counters that satisfied `predicate`, or None after `timeout` seconds.
         """
         with self._stats_changed:
-            if self._stats_changed.wait_for(
-                lambda: predicate(ServerStats(**self._counters)), timeout
-            ):
-                return ServerStats(**self._counters)
-            return None
+            self._stats_waiters += 1
+            try:
+                if self._stats_changed.wait_for(
+                    lambda: predicate(ServerStats(**self._counters)), timeout
+                ):
+                    return ServerStats(**self._counters)
+                return None
+            finally:
+                self._stats_waiters -= 1
 
     def start(self, timeout: float = 10.0) -> Self:
         """Start the loop thread and wait until the socket listens.
@@ -352,7 +359,8 @@ class NfsServer:
         counters = self._counters
         for name, delta in changes.items():
             counters[name] += delta
-        self._stats_changed.notify_all()
+        if self._stats_waiters:
+            self._stats_changed.notify_all()
 
     def _hold(self, conn: _Conn, *, calls: int = 0, nbytes: int = 0) -> None:
         """Add `calls` and `nbytes` to those of `conn` in progress; recount the bytes it
@@ -556,10 +564,18 @@ class NfsServer:
             logger.debug("cannot set up a connection: %s", err)
             sock.close()
             return
+        stop = self._stop
+        if stop is not None and not stop.is_set():
+            # read it from now on: a client's first call, sent as soon as it connected,
+            # is often here already and is answered at once, not after the task starts
+            conn.ended = loop.create_future()
+            self._read_on(conn)
         task = asyncio.create_task(self._serve_connection(conn))
         self._connections[task] = conn
         task.add_done_callback(self._connection_done)
         self._count(connections=1)
+        if conn.reading:
+            self._readable(conn)
 
     def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
@@ -569,13 +585,14 @@ class NfsServer:
         call of the connection runs (so a worker never sends on a reused descriptor).
         """
         sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            unpaced_on_loopback(sock)
         try:
             peer = sock.getpeername()
         except OSError:
             peer = None
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if peer is not None:
+                unpaced_on_loopback(sock, host=peer[0])
         fd = sock.fileno()
 
         def writable() -> None:  # the loop sends while the client is slow to read
@@ -652,11 +669,12 @@ class NfsServer:
         loop = asyncio.get_running_loop()
         sock = conn.sock
         stop = self._stop
-        if stop is None or stop.is_set():
-            sock.close()
-            return
-        conn.ended = loop.create_future()
-        self._read_on(conn)
+        if conn.ended is None:  # not being read yet (stopping when it was accepted)
+            if stop is None or stop.is_set():
+                sock.close()
+                return
+            conn.ended = loop.create_future()
+            self._read_on(conn)
         try:
             await conn.ended
         finally:
@@ -717,8 +735,8 @@ class NfsServer:
             # may still be counting it as running): answered here if it needs no waiting
             parts = self.dispatcher.handle_parts_nowait(records[0], conn.context, files=True)
             if parts is not None:
-                conn.sender.send(_framed(parts), wait=0.0)
-                records = []
+                self._answered_here(conn, n, parts)
+                return
         with self._stats_changed:
             self._count_locked({"received_bytes": n})
             if completed:  # a half-sent record is no activity
@@ -727,10 +745,36 @@ class NfsServer:
         conn.pending.extend(records)
         self._dispatch(conn)
         if not self._may_read(conn):
-            self._read_off(conn)
-            task = asyncio.create_task(self._resume_reading(conn))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._pause_reading(conn)
+
+    def _answered_here(self, conn: _Conn, received: int, parts: list[Part]) -> None:
+        """Send the reply of a call answered on the loop (`received`: the bytes read).
+
+        The connection's bookkeeping is done before the reply goes out, and nothing but
+        the budget check after: a synchronous client sends its next call as soon as it
+        has the reply, and that call then finds the loop waiting for it, not still
+        counting the last one.
+        """
+        with self._stats_changed:
+            self._counters["received_bytes"] += received
+            if self._stats_waiters:
+                self._stats_changed.notify_all()
+            conn.last_active = time.monotonic()  # the loop's clock
+            self._hold_locked(conn, 0, 0)  # a partial record read with it is held
+            budget = (
+                conn.held < self.resources.max_connection_bytes
+                and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
+            )
+        sent = conn.sender.send(_framed(parts), wait=0.0)
+        if not (sent and budget) and not self._may_read(conn):
+            self._pause_reading(conn)
+
+    def _pause_reading(self, conn: _Conn) -> None:
+        """Read `conn` no further until `_resume_reading` finds it may be read."""
+        self._read_off(conn)
+        task = asyncio.create_task(self._resume_reading(conn))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _dispatch(self, conn: _Conn) -> None:
         """Hand `conn`'s records to the workers, up to ``max_in_flight`` calls at once."""
@@ -843,7 +887,12 @@ class NfsServer:
 
 def _framed(parts: list[Part]) -> list[bytes | bytearray | memoryview | FileSlice]:
     """A reply's buffers behind its record mark (READ data from a file kept as a
-    `FileSlice`, which the sender sends with ``sendfile``)."""
+    `FileSlice`, which the sender sends with ``sendfile``); a small reply in one
+    buffer is sent as one, its mark in front."""
+    if len(parts) == 1:
+        only = parts[0]
+        if type(only) is bytes and len(only) <= _SMALL_REPLY:
+            return [record_mark(len(only)) + only]
     plain = [p for p in parts if not isinstance(p, FileSlice)]
     if len(plain) == len(parts):
         return [*encode_record_parts(plain)]

@@ -66,6 +66,8 @@ class Attributes:
         self._changes = changes
         self._parts = parts
         self._data_csv: tuple[tuple[object, ...], Fattr3] | None = None
+        self._dirs: dict[FileId, tuple[tuple[object, ...], Fattr3]] = {}
+        """The attributes last built for / and /data, and what they were built from."""
         self._partitioned: tuple[int, int, bool] | None = None
         """(version, table generation, whether / lists partitions), from the last full
         GETATTR of /: the partition columns are read under the table handle's lock."""
@@ -242,14 +244,20 @@ class Attributes:
         if version is None:
             version = self._reads.version()
         table_time = self._reads.commit_time(version)
-        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
-        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
         if fid == ROOT_ID and partitioned is None:
             partitioned = self._parts.shown()
             self._partitioned = (version, self._s.generation, partitioned)
         # + /versions and /partitions
         nlink = inner.nlink + ((2 if partitioned else 1) if fid == ROOT_ID else 0)
-        return Fattr3(
+        fsid = self._s.fsid
+        # inner: the scratch tree gives the same object while it is unchanged
+        key = (inner, table_time, nlink, fsid)
+        last = self._dirs.get(fid)
+        if last is not None and last[0] == key:
+            return last[1]
+        mtime = max(inner.mtime, table_time, key=Nfstime3.to_ns)
+        ctime = max(inner.ctime, table_time, key=Nfstime3.to_ns)
+        attrs = Fattr3(
             type=Ftype3.NF3DIR,
             mode=inner.mode,
             nlink=nlink,
@@ -258,12 +266,14 @@ class Attributes:
             size=inner.size,
             used=inner.used,
             rdev=inner.rdev,
-            fsid=self._s.fsid,
+            fsid=fsid,
             fileid=fid,
             atime=mtime,
             mtime=mtime,
             ctime=ctime,
         )
+        self._dirs[fid] = (key, attrs)
+        return attrs
 
     def data_csv_attrs(self, version: int, size: int) -> Fattr3:
         """The attributes of data.csv showing ``version`` as ``size`` bytes (not a writer's);

@@ -38,6 +38,31 @@ def test_clock_is_injected(clock: FakeClock) -> None:
     assert fs.getattr(fid).mtime.seconds == t0.seconds + 10
 
 
+def test_attributes_are_built_once_and_follow_every_change(clock: FakeClock) -> None:
+    """GETATTR of an unchanged entry returns the attributes built last time (no new
+    Fattr3 per call); each change shows in the next call."""
+    fs = MemoryFs(clock)
+    d = fs.add_dir(fs.root_dir(), "data")
+    first = fs.getattr(d)
+    assert fs.getattr(d) is first
+    clock.advance(5)
+    sub = fs.mkdir(d, "sub", Sattr3(), ROOT)
+    made = fs.getattr(d)
+    assert made.nlink == first.nlink + 1 and made.mtime.seconds == first.mtime.seconds + 5
+    assert fs.getattr(d) is made
+    fs.setattr(d, Sattr3(mode=0o700), ROOT)
+    assert fs.getattr(d).mode == 0o700
+    f = fs.add_file(d, "f", b"abc")
+    assert fs.getattr(f).size == 3
+    fs.write(f, 3, b"defg", StableHow.FILE_SYNC, ROOT)
+    assert fs.getattr(f).size == 7 and fs.getattr(f) is fs.getattr(f)
+    fs.setattr(f, Sattr3(size=1), ROOT)
+    assert fs.getattr(f).size == 1
+    fs.rmdir(d, "sub", ROOT)
+    assert fs.getattr(d).nlink == first.nlink
+    assert not fs.contains(sub)
+
+
 def test_shared_id_allocator_and_chosen_root_keep_ids_apart() -> None:
     ids = IdAllocator(1 << 48)
     scratch = MemoryFs(ids=ids, root_id=FileId(7))

@@ -36,6 +36,7 @@ from nfs.protocol.nfs3 import (
     NfsProc3,
     Nfsstat3,
     Pathconf3Args,
+    Sattr3,
     StableHow,
 )
 from nfs.protocol.observe import CallOutcome
@@ -198,6 +199,33 @@ def test_nowait_defers_when_the_answer_would_wait(table_fs: TableFs, clock: Fake
     assert table_fs.getattr_nowait(DATA_DIR_ID, ctx) is None
     assert table_fs.getattr(DATA_CSV_ID, writer).size == grown.size + 4
     assert table_fs.getattr(DATA_CSV_ID, ctx).size == grown.size
+
+
+def test_directory_attributes_are_kept_until_they_change(
+    table_fs: TableFs, clock: FakeClock
+) -> None:
+    """/ and /data answer with the attributes built last time while nothing they show
+    changed; a file made in /data (a scratch file) and a commit show in the next call."""
+    ctx = CallContext.local(peer="10.0.0.1:800")
+    table_fs.getattr(ROOT_ID, ctx)
+    table_fs.getattr(DATA_CSV_ID, ctx)
+    for fid in (ROOT_ID, DATA_DIR_ID):
+        first = table_fs.getattr(fid, ctx)
+        assert table_fs.getattr(fid, ctx) is first
+        assert table_fs.getattr_nowait(fid, ctx) is first
+    before = table_fs.getattr(DATA_DIR_ID, ctx)
+    table_fs.create(DATA_DIR_ID, ".data.csv.swp", Sattr3(), ctx, guarded=True)
+    made = table_fs.getattr(DATA_DIR_ID, ctx)
+    assert made.mtime.to_ns() > before.mtime.to_ns()
+    assert table_fs.getattr(DATA_DIR_ID, ctx) is made
+    table_fs.remove(DATA_DIR_ID, ".data.csv.swp", ctx)
+    removed = table_fs.getattr(DATA_DIR_ID, ctx)
+    assert removed.mtime.to_ns() > made.mtime.to_ns()
+    table_fs._db.insert(_rows(500, 1))  # a commit: the table's newer commit time
+    clock.advance(1)  # the version is checked again
+    committed = table_fs.getattr(DATA_DIR_ID, ctx)
+    assert committed.mtime.to_ns() > removed.mtime.to_ns()
+    assert committed.mtime == table_fs.getattr(DATA_CSV_ID, ctx).mtime
 
 
 def test_nowait_leaves_other_files_to_the_full_path(table_fs: TableFs) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -215,6 +216,57 @@ def test_sender_hands_a_full_socket_over_and_keeps_the_order() -> None:
         assert pair.read_all(5) == b"after"
     finally:
         pair.close()
+
+
+class _MidSend(socket.socket):
+    """A socket whose first ``sendmsg`` lets ``during`` run first (another thread's reply
+    queued while this one is being sent)."""
+
+    during: Callable[[], None] | None = None
+
+    def sendmsg(self, *args: Any, **kwargs: Any) -> int:
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return super().sendmsg(*args, **kwargs)
+
+
+@pytest.mark.parametrize("first_size", [10, 50_000])
+def test_a_reply_queued_during_a_direct_send_follows_it(first_size: int) -> None:
+    """A reply sent with nothing queued goes straight to ``sendmsg``; one that another
+    thread sends meanwhile is queued and follows it whole, whether the first went out
+    whole (10 bytes) or filled the socket (50,000)."""
+    near, far = socket.socketpair()
+    sock = _MidSend(near.family, near.type, fileno=near.detach())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    sender = ReplySender(sock, on_blocked=lambda: None, on_room=lambda: None, wait=0.0)
+    others: list[bool] = []
+
+    def another_thread() -> None:
+        t = threading.Thread(target=lambda: others.append(sender.send([b"second", b"!"])))
+        t.start()
+        t.join()
+
+    sock.during = another_thread
+    try:
+        first: list[bytes | memoryview] = [b"first:", memoryview(b"x" * first_size)]
+        done = sender.send(first)
+        assert others == [False]  # queued: the first was being sent
+        expected = b"first:" + b"x" * first_size + b"second!"
+        got = bytearray()
+        far.settimeout(30)
+        while not done:
+            got += far.recv(1 << 16)
+            done = sender.resume()
+        while len(got) < len(expected):
+            got += far.recv(1 << 16)
+        assert bytes(got) == expected
+        assert sender.idle and sender.queued_bytes == 0
+    finally:
+        sock.close()
+        far.close()
 
 
 def test_sender_shutdown_drops_the_queue_and_ends_the_connection() -> None:

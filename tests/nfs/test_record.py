@@ -106,3 +106,16 @@ def test_large_record_in_many_chunks() -> None:
     for i in range(0, len(stream), 65536):
         out += reader.feed(stream[i : i + 65536])
     assert out == [payload]
+
+
+def test_whole_records_fed_one_at_a_time() -> None:
+    """A feed holding exactly one whole record (a synchronous client's call) gives it;
+    the fragment count and the size limit hold across such feeds."""
+    reader = RecordReader(max_record_size=100, max_fragments=2)
+    for i in range(5):
+        assert reader.feed(struct.pack(">I", 0)) == []  # an empty first fragment
+        assert reader.feed(encode_record(b"call %d" % i)) == [b"call %d" % i]
+        assert reader.pending == 0
+    assert reader.feed(memoryview(encode_record(b"x" * 100))) == [b"x" * 100]
+    with pytest.raises(RecordError):
+        reader.feed(encode_record(b"x" * 101))

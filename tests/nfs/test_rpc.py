@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 
@@ -285,3 +286,23 @@ def _sample_args(root: bytes) -> bytes:
     p.pack_uint(4096)
     p.pack_uint(4096)
     return p.get_buffer()
+
+
+def test_a_decoded_calls_context_is_the_constructors() -> None:
+    """The context a procedure gets (`CallContext.of_call`, made without ``__setattr__``)
+    has every field and equals, hashes and prints as the constructor's."""
+    seen: list[CallContext] = []
+
+    def run(args: Void, ctx: CallContext) -> Void:
+        seen.append(ctx)
+        return args
+
+    d = Dispatcher([RpcProgram(400000, 1, {0: RpcProcedure("P_NULL", Void.unpack, run)})])
+    reply_of(d, call_bytes(400000, 1, 0, xid=99))
+    (got,) = seen
+    plain = CallContext(got.cred, Xid(99), 400000, 1, 0, "127.0.0.1:1", got.connection)
+    assert got == plain and hash(got) == hash(plain) and repr(got) == repr(plain)
+    assert set(vars(got)) == {f.name for f in dataclasses.fields(CallContext)}
+    assert got.cred == Credentials.sys(1000, 100, (4, 24), "host") and got.connection > 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.xid = Xid(8)  # type: ignore[misc]

@@ -96,7 +96,6 @@ from nfs.protocol.vfs import (
     ACCESS3_EXTEND,
     ACCESS3_MODIFY,
     FileId,
-    MountAware,
     NfsError,
 )
 
@@ -145,8 +144,8 @@ def _attrs_nowait(s: Nfs3Service, fid: FileId, ctx: CallContext) -> Fattr3 | Non
 def nfsproc3_null(s: Nfs3Service, args: Void, ctx: CallContext) -> Void:
     """NULL (RFC 1813 §3.3.0): nothing, but a Vfs that keeps state per client address
     hears of it (`nfs.protocol.vfs.MountAware`: a client pings when it mounts)."""
-    if ctx.connection and isinstance(s.vfs, MountAware):
-        s.vfs.client_mounted(ctx)
+    if ctx.connection and s.mount_aware is not None:
+        s.mount_aware.client_mounted(ctx)
     return VOID
 
 

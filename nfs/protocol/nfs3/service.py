@@ -21,7 +21,7 @@ from nfs.protocol.nfs3.types import (
     PreOpAttr,
     WccData,
 )
-from nfs.protocol.vfs import FileId, NfsError, Vfs
+from nfs.protocol.vfs import FileId, MountAware, NfsError, Vfs
 
 __all__ = ["DEFAULT_LIMITS", "OK", "Nfs3Limits", "Nfs3Service", "nfs3_status"]
 
@@ -72,6 +72,9 @@ class Nfs3Service:
         if len(self.write_verifier) != NFS3_WRITEVERFSIZE:
             raise ValueError("write_verifier must be 8 bytes")
         self.limits = limits
+        self.mount_aware: MountAware | None = vfs if isinstance(vfs, MountAware) else None
+        """The Vfs if it hears of mounts (an NFSv3 NULL); checked once here, since a
+        runtime protocol check costs more than the rest of a NULL call."""
 
     # -- helpers shared by the procedures
 
