@@ -45,7 +45,7 @@ from nfs.table.state import (
     status_error,
     version_of,
 )
-from nfs.table.writers import Bounded, ReadViews, WriterKey
+from nfs.table.writers import Bounded, ReadViews, WriterKey, peer_of
 from posixlake.errors import PosixLakeError
 
 __all__ = ["SENDFILE_MIN", "EditFace", "Reads"]
@@ -137,7 +137,7 @@ class Reads:
         self._s.times.clear()
         self._s.schema_text = None
         self._s.views = ReadViews(MAX_CLIENTS)
-        self._s.own = Bounded(MAX_PAGES)
+        self._s.own = Bounded(MAX_PAGES, peer_of)
         self._s.edits_before = None
         self._s.scratch_base.clear()
         for w in list(self._s.writers.values()):

@@ -41,7 +41,15 @@ from nfs.table.scratchfs import ScratchFs
 from nfs.table.segkeys import SegmentKeys
 from nfs.table.segments import SegmentedRendering, Segmenter, SegmentStore
 from nfs.table.staging import Base
-from nfs.table.writers import Bounded, ClientPages, ReadViews, Shadows, Writer, WriterKey
+from nfs.table.writers import (
+    Bounded,
+    ClientPages,
+    ReadViews,
+    Shadows,
+    Writer,
+    WriterKey,
+    peer_of,
+)
 from posixlake.database import DatabaseOps
 from posixlake.errors import (
     InvalidOperation,
@@ -253,10 +261,10 @@ class TableState:
         self.writers: dict[WriterKey, Writer] = {}
         """Each writer's staging of data.csv (see `drop`)."""
         self.views = ReadViews(MAX_CLIENTS)
-        self.own: Bounded[str, tuple[int, Base]] = Bounded(MAX_PAGES)
+        self.own: Bounded[str, tuple[int, Base]] = Bounded(MAX_PAGES, peer_of)
         self.began: Bounded[WriterKey, bool] = Bounded(MAX_CLIENTS)
         self.edits_before: dict[str, list[tuple[int, int, int, int]]] | None = None
-        self.failures: Bounded[WriterKey, NfsError] = Bounded(MAX_CLIENTS)
+        self.failures: Bounded[WriterKey, NfsError] = Bounded(MAX_CLIENTS, _peer_of_key)
         # the connection each client address last mounted on (see WriteRules.client_mounted)
         self.mounts: Bounded[str, int] = Bounded(MAX_CLIENTS)
         self.last_start = 0  # when the newest staging began (ns; see Stagings.started_ns)
@@ -317,3 +325,7 @@ def version_of(fid: FileId) -> tuple[int, bool] | None:
         n, is_file = divmod(fid - VERSION_BASE, 2)
         return n, bool(is_file)
     return None
+
+
+def _peer_of_key(key: WriterKey) -> str:
+    return key.peer

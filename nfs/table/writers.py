@@ -272,7 +272,7 @@ class ReadViews:
 
     def __init__(self, limit: int) -> None:
         """Remember the last ``limit`` clients."""
-        self._views: Bounded[str, list[tuple[int, int, int]]] = Bounded(limit)
+        self._views: Bounded[str, list[tuple[int, int, int]]] = Bounded(limit, peer_of)
 
     def record(self, peer: str, version: int, offset: int, end: int, eof: bool) -> None:
         """Note that ``peer`` READ bytes ``[offset, end)`` of ``version`` (``eof``: the end)."""
@@ -313,6 +313,10 @@ class ReadViews:
         """The slots whose reads are remembered."""
         return self._views.key_list()
 
+    def slots_of(self, peer: str) -> list[str]:
+        """The slots of the client address ``peer`` whose reads are remembered."""
+        return self._views.keys_of(peer)
+
     def wrote(self, peer: str, version: int) -> None:
         """``peer``'s own edit made ``version``: what it holds now is that edit's content
         (the whole of ``version`` when the table became exactly that)."""
@@ -320,19 +324,28 @@ class ReadViews:
 
 
 class Bounded(Generic[_K, _V]):
-    """A dict that forgets its least recently set entries past ``limit`` (per-client state)."""
+    """A dict that forgets its least recently set entries past ``limit`` (per-client state).
 
-    def __init__(self, limit: int) -> None:
+    With ``group`` (a key's client address), the keys of one client are found without
+    a walk over all of them (`keys_of`): a libnfs process' mount asks on every call.
+    """
+
+    def __init__(self, limit: int, group: Callable[[_K], str] | None = None) -> None:
         """Keep at most ``limit`` entries."""
         self._limit = limit
         self._items: OrderedDict[_K, _V] = OrderedDict()
+        self._group = group
+        self._groups: dict[str, set[_K]] = {}
 
     def set(self, key: _K, value: _V) -> None:
         """Set ``key``, making it the most recent."""
         self._items[key] = value
         self._items.move_to_end(key)
+        if self._group is not None:
+            self._groups.setdefault(self._group(key), set()).add(key)
         while len(self._items) > self._limit:
-            self._items.popitem(last=False)
+            old, _ = self._items.popitem(last=False)
+            self._ungroup(old)
 
     def get(self, key: _K) -> _V | None:
         """Return the value of ``key`` or None."""
@@ -340,11 +353,28 @@ class Bounded(Generic[_K, _V]):
 
     def pop(self, key: _K) -> _V | None:
         """Remove and return the value of ``key`` (None if absent)."""
-        return self._items.pop(key, None)
+        if key not in self._items:
+            return None
+        self._ungroup(key)
+        return self._items.pop(key)
+
+    def _ungroup(self, key: _K) -> None:
+        if self._group is None:
+            return
+        name = self._group(key)
+        keys = self._groups.get(name)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._groups[name]
 
     def key_list(self) -> list[_K]:
         """The keys, least recently set first."""
         return list(self._items)
+
+    def keys_of(self, group: str) -> list[_K]:
+        """The keys in ``group`` (a Bounded made without ``group`` has none)."""
+        return list(self._groups.get(group, ()))
 
 
 class Shadows:
@@ -501,7 +531,10 @@ class ClientPages:
         self._dir = directory
         self._limit = limit
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._pages: Bounded[str, tuple[int, Staging]] = Bounded(limit)
+        self._pages: Bounded[str, tuple[int, Staging]] = Bounded(limit, peer_of)
+        # the page files there (names): forgetting a client that has none (every libnfs
+        # process' mount) costs no unlink
+        self._files = {p.name for p in directory.glob("*.page")}
 
     def _path(self, peer: str) -> Path:
         return self._dir / (hashlib.sha256(peer.encode()).hexdigest()[:24] + ".page")
@@ -531,13 +564,16 @@ class ClientPages:
             # page for this client (matched less well), never the older one
             path.unlink(missing_ok=True)
             os.rename(tmp, path)
+            self._files.add(path.name)
             files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
             for old in files[: -self._limit]:
                 old.unlink(missing_ok=True)
+                self._files.discard(old.name)
         except OSError:
             logger.warning("could not keep the page of %s", peer, exc_info=True)
             tmp.unlink(missing_ok=True)
             path.unlink(missing_ok=True)  # an older page must not come back at a restart
+            self._files.discard(path.name)
 
     def get(self, peer: str, presented: Callable[[int], Base | None]) -> tuple[int, Staging] | None:
         """Return ``(version, page)`` of ``peer``, or None; ``presented(v)``: the bytes
@@ -568,18 +604,21 @@ class ClientPages:
         """Forget the pages of every slot of the client address ``peer`` held in memory,
         and its ``data.csv`` page on disk (a partition file's page an earlier boot left
         stays: finding it would read every page file, on every libnfs process' mount)."""
-        for slot in self._pages.key_list():
-            if peer_of(slot) == peer:
-                self.forget(slot)
+        for slot in self._pages.keys_of(peer):
+            self.forget(slot)
         self.forget(peer)
 
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""
         self._pages.pop(peer)
-        self._path(peer).unlink(missing_ok=True)
+        path = self._path(peer)
+        if path.name in self._files:
+            path.unlink(missing_ok=True)
+            self._files.discard(path.name)
 
     def clear(self) -> None:
         """Forget every page (the table was replaced)."""
-        self._pages = Bounded(self._limit)
+        self._pages = Bounded(self._limit, peer_of)
         for path in self._dir.glob("*.page"):
             path.unlink(missing_ok=True)
+        self._files.clear()

@@ -61,7 +61,7 @@ from nfs.table.state import (
     status_error,
     version_of,
 )
-from nfs.table.writers import Torn, Writer, WriterKey, peer_of
+from nfs.table.writers import Torn, Writer, WriterKey
 from posixlake.csvcodec import CsvFormatError, parse_csv
 from posixlake.errors import InvalidOperation, PosixLakeError
 from posixlake.storage import fsync_dir
@@ -590,15 +590,12 @@ class WriteRules:
                         )
                 else:
                     self.abandon_writer(w, "its client process is gone")
-            for key in self._s.failures.key_list():
-                if key.peer == peer:
-                    self._s.failures.pop(key)
-            for slot in self._s.views.slots():
-                if peer_of(slot) == peer:
-                    self._s.views.forget(slot)
-            for slot in self._s.own.key_list():
-                if peer_of(slot) == peer:
-                    self._s.own.pop(slot)
+            for key in self._s.failures.keys_of(peer):
+                self._s.failures.pop(key)
+            for slot in self._s.views.slots_of(peer):
+                self._s.views.forget(slot)
+            for slot in self._s.own.keys_of(peer):
+                self._s.own.pop(slot)
             self._s.pages.forget_client(peer)
 
     @staticmethod
