@@ -102,8 +102,9 @@ def rewrite_rows(
         log: the writable table; the caller holds its lock, at the version it counted on.
         delete / insert: rows with exactly the table's schema.
         pairs: which row of ``insert`` replaces which row of ``delete``.
-        matched: the columns a row of ``delete`` is found by (the key, or every column);
-            their values have exact SQL literals (see ``_rows._in_place``).
+        matched: the columns a row of ``delete`` is found by (the key, or every column):
+            flat types whose Arrow equality is exact for the values (see
+            ``_rows._rewrite_pairs``: no NaN, no float zero).
         metadata: commit info entries.
 
     Returns:
@@ -221,19 +222,19 @@ def _positions(
 ) -> dict[int, list[tuple[int, int]]] | None:
     """Return, per table index, ``(row position, insert row)`` of each row to replace;
     None unless each row of ``delete`` in ``pairs`` matches exactly one row in all."""
-    rows = delete.select(list(matched)).to_pylist()
     found: dict[int, list[tuple[int, int]]] = {}
     taken: set[tuple[int, int]] = set()
     for d, i in pairs:
         hits: list[tuple[int, int]] = []
         for index, table in enumerate(tables):
             mask: Any = None
-            for c, value in rows[d].items():
+            for c in matched:
                 column = table.column(c)
+                value = delete.column(c)[d]  # an Arrow scalar: exact (ns, decimals)
                 eq = (
-                    pc.is_null(column)
-                    if value is None
-                    else pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False)
+                    pc.fill_null(pc.equal(column, value.cast(column.type)), False)
+                    if value.is_valid
+                    else pc.is_null(column)
                 )
                 mask = eq if mask is None else pc.and_(mask, eq)
             if mask is None:

@@ -6,6 +6,7 @@ not be exact."""
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 from collections import Counter
 from pathlib import Path
@@ -275,4 +276,49 @@ def test_files_too_large_to_read_whole_keep_delta_rs_update(
     assert db.replace_rows(delete=[_row(5)], insert=[{**_row(5), "name": "x"}]) == (1, 1)
     assert DeltaTable(str(path)).history(1)[0]["operation"] == "UPDATE"
     assert pc.sum(pc.equal(db.to_arrow()["name"], "x")).as_py() == 1
+    db.close()
+
+
+def test_timestamps_decimals_and_binary_are_rewritten_in_place_exactly(tmp_path: Path) -> None:
+    """Types without an exact SQL literal (which the UPDATE cannot take: they went through
+    the MERGE) are matched by Arrow's equality: nanosecond-free microseconds, zoned
+    timestamps, decimals and bytes keep every digit; a NaN is never matched this way."""
+    path = tmp_path / "t"
+    db = DatabaseOps.create(
+        path,
+        {
+            "id": "Int64",
+            "at": "Timestamp",
+            "local": "TimestampNtz",
+            "price": "Decimal(38,10)",
+            "blob": "Binary",
+            "x": "Float64",
+        },
+        engine="local",
+    )
+    base = datetime.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=datetime.UTC)
+    rows = [
+        {
+            "id": i,
+            "at": base + datetime.timedelta(microseconds=i),
+            "local": (base + datetime.timedelta(days=i)).replace(tzinfo=None),
+            "price": decimal.Decimal(f"{i}.0000000001"),
+            "blob": bytes([i, 0, 255]),
+            "x": float("nan") if i == 3 else i + 0.5,
+        }
+        for i in range(10)
+    ]
+    db.insert(rows)
+    stored = db.to_arrow().to_pylist()
+    new = {**stored[5], "price": decimal.Decimal("12345678901234567890.0000000009"), "blob": b""}
+    assert db.replace_rows(delete=[stored[5]], insert=[new]) == (1, 1)
+    assert db.history(1)[0].operation == "UPDATE"
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "WRITE"
+    got = {r["id"]: r for r in db.to_arrow().to_pylist()}
+    assert got[5] == new and got[4] == stored[4]
+    # a NaN row: Arrow's equality never finds it, the MERGE does (NaN equals NaN there)
+    nan_row = next(r for r in stored if r["id"] == 3)
+    assert db.replace_rows(delete=[nan_row], insert=[{**nan_row, "blob": b"z"}]) == (1, 1)
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "MERGE"
+    assert {r["id"]: r["blob"] for r in db.to_arrow().to_pylist()}[3] == b"z"
     db.close()
