@@ -121,13 +121,7 @@ def rewrite_rows(
     if files is None:
         return None
     fs = table_filesystem(snap.uri, snap.storage_options)
-    spec = ReadSpec(
-        uri=snap.uri,
-        storage_options=snap.storage_options,
-        schema=snap.schema,
-        partition_columns=snap.partition_columns,
-        files=tuple(files),
-    )
+    spec = ReadSpec.of(snap, files)  # column mapping is refused: no physical names
     tables = [
         pa.Table.from_batches(
             list(read_data_file(fs, spec, f, batch_rows=MAX_ROWS, use_threads=True)),

@@ -8,7 +8,7 @@ columns, deletion vectors drop rows, INT96 timestamps are read as microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from posixlake.delta._features import to_logical
-from posixlake.delta._snapshot import DataFile
+from posixlake.delta._snapshot import DataFile, Snapshot
 from posixlake.errors import IoError, NotFound
 
 __all__ = ["BATCH_ROWS", "ReadSpec", "read_data_file"]
@@ -47,6 +47,18 @@ class ReadSpec:
     files: tuple[DataFile, ...]
     file_column: str | None = None
     physical_schema: pa.Schema | None = None
+
+    @classmethod
+    def of(cls, snap: Snapshot, files: Sequence[DataFile]) -> ReadSpec:
+        """The spec to read ``files`` of the snapshot ``snap`` with its schema."""
+        return cls(
+            uri=snap.uri,
+            storage_options=snap.storage_options,
+            schema=snap.schema,
+            partition_columns=snap.partition_columns,
+            files=tuple(files),
+            physical_schema=snap.physical_schema,
+        )
 
     def stored_names(self) -> dict[str, str]:
         """Return the name each column has in the data files, by logical name."""

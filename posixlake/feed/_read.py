@@ -326,14 +326,7 @@ def _read_files(snap: Snapshot, files: Sequence[DataFile], schema: pa.Schema) ->
     vectors applied) with exactly ``schema``."""
     from posixlake.delta.datafiles import ReadSpec, read_data_file
 
-    spec = ReadSpec(
-        uri=snap.uri,
-        storage_options=snap.storage_options,
-        schema=snap.schema,
-        partition_columns=snap.partition_columns,
-        files=tuple(files),
-        physical_schema=snap.physical_schema,
-    )
+    spec = ReadSpec.of(snap, files)
     fs = _filesystem(snap)
     batches = [b for f in files for b in read_data_file(fs, spec, f)]
     table = pa.Table.from_batches(batches, schema=snap.schema)

@@ -16,21 +16,9 @@ from nfs.protocol.vfs import NfsError
 from nfs.table.tablefs import DATA_CSV_ID, TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import parse_csv
+from tests.nfs.conftest import FakeClock
 
 A = CallContext.local(peer="10.0.0.1:700")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture
@@ -43,7 +31,7 @@ def db(tmp_path: Path) -> DatabaseOps:
 
 
 @pytest.fixture
-def fs(db: DatabaseOps, clock: Clock, tmp_path: Path) -> Iterator[TableFs]:
+def fs(db: DatabaseOps, clock: FakeClock, tmp_path: Path) -> Iterator[TableFs]:
     f = TableFs(db, clock=clock, idle_timer=False, state_dir=tmp_path / "state")
     yield f
     f.close()
@@ -79,7 +67,7 @@ def _status(e: pytest.ExceptionInfo[NfsError]) -> Nfsstat3:
 
 
 def test_only_the_records_after_the_common_prefix_are_parsed(
-    fs: TableFs, db: DatabaseOps, clock: Clock, parsed: list[int]
+    fs: TableFs, db: DatabaseOps, clock: FakeClock, parsed: list[int]
 ) -> None:
     old = _current(fs)
     new = old.replace(b"\n390,note 390\n", b"\n390,changed\n")
@@ -87,7 +75,7 @@ def test_only_the_records_after_the_common_prefix_are_parsed(
     _rewrite(fs, new)
     assert parsed and max(parsed) < len(new) // 10  # the last records, not the file
     fs.commit(DATA_CSV_ID, 0, 0, A)
-    clock.now += 60
+    clock.advance(60)
     fs.poll()
     assert {r["id"]: r["note"] for r in db.to_arrow().to_pylist()}[390] == "changed"
 
@@ -107,7 +95,7 @@ def test_a_bad_line_after_the_same_records_is_refused_and_named_by_its_line(
 
 
 def test_a_change_inside_a_quoted_record_of_two_lines_is_parsed_whole(
-    fs: TableFs, db: DatabaseOps, clock: Clock, parsed: list[int]
+    fs: TableFs, db: DatabaseOps, clock: FakeClock, parsed: list[int]
 ) -> None:
     """The common prefix ends in the second line of a quoted record: the check takes the
     record whole, so a good change there is taken and a bad one refused, named by the
@@ -123,7 +111,7 @@ def test_a_change_inside_a_quoted_record_of_two_lines_is_parsed_whole(
     good = old.replace(b'lines, ""quoted"""\n201,', b'lines, ""QUOTED"""\n201,')
     _rewrite(fs, good)
     fs.commit(DATA_CSV_ID, 0, 0, A)
-    clock.now += 60
+    clock.advance(60)
     fs.poll()
     notes = {r["id"]: r["note"] for r in db.to_arrow().to_pylist()}
     assert notes[200] == 'two\nlines, "QUOTED"'
