@@ -172,7 +172,7 @@ def _candidates(
     snap: Snapshot, actions: pa.Table, delete: pa.Table, matched: Sequence[str]
 ) -> list[DataFile] | None:
     """Return the files whose statistics admit a row of ``delete``; None: too many rows
-    to read, or one of them has a deletion vector."""
+    to read, or one of them has a deletion vector or lies outside the table root."""
     paths = actions.column("path").to_pylist()
     admits = np.zeros(len(paths), dtype=bool)
     columns = [c for c in matched if _exact(delete.schema.field(c).type)]
@@ -183,11 +183,17 @@ def _candidates(
         admits |= admitted
     by_path = snap.file_map()
     files = [by_path[unquote(p)] for p, keep in zip(paths, admits, strict=True) if keep]
-    if any(f.deleted_rows or f.num_records is None for f in files):
+    if any(f.deleted_rows or f.num_records is None or _outside_root(f.path) for f in files):
         return None
     if sum(f.num_records or 0 for f in files) > MAX_ROWS or sum(f.size for f in files) > MAX_BYTES:
         return None
     return files
+
+
+def _outside_root(path: str) -> bool:
+    """Whether an add action's path is absolute (a shallow clone's file elsewhere), which
+    the table-rooted file system does not read: delta-rs' UPDATE handles those."""
+    return "://" in path or path.startswith("/")
 
 
 def _admits(actions: pa.Table, column: str, value: Any, t: pa.DataType) -> Any:
