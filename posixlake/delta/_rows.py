@@ -18,8 +18,9 @@ replaced in place instead: by :func:`posixlake.delta._rewrite.rewrite_rows`, whi
 rewrites the files holding them itself where that commit is exact (about 2.5x faster
 than delta-rs' UPDATE on a 100,000-row file; any flat column type, timestamps and
 decimals included), else by one delta-rs UPDATE (2-3x faster than its MERGE; only types
-with exact SQL literals); the same result either way. Values whose SQL literal might not compare as Arrow's total order
-does (NaN, zeros), types without an exact literal, and partitioned tables keep the MERGE.
+with exact SQL literals); the same result either way. Values whose SQL literal might not
+compare as Arrow's total order does (NaN, zeros), types without an exact literal (where
+the rewrite does not apply), and partitioned tables keep the MERGE.
 Both are narrowed by :func:`_ranges`, so delta-rs reads only the files whose statistics
 admit the rows.
 
