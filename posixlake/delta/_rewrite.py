@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import unquote
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -174,15 +173,15 @@ def _candidates(
     """Return the files whose statistics admit a row of ``delete``; None: too many rows
     to read, or one of them has a deletion vector or lies outside the table root."""
     paths = actions.column("path").to_pylist()
-    admits = np.zeros(len(paths), dtype=bool)
+    admits: Any = pa.array([False] * len(paths), pa.bool_())
     columns = [c for c in matched if _exact(delete.schema.field(c).type)]
     for row in delete.select(columns).to_pylist():
-        admitted = np.ones(len(paths), dtype=bool)
+        admitted: Any = pa.array([True] * len(paths), pa.bool_())
         for c, value in row.items():
-            admitted &= _admits(actions, c, value, delete.schema.field(c).type)
-        admits |= admitted
+            admitted = pc.and_(admitted, _admits(actions, c, value, delete.schema.field(c).type))
+        admits = pc.or_(admits, admitted)
     by_path = snap.file_map()
-    files = [by_path[unquote(p)] for p, keep in zip(paths, admits, strict=True) if keep]
+    files = [by_path[unquote(p)] for p, keep in zip(paths, admits.to_pylist(), strict=True) if keep]
     if any(f.deleted_rows or f.num_records is None or _outside_root(f.path) for f in files):
         return None
     if sum(f.num_records or 0 for f in files) > MAX_ROWS or sum(f.size for f in files) > MAX_BYTES:
@@ -202,16 +201,16 @@ def _admits(actions: pa.Table, column: str, value: Any, t: pa.DataType) -> Any:
     if value is None:
         name = f"null_count.{column}"
         if name not in actions.column_names:
-            return np.ones(n, dtype=bool)
+            return pa.array([True] * n, pa.bool_())
         counts = actions.column(name)
-        return np.asarray(pc.fill_null(pc.greater(counts, 0), True), dtype=bool)
+        return pc.fill_null(pc.greater(counts, 0), True)
     low, high = f"min.{column}", f"max.{column}"
     if low not in actions.column_names or high not in actions.column_names:
-        return np.ones(n, dtype=bool)
+        return pa.array([True] * n, pa.bool_())
     lo, hi = actions.column(low), actions.column(high)
     v = pa.scalar(value, lo.type if lo.type == hi.type else t)
     inside = pc.and_kleene(pc.less_equal(lo, v), pc.greater_equal(hi, v))
-    return np.asarray(pc.fill_null(inside, True), dtype=bool)
+    return pc.fill_null(inside, True)
 
 
 def _positions(
