@@ -16,6 +16,10 @@ need_apt=()
 java_ok() { command -v java >/dev/null && java -version 2>&1 | grep -Eq 'version "(1[7-9]|2[0-9])'; }
 java_ok || need_apt+=(openjdk-17-jre-headless)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv python3-pip)
+# the CSV renderer's compiled pass (posixlake/csvcodec/_lines.c): a C compiler and the headers
+command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
+python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+    2>/dev/null || need_apt+=(python3-dev)
 if [ "$DEV" = 1 ]; then
     command -v nfs-cat >/dev/null || need_apt+=(libnfs-utils)
     command -v npm >/dev/null || need_apt+=(nodejs npm)

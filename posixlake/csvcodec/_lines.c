@@ -1,0 +1,438 @@
+/* One compiled pass that writes a batch's CSV lines (see posixlake/csvcodec/_render.py,
+ * `_native_lines`): integers and float64 values are written as text here, every other
+ * column arrives as the final text of its fields (already quoted, NULL as empty) or as a
+ * dictionary of such texts with indices, and the fields are joined with commas and the
+ * line terminator straight into the output.
+ *
+ * A string (K_STR) is quoted here when the codec's rule asks for it (`_NEEDS_QUOTES`, or
+ * empty): a comma, a quote, CR or LF anywhere, whitespace (space, tab, VT, FF) first or
+ * last, or U+FEFF first; its quotes are doubled. NULL is an empty field.
+ *
+ * A float64 is written as Arrow's cast to string writes it (double-conversion's shortest
+ * round-trip digits, fixed notation for decimal exponents -6 to 9, "1e+10", "inf",
+ * "-inf", "-0"), NaN as "NaN"; the shortest digits come from Ryu (vendored in
+ * _vendor/ryu, Apache-2.0 or Boost-1.0), which finds the same digits.
+ *
+ * The formatting runs without the GIL, so the thread pool that renders segments renders
+ * batches in parallel.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ryu/d2s.c"
+
+enum { K_INT = 0, K_UINT = 1, K_FLOAT64 = 2, K_TEXT = 3, K_DICT = 4, K_STR = 5 };
+
+/* The most bytes one integer or float64 field takes ("-9223372036854775808",
+ * "-0.000001234567890123456" is 24, exponents fewer). */
+#define NUMBER_MAX 25
+
+typedef struct {
+    int kind;
+    int width;              /* bytes per integer value or dictionary index */
+    Py_ssize_t offset;      /* the array's offset (rows) */
+    const uint8_t *valid;   /* validity bitmap, or NULL when all are valid */
+    const uint8_t *data;    /* values, or dictionary indices */
+    Py_ssize_t text_offset; /* the offset of the text array (TEXT, DICT) */
+    const int32_t *offsets; /* text offsets */
+    const char *chars;      /* text bytes */
+    Py_ssize_t dict_len;    /* DICT: the number of dictionary fields */
+} column_t;
+
+static const char DIGITS2[200] = {
+    '0', '0', '0', '1', '0', '2', '0', '3', '0', '4', '0', '5', '0', '6', '0', '7', '0', '8', '0', '9',
+    '1', '0', '1', '1', '1', '2', '1', '3', '1', '4', '1', '5', '1', '6', '1', '7', '1', '8', '1', '9',
+    '2', '0', '2', '1', '2', '2', '2', '3', '2', '4', '2', '5', '2', '6', '2', '7', '2', '8', '2', '9',
+    '3', '0', '3', '1', '3', '2', '3', '3', '3', '4', '3', '5', '3', '6', '3', '7', '3', '8', '3', '9',
+    '4', '0', '4', '1', '4', '2', '4', '3', '4', '4', '4', '5', '4', '6', '4', '7', '4', '8', '4', '9',
+    '5', '0', '5', '1', '5', '2', '5', '3', '5', '4', '5', '5', '5', '6', '5', '7', '5', '8', '5', '9',
+    '6', '0', '6', '1', '6', '2', '6', '3', '6', '4', '6', '5', '6', '6', '6', '7', '6', '8', '6', '9',
+    '7', '0', '7', '1', '7', '2', '7', '3', '7', '4', '7', '5', '7', '6', '7', '7', '7', '8', '7', '9',
+    '8', '0', '8', '1', '8', '2', '8', '3', '8', '4', '8', '5', '8', '6', '8', '7', '8', '8', '8', '9',
+    '9', '0', '9', '1', '9', '2', '9', '3', '9', '4', '9', '5', '9', '6', '9', '7', '9', '8', '9', '9'};
+
+/* The number of decimal digits of v. */
+static inline int digits_u64(uint64_t v) {
+    int n = 1;
+    for (;;) {
+        if (v < 10) return n;
+        if (v < 100) return n + 1;
+        if (v < 1000) return n + 2;
+        if (v < 10000) return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* Write the `length` decimal digits of v ending at out + length (no calls: short copies
+ * through memcpy of a variable size cost a library call each). */
+static inline void put_digits(char *out, uint64_t v, int length) {
+    char *p = out + length;
+    while (v >= 100) {
+        const uint64_t q = v / 100;
+        const uint32_t r = (uint32_t)(v - q * 100);
+        v = q;
+        p -= 2;
+        p[0] = DIGITS2[2 * r];
+        p[1] = DIGITS2[2 * r + 1];
+    }
+    if (v >= 10) {
+        p -= 2;
+        p[0] = DIGITS2[2 * v];
+        p[1] = DIGITS2[2 * v + 1];
+    } else {
+        *--p = (char)('0' + v);
+    }
+}
+
+/* Write the decimal digits of v; return how many. */
+static inline int write_u64(char *out, uint64_t v) {
+    const int length = digits_u64(v);
+    put_digits(out, v, length);
+    return length;
+}
+
+static inline int write_i64(char *out, int64_t v) {
+    if (v < 0) {
+        out[0] = '-';
+        return 1 + write_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+    }
+    return write_u64(out, (uint64_t)v);
+}
+
+/* Write a float64 as Arrow's cast to string does (NaN as "NaN"); return the length. */
+static inline int write_f64(char *out, double f) {
+    const uint64_t bits = double_to_bits(f);
+    const bool sign = ((bits >> (DOUBLE_MANTISSA_BITS + DOUBLE_EXPONENT_BITS)) & 1) != 0;
+    const uint64_t ieee_mantissa = bits & ((1ull << DOUBLE_MANTISSA_BITS) - 1);
+    const uint32_t ieee_exponent =
+        (uint32_t)((bits >> DOUBLE_MANTISSA_BITS) & ((1u << DOUBLE_EXPONENT_BITS) - 1));
+    int n = 0;
+    if (ieee_exponent == ((1u << DOUBLE_EXPONENT_BITS) - 1u)) {
+        if (ieee_mantissa != 0) {
+            out[0] = 'N', out[1] = 'a', out[2] = 'N';
+            return 3;
+        }
+        if (sign) out[n++] = '-';
+        out[n] = 'i', out[n + 1] = 'n', out[n + 2] = 'f';
+        return n + 3;
+    }
+    if (sign) out[n++] = '-';
+    if (ieee_exponent == 0 && ieee_mantissa == 0) {
+        out[n++] = '0';
+        return n;
+    }
+    floating_decimal_64 v;
+    if (!d2d_small_int(ieee_mantissa, ieee_exponent, &v)) {
+        v = d2d(ieee_mantissa, ieee_exponent);
+    }
+    /* the shortest digits never end with a zero: move such zeros to the exponent */
+    for (;;) {
+        const uint64_t q = v.mantissa / 10;
+        if (v.mantissa - 10 * q != 0) break;
+        v.mantissa = q;
+        ++v.exponent;
+    }
+    const int length = (int)decimalLength17(v.mantissa);
+    /* the value is 0.DIGITS times 10 to the power point */
+    const int point = length + v.exponent;
+    const int exponent = point - 1;
+    if (exponent >= -6 && exponent < 10) {
+        if (point <= 0) {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (int i = 0; i < -point; i++) out[n++] = '0';
+            put_digits(out + n, v.mantissa, length);
+            return n + length;
+        }
+        if (point >= length) {
+            put_digits(out + n, v.mantissa, length);
+            n += length;
+            for (int i = 0; i < point - length; i++) out[n++] = '0';
+            return n;
+        }
+        /* the digits one place to the right, then the integer part back over the gap */
+        put_digits(out + n + 1, v.mantissa, length);
+        for (int i = 0; i < point; i++) out[n + i] = out[n + i + 1];
+        out[n + point] = '.';
+        return n + length + 1;
+    }
+    put_digits(out + n + 1, v.mantissa, length);
+    out[n] = out[n + 1];
+    if (length > 1) {
+        out[n + 1] = '.';
+        n += length + 1;
+    } else {
+        n += 1;
+    }
+    out[n++] = 'e';
+    if (exponent < 0) {
+        out[n++] = '-';
+        return n + write_u64(out + n, (uint64_t)(-exponent));
+    }
+    out[n++] = '+';
+    return n + write_u64(out + n, (uint64_t)exponent);
+}
+
+/* Copy a short run of bytes without a library call (most fields are a few bytes). */
+static inline void copy(char *out, const char *in, Py_ssize_t n) {
+    if (n > 32) {
+        memcpy(out, in, (size_t)n);
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = in[i];
+}
+
+/* The bytes that call for quotes anywhere in a field. */
+static const bool STRUCTURAL[256] = {[','] = true, ['"'] = true, ['\r'] = true, ['\n'] = true};
+
+static inline bool edge_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
+
+/* Write one string field, quoted if it needs it; return its length. */
+static inline Py_ssize_t write_str(char *out, const char *s, Py_ssize_t n) {
+    bool quote = n == 0 || edge_space(s[0]) || edge_space(s[n - 1]) ||
+                 (n >= 3 && (uint8_t)s[0] == 0xEF && (uint8_t)s[1] == 0xBB && (uint8_t)s[2] == 0xBF);
+    Py_ssize_t quotes = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (STRUCTURAL[(uint8_t)s[i]]) {
+            quote = true;
+            quotes += s[i] == '"';
+        }
+    }
+    if (!quote) {
+        copy(out, s, n);
+        return n;
+    }
+    char *p = out;
+    *p++ = '"';
+    if (quotes == 0) {
+        copy(p, s, n);
+        p += n;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (s[i] == '"') *p++ = '"';
+            *p++ = s[i];
+        }
+    }
+    *p++ = '"';
+    return p - out;
+}
+
+static inline int64_t read_int(const uint8_t *data, int width, Py_ssize_t i) {
+    switch (width) {
+    case 1: return ((const int8_t *)data)[i];
+    case 2: return ((const int16_t *)data)[i];
+    case 4: return ((const int32_t *)data)[i];
+    default: return ((const int64_t *)data)[i];
+    }
+}
+
+static inline uint64_t read_uint(const uint8_t *data, int width, Py_ssize_t i) {
+    switch (width) {
+    case 1: return ((const uint8_t *)data)[i];
+    case 2: return ((const uint16_t *)data)[i];
+    case 4: return ((const uint32_t *)data)[i];
+    default: return ((const uint64_t *)data)[i];
+    }
+}
+
+static inline bool is_valid(const column_t *c, Py_ssize_t i) {
+    return c->valid == NULL || ((c->valid[i >> 3] >> (i & 7)) & 1);
+}
+
+/* The bytes the fields of the rows take at most (exact for texts); -1 on a bad index. */
+static Py_ssize_t bound(const column_t *cols, Py_ssize_t ncols, Py_ssize_t rows) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        const column_t *c = &cols[k];
+        if (c->kind == K_TEXT) {
+            total += c->offsets[c->text_offset + c->offset + rows] -
+                     c->offsets[c->text_offset + c->offset];
+        } else if (c->kind == K_STR) {
+            /* at most every byte a quote, doubled, and two quotes around */
+            total += 2 * (Py_ssize_t)(c->offsets[c->offset + rows] - c->offsets[c->offset]) + 2 * rows;
+        } else if (c->kind == K_DICT) {
+            for (Py_ssize_t r = 0; r < rows; r++) {
+                const Py_ssize_t i = c->offset + r;
+                if (!is_valid(c, i)) continue;
+                const int64_t j = read_int(c->data, c->width, i);
+                if (j < 0 || j >= c->dict_len) return -1;
+                total += c->offsets[c->text_offset + j + 1] - c->offsets[c->text_offset + j];
+            }
+        } else {
+            total += NUMBER_MAX * rows;
+        }
+    }
+    return total;
+}
+
+static Py_ssize_t fill(const column_t *cols, Py_ssize_t ncols, Py_ssize_t rows,
+                       const char *end, Py_ssize_t end_len, char *out) {
+    char *p = out;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        for (Py_ssize_t k = 0; k < ncols; k++) {
+            const column_t *c = &cols[k];
+            if (k > 0) *p++ = ',';
+            const Py_ssize_t i = c->offset + r;
+            if (!is_valid(c, i)) continue;
+            switch (c->kind) {
+            case K_INT: p += write_i64(p, read_int(c->data, c->width, i)); break;
+            case K_UINT: p += write_u64(p, read_uint(c->data, c->width, i)); break;
+            case K_FLOAT64: p += write_f64(p, ((const double *)c->data)[i]); break;
+            case K_STR: {
+                const int32_t start = c->offsets[i];
+                p += write_str(p, c->chars + start, c->offsets[i + 1] - start);
+                break;
+            }
+            case K_TEXT: {
+                const int32_t start = c->offsets[c->text_offset + i];
+                const int32_t size = c->offsets[c->text_offset + i + 1] - start;
+                copy(p, c->chars + start, size);
+                p += size;
+                break;
+            }
+            default: {
+                const int64_t j = read_int(c->data, c->width, i);
+                const int32_t start = c->offsets[c->text_offset + j];
+                const int32_t size = c->offsets[c->text_offset + j + 1] - start;
+                copy(p, c->chars + start, size);
+                p += size;
+                break;
+            }
+            }
+        }
+        copy(p, end, end_len);
+        p += end_len;
+    }
+    return p - out;
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, int *held) {
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
+    *held = 1;
+    return 0;
+}
+
+#define BUFFERS 4
+
+/* lines(rows, columns, end) -> bytes
+ *
+ * columns: a sequence of (kind, width, offset, validity, data, text_offset, offsets,
+ * chars, dict_len) tuples, buffers as objects with the buffer protocol (or None);
+ * end: the line terminator. Each buffer's length is checked against the rows read from
+ * it; text offsets are trusted to grow (Arrow validates its arrays). */
+static PyObject *lines(PyObject *self, PyObject *args) {
+    Py_ssize_t rows;
+    PyObject *spec;
+    const char *end;
+    Py_ssize_t end_len;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nOy#", &rows, &spec, &end, &end_len)) return NULL;
+    PyObject *seq = PySequence_Fast(spec, "columns must be a sequence");
+    if (seq == NULL) return NULL;
+    const Py_ssize_t ncols = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL;
+    column_t *cols = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(column_t));
+    Py_buffer *views = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1) * BUFFERS, sizeof(Py_buffer));
+    int *held = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1) * BUFFERS, sizeof(int));
+    if (cols == NULL || views == NULL || held == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rows < 0 || ncols == 0) {
+        PyErr_SetString(PyExc_ValueError, "lines: no columns or a negative row count");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        PyObject *valid, *data, *offsets, *chars;
+        column_t *c = &cols[k];
+        if (!PyArg_ParseTuple(item, "iinOOnOOn", &c->kind, &c->width, &c->offset, &valid, &data,
+                              &c->text_offset, &offsets, &chars, &c->dict_len))
+            goto done;
+        Py_buffer *v = &views[k * BUFFERS];
+        int *h = &held[k * BUFFERS];
+        if (get_buffer(valid, &v[0], &h[0]) < 0 || get_buffer(data, &v[1], &h[1]) < 0 ||
+            get_buffer(offsets, &v[2], &h[2]) < 0 || get_buffer(chars, &v[3], &h[3]) < 0)
+            goto done;
+        c->valid = h[0] ? (const uint8_t *)v[0].buf : NULL;
+        c->data = h[1] ? (const uint8_t *)v[1].buf : NULL;
+        c->offsets = h[2] ? (const int32_t *)v[2].buf : NULL;
+        c->chars = h[3] ? (const char *)v[3].buf : "";
+        const bool text = c->kind == K_TEXT || c->kind == K_DICT || c->kind == K_STR;
+        const bool number = c->kind == K_INT || c->kind == K_UINT || c->kind == K_FLOAT64;
+        if (c->kind < K_INT || c->kind > K_STR || (text && c->offsets == NULL) ||
+            (c->kind != K_TEXT && c->kind != K_STR && c->data == NULL) ||
+            (c->kind != K_TEXT && c->kind != K_STR && c->kind != K_FLOAT64 && c->width != 1 && c->width != 2 &&
+             c->width != 4 && c->width != 8) ||
+            (number && c->kind == K_FLOAT64 && c->width != 8)) {
+            PyErr_Format(PyExc_ValueError, "lines: column %zd: a bad description", k);
+            goto done;
+        }
+        /* every buffer must cover the rows it is read at */
+        const Py_ssize_t last = c->offset + rows;
+        const bool own = c->kind == K_TEXT || c->kind == K_STR; /* offsets of the column */
+        const Py_ssize_t width = own ? 0 : c->width;
+        const Py_ssize_t texts = own ? last : c->text_offset + c->dict_len;
+        if (c->offset < 0 || c->text_offset < 0 || c->dict_len < 0 ||
+            (h[0] && v[0].len < (last + 7) / 8) || (h[1] && v[1].len < last * width) ||
+            (text && (v[2].len < (texts + 1) * 4 ||
+                      c->offsets[texts] > (h[3] ? v[3].len : 0) || c->offsets[c->text_offset] < 0))) {
+            PyErr_Format(PyExc_ValueError, "lines: column %zd: a buffer shorter than its rows", k);
+            goto done;
+        }
+    }
+    Py_ssize_t size;
+    Py_BEGIN_ALLOW_THREADS
+    size = bound(cols, ncols, rows);
+    Py_END_ALLOW_THREADS
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "lines: a dictionary index out of range");
+        goto done;
+    }
+    size += rows * (ncols - 1 + end_len);
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL) goto done;
+    Py_ssize_t written;
+    char *out = PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    written = fill(cols, ncols, rows, end, end_len, out);
+    Py_END_ALLOW_THREADS
+    if (written != size && _PyBytes_Resize(&result, written) < 0) result = NULL;
+done:
+    if (views != NULL && held != NULL) {
+        for (Py_ssize_t i = 0; i < ncols * BUFFERS; i++) {
+            if (held[i]) PyBuffer_Release(&views[i]);
+        }
+    }
+    PyMem_Free(cols);
+    PyMem_Free(views);
+    PyMem_Free(held);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* f64(value) -> str: one float64 as `lines` writes it (for tests). */
+static PyObject *f64(PyObject *self, PyObject *arg) {
+    (void)self;
+    const double value = PyFloat_AsDouble(arg);
+    if (value == -1.0 && PyErr_Occurred()) return NULL;
+    char out[NUMBER_MAX];
+    const int n = write_f64(out, value);
+    return PyUnicode_FromStringAndSize(out, n);
+}
+
+static PyMethodDef METHODS[] = {
+    {"lines", lines, METH_VARARGS, "Write the CSV lines of a batch (see _render._native_lines)."},
+    {"f64", f64, METH_O, "Write one float64 as the lines do."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "_lines", "The compiled pass of the CSV renderer.", -1, METHODS,
+    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__lines(void) { return PyModule_Create(&MODULE); }
