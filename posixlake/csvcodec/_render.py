@@ -342,6 +342,8 @@ def _native_column(arr: Arr) -> tuple[int, int, int, Any, Any, int, Any, Any, in
     if isinstance(arr, pa.DictionaryArray) and len(arr.dictionary) < len(arr):
         fields = _field(arr.dictionary)
         indices = arr.indices
+        if not pa.types.is_signed_integer(indices.type):  # read as signed by the pass
+            indices = indices.cast(pa.int64())
         valid, data = indices.buffers()[:2]
         _, offsets, chars = fields.buffers()
         width = indices.type.bit_width // 8
