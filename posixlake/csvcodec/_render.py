@@ -1,6 +1,8 @@
-"""Rendering Arrow tables as CSV (the format in :mod:`posixlake.csvcodec`), vectorized
-with ``pyarrow.compute``; only binary (base64) and nested (JSON) columns cost Python
-work per value."""
+"""Rendering Arrow tables as CSV (the format in :mod:`posixlake.csvcodec`): each batch's
+lines are written by one compiled pass (``_lines.c``, see `_native_lines`) from its
+integer, float64 and string columns and the text of the others, which is vectorized with
+``pyarrow.compute`` (the whole rendering is, where the pass is not built); only binary
+(base64) and nested (JSON) columns cost Python work per value."""
 
 from __future__ import annotations
 
@@ -375,12 +377,13 @@ def _native_column(arr: Arr) -> tuple[int, int, int, Any, Any, int, Any, Any, in
 
 def _native_lines(step: pa.RecordBatch, end: str) -> memoryview | None:
     """Return the lines of ``step``, each followed by ``end``, written by the compiled
-    pass; None where it is not built (or turned off) or the batch has no columns.
+    pass; None where it is not built (or turned off) or the batch has no rows or columns.
 
-    The same bytes as ``_buffer_view(_batch_lines(step, end))``: integers and float64
-    values are written as their Arrow casts to text write them, every other field is
-    `_field`'s text. It saves the Arrow passes that cast numbers to text and join the
-    fields (about half of a first rendering's CPU time)."""
+    The same bytes as ``_buffer_view(_batch_lines(step, end))``: integers, float64 values
+    and strings are written by the pass as the Arrow path writes them, every other field
+    is `_field`'s text. It saves the Arrow passes that cast numbers to text, search the
+    strings for quotes and join the fields (about two thirds of a first rendering's CPU
+    time on the Arrow path)."""
     if _native is None or not _NATIVE_ON or step.num_columns == 0 or step.num_rows == 0:
         return None
     columns = [_native_column(column) for column in step.columns]
