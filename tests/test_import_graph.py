@@ -2,7 +2,8 @@
 function-local (lazy) ones and package re-exports (``TYPE_CHECKING`` blocks do not run).
 
 A module that imports a name from a package depends on the package's ``__init__`` (and on
-all that it imports), unless the name is a submodule. nfs/ has its own, finer rules in
+all that it imports), unless the name is a submodule (a compiled one counts, known by its
+``.pyi`` stub). nfs/ has its own, finer rules in
 tests/nfs/test_layering.py (which way each edge may point).
 """
 
@@ -19,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _modules(package: str) -> dict[str, Path]:
     found = {}
-    for path in (ROOT / package).rglob("*.py"):
+    # a compiled module (posixlake/csvcodec/_lines.c) is known by its stub
+    stubs = [p for p in (ROOT / package).rglob("*.pyi") if not p.with_suffix(".py").exists()]
+    for path in [*(ROOT / package).rglob("*.py"), *stubs]:
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
