@@ -23,7 +23,9 @@ PACKAGES = ("posixlake", "cli", "nfs")
 def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package in packages:
-        for path in (root / package).rglob("*.py"):
+        # a compiled module (posixlake/csvcodec/_lines.c) is known by its stub
+        stubs = [p for p in (root / package).rglob("*.pyi") if not p.with_suffix(".py").exists()]
+        for path in [*(root / package).rglob("*.py"), *stubs]:
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
