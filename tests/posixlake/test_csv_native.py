@@ -45,7 +45,7 @@ def _same(*arrays: pa.Array[Any]) -> None:
 
 def test_the_compiled_pass_is_built() -> None:
     # `pip install -e .` builds it where a C compiler is (scripts/test.sh installs one);
-    # without it every test here would compare the Arrow path with itself.
+    # without it, the renderer's other tests would check the Arrow path alone.
     assert native is not None, "posixlake.csvcodec._lines is not built: pip install -e ."
 
 
