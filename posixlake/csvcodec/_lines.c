@@ -1,8 +1,8 @@
 /* One compiled pass that writes a batch's CSV lines (see posixlake/csvcodec/_render.py,
- * `_native_lines`): integers and float64 values are written as text here, every other
- * column arrives as the final text of its fields (already quoted, NULL as empty) or as a
- * dictionary of such texts with indices, and the fields are joined with commas and the
- * line terminator straight into the output.
+ * `_native_lines`): integers, float64 values and strings are written as text here, every
+ * other column arrives as the final text of its fields (already quoted, NULL as empty) or
+ * as a dictionary of such texts with indices, and the fields are joined with commas and
+ * the line terminator straight into the output.
  *
  * A string (K_STR) is quoted here when the codec's rule asks for it (`_NEEDS_QUOTES`, or
  * empty): a comma, a quote, CR or LF anywhere, whitespace (space, tab, VT, FF) first or
