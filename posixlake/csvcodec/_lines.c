@@ -42,18 +42,6 @@ typedef struct {
     Py_ssize_t dict_len;    /* DICT: the number of dictionary fields */
 } column_t;
 
-static const char DIGITS2[200] = {
-    '0', '0', '0', '1', '0', '2', '0', '3', '0', '4', '0', '5', '0', '6', '0', '7', '0', '8', '0', '9',
-    '1', '0', '1', '1', '1', '2', '1', '3', '1', '4', '1', '5', '1', '6', '1', '7', '1', '8', '1', '9',
-    '2', '0', '2', '1', '2', '2', '2', '3', '2', '4', '2', '5', '2', '6', '2', '7', '2', '8', '2', '9',
-    '3', '0', '3', '1', '3', '2', '3', '3', '3', '4', '3', '5', '3', '6', '3', '7', '3', '8', '3', '9',
-    '4', '0', '4', '1', '4', '2', '4', '3', '4', '4', '4', '5', '4', '6', '4', '7', '4', '8', '4', '9',
-    '5', '0', '5', '1', '5', '2', '5', '3', '5', '4', '5', '5', '5', '6', '5', '7', '5', '8', '5', '9',
-    '6', '0', '6', '1', '6', '2', '6', '3', '6', '4', '6', '5', '6', '6', '6', '7', '6', '8', '6', '9',
-    '7', '0', '7', '1', '7', '2', '7', '3', '7', '4', '7', '5', '7', '6', '7', '7', '7', '8', '7', '9',
-    '8', '0', '8', '1', '8', '2', '8', '3', '8', '4', '8', '5', '8', '6', '8', '7', '8', '8', '8', '9',
-    '9', '0', '9', '1', '9', '2', '9', '3', '9', '4', '9', '5', '9', '6', '9', '7', '9', '8', '9', '9'};
-
 /* The number of decimal digits of v. */
 static inline int digits_u64(uint64_t v) {
     int n = 1;
@@ -67,8 +55,9 @@ static inline int digits_u64(uint64_t v) {
     }
 }
 
-/* Write the `length` decimal digits of v ending at out + length (no calls: short copies
- * through memcpy of a variable size cost a library call each). */
+/* Write the `length` decimal digits of v ending at out + length, two at a time from Ryu's
+ * DIGIT_TABLE (ryu/digit_table.h), without calls: a short copy through memcpy of a
+ * variable size costs a library call. */
 static inline void put_digits(char *out, uint64_t v, int length) {
     char *p = out + length;
     while (v >= 100) {
@@ -76,13 +65,13 @@ static inline void put_digits(char *out, uint64_t v, int length) {
         const uint32_t r = (uint32_t)(v - q * 100);
         v = q;
         p -= 2;
-        p[0] = DIGITS2[2 * r];
-        p[1] = DIGITS2[2 * r + 1];
+        p[0] = DIGIT_TABLE[2 * r];
+        p[1] = DIGIT_TABLE[2 * r + 1];
     }
     if (v >= 10) {
         p -= 2;
-        p[0] = DIGITS2[2 * v];
-        p[1] = DIGITS2[2 * v + 1];
+        p[0] = DIGIT_TABLE[2 * v];
+        p[1] = DIGIT_TABLE[2 * v + 1];
     } else {
         *--p = (char)('0' + v);
     }
