@@ -92,6 +92,44 @@ static inline int write_i64(char *out, int64_t v) {
     return write_u64(out, (uint64_t)v);
 }
 
+/* The powers of ten a short decimal is tried at: each is exact as a double. */
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
+#define SHORT_PLACES ((int)(sizeof POW10 / sizeof POW10[0]))
+
+/* Find Ryu's digits of a finite nonzero f faster when |f| is a decimal of at most 9
+ * places and under 2^50 in units of its last place, as most stored values are (a price,
+ * a measurement); return false to leave it to d2d.
+ *
+ * Why the result is Ryu's. Ryu writes the member of f's rounding interval on the
+ * coarsest grid of powers of ten that has one (the shortest digits), the one nearest f
+ * if that grid has several. With a = |f|, take the finest grid 10^-k (k <= 9) on which
+ * p = a * 10^k < 2^50, one multiplication and one division:
+ * - It holds every member of the coarser grids (10^-j, j < k, and tens, hundreds, ...).
+ * - It has at most one member: the interval reaches at most ulp(a) / 2 <= a * 2^-53 from
+ *   a, so its width in units of 10^-k is under p * 2^-52 * (1 + 2^-52) < 1/4, less than
+ *   the grid's spacing. So the member Ryu writes, if it lies on this grid, is that one.
+ * - That member G lies within a * 10^k * 2^-53 of a * 10^k, and p is off by at most half
+ *   its own ulp, p * 2^-53: p rounds to G.
+ * - n = p rounded is a member exactly when n / 10^k == a: n < 2^50 and 10^k are exact
+ *   doubles, and IEEE division rounds the exact quotient as parsing n * 10^-k would (half
+ *   to even, which is also Ryu's rule for the interval's bounds).
+ * If n is no member, there is none on this grid, so Ryu's grid is finer: d2d finds it.
+ * The caller moves n's trailing zeros to the exponent.
+ */
+static inline bool short_decimal(double f, floating_decimal_64 *v) {
+    const double a = f < 0 ? -f : f;
+    for (int k = SHORT_PLACES - 1; k >= 0; k--) {
+        const double p = a * POW10[k];
+        if (!(p < 0x1p50)) continue;
+        const double n = (double)(int64_t)(p + 0.5);
+        if (n == 0 || n / POW10[k] != a) return false;
+        v->mantissa = (uint64_t)n;
+        v->exponent = -k;
+        return true;
+    }
+    return false;
+}
+
 /* Write a float64 as Arrow's cast to string does (NaN as "NaN"); return the length. */
 static inline int write_f64(char *out, double f) {
     const uint64_t bits = double_to_bits(f);
@@ -115,7 +153,7 @@ static inline int write_f64(char *out, double f) {
         return n;
     }
     floating_decimal_64 v;
-    if (!d2d_small_int(ieee_mantissa, ieee_exponent, &v)) {
+    if (!short_decimal(f, &v) && !d2d_small_int(ieee_mantissa, ieee_exponent, &v)) {
         v = d2d(ieee_mantissa, ieee_exponent);
     }
     /* the shortest digits never end with a zero: move such zeros to the exponent */

@@ -6,13 +6,16 @@ tables of every type (``arrow_tables``), integer columns of every width at their
 float64 columns with NaN, infinities, signed zeros, subnormals and the bounds of fixed
 notation, strings at each edge of the quoting rule, dictionaries with indices of every
 width, sliced arrays and NULL slots holding bytes. A float64 is compared with Arrow's cast
-one by one as well (Ryu's shortest digits against double-conversion's). Bad descriptions
+one by one as well (Ryu's shortest digits, and the short-decimal path that finds the same
+digits faster, against double-conversion's), with short decimals at every scale and the
+doubles next to them. Bad descriptions
 of a column (a wrong kind, a buffer shorter than the rows, a dictionary index out of
 range) are refused with ValueError, never read out of bounds.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from typing import Any
@@ -162,6 +165,52 @@ def test_many_floats_are_written_as_the_cast() -> None:
     expected = pc.cast(pa.array(values, pa.float64()), pa.string()).to_pylist()
     got = [native.f64(v) for v in values]
     assert [(v, g) for v, g, e in zip(values, got, expected, strict=True) if g != e] == []
+
+
+def _cast(values: list[float]) -> list[str]:
+    return [str(v) for v in pc.cast(pa.array(values, pa.float64()), pa.string()).to_pylist()]
+
+
+def _steps(value: float, steps: int) -> float:
+    for _ in range(abs(steps)):
+        value = math.nextafter(value, math.inf if steps > 0 else -math.inf)
+    return value
+
+
+@given(
+    st.integers(1, 2**53),
+    st.integers(0, 12),
+    st.integers(-2, 2),
+    st.booleans(),
+)
+def test_short_decimals_and_their_neighbours_are_written_as_the_cast(
+    digits: int, places: int, steps: int, negative: bool
+) -> None:
+    """The short-decimal path (``short_decimal`` in _lines.c) against the cast: a decimal
+    of up to 12 places (the path tries 9) and the doubles next to it, across the path's
+    bound of 2^50 units of the last place."""
+    assert native is not None
+    value = _steps(digits / 10**places, steps)
+    value = -value if negative else value
+    assert native.f64(value) == _cast([value])[0]
+
+
+def test_the_bounds_of_the_short_decimal_path_are_written_as_the_cast() -> None:
+    """Values at the edges the path's proof leans on: just under and over 2^50 units of
+    the last place, powers of two (whose rounding interval is narrower below), and
+    halfway points between neighbours."""
+    assert native is not None
+    values: list[float] = []
+    for places in range(11):
+        for top in (2**49, 2**50, 2**51, 2**52, 2**53):
+            for n in range(top - 3, top + 4):
+                values.append(n / 10**places)
+        for exp in range(-40, 60):
+            values.append(2.0**exp)
+    values += [_steps(v, s) for v in list(values) for s in (-1, 1)]
+    values += [-v for v in values]
+    got = [native.f64(v) for v in values]
+    assert [(v, g) for v, g, e in zip(values, got, _cast(values), strict=True) if g != e] == []
 
 
 def test_render_csv_is_the_same_without_the_compiled_pass(monkeypatch: pytest.MonkeyPatch) -> None:
