@@ -70,7 +70,7 @@ from nfs.table.segstore import (
     SegmentStore,
     default_cache_dir,
 )
-from posixlake.csvcodec import iter_render_csv, iter_render_views, render_csv
+from posixlake.csvcodec import LineBuffers, iter_render_csv, iter_render_views, render_csv
 from posixlake.database import DatabaseOps
 from posixlake.delta import DataFile, DeltaLog, Snapshot, loaded_log, log_at, snapshot_of
 from posixlake.errors import InvalidOperation, IoError, NotFound, VersionError
@@ -400,13 +400,18 @@ class Segmenter:
         pending: deque[tuple[_Unit, Future[list[Future[_Rendered]]]]] = deque()
         queue = iter(units)
         cancelled = threading.Event()
+        # a rendered chunk is in its segment file once the writer asks for the next one;
+        # its buffer then takes a later batch. Kept: as many as were ever in flight at
+        # once (the chunks of the unit being written and of those decoded ahead), which
+        # is the memory the chunks took before anyway; dropped when the rendering ends.
+        buffers = LineBuffers(keep=64)
 
         def fill() -> None:
             while len(pending) < window:
                 unit = next(queue, None)
                 if unit is None:
                     return
-                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled, queued)
+                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled, queued, buffers)
                 pending.append((unit, task))
 
         def parts_of(index: int) -> Iterator[tuple[memoryview | bytes, int]]:
@@ -417,6 +422,7 @@ class Segmenter:
                     views, rows = batch_task.result()
                     for view in views:
                         yield view, 0
+                        buffers.release(view)  # written (SegmentStore.write)
                     yield b"", rows
 
         try:
@@ -535,9 +541,10 @@ def _unit_batches(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> Iterator[pa.R
             yield assemble(batch, schema, parts, data_file)
 
 
-def _render_batch(batch: pa.RecordBatch, schema: pa.Schema) -> _Rendered:
-    """Render one batch's rows as CSV lines (runs on a worker thread)."""
-    views = list(iter_render_views(batch, header=False, schema=schema))
+def _render_batch(batch: pa.RecordBatch, schema: pa.Schema, buffers: LineBuffers) -> _Rendered:
+    """Render one batch's rows as CSV lines (runs on a worker thread), into ``buffers``
+    (the writer releases each chunk once it is in the segment file)."""
+    views = list(iter_render_views(batch, header=False, schema=schema, buffers=buffers))
     return views, batch.num_rows
 
 
@@ -563,6 +570,7 @@ def _decode_unit(
     pool: ThreadPoolExecutor,
     cancelled: threading.Event,
     queued: int,
+    buffers: LineBuffers,
 ) -> list[Future[_Rendered]]:
     """Decode one unit's batches, handing each to ``pool`` to render as it comes (runs on
     a worker thread); return the renderings, in row order. Stops early once
@@ -581,11 +589,11 @@ def _decode_unit(
         while waiting and waiting[0].done():
             waiting.popleft()
         if len(waiting) < queued:
-            task = pool.submit(_render_batch, batch, schema)
+            task = pool.submit(_render_batch, batch, schema, buffers)
             waiting.append(task)
         else:
             task = Future()
-            task.set_result(_render_batch(batch, schema))
+            task.set_result(_render_batch(batch, schema, buffers))
         tasks.append(task)
     return tasks
 

@@ -73,6 +73,7 @@ from posixlake.csvcodec._dialect import CsvOptions, to_canonical_csv, write_cano
 from posixlake.csvcodec._infer import infer_schema_from_csv, read_csv_infer
 from posixlake.csvcodec._parse import parse_csv, parse_value
 from posixlake.csvcodec._render import (
+    LineBuffers,
     iter_render_csv,
     iter_render_views,
     render_csv,
@@ -85,6 +86,7 @@ __all__ = [
     "CsvFormatError",
     "CsvOptions",
     "HeaderMode",
+    "LineBuffers",
     "infer_schema_from_csv",
     "iter_render_csv",
     "iter_render_views",

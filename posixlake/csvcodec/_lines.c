@@ -55,25 +55,34 @@ static inline int digits_u64(uint64_t v) {
     }
 }
 
-/* Write the `length` decimal digits of v ending at out + length, two at a time from Ryu's
- * DIGIT_TABLE (ryu/digit_table.h), without calls: a short copy through memcpy of a
- * variable size costs a library call. */
+/* Write the pair of digits of r < 100 at p, from Ryu's DIGIT_TABLE (ryu/digit_table.h). */
+static inline void put_pair(char *p, uint32_t r) { memcpy(p, DIGIT_TABLE + 2 * r, 2); }
+
+/* Write the `length` decimal digits of v ending at out + length, four at a time (one
+ * division by 10000, then two independent pairs), without calls: memcpy of a constant
+ * 2 bytes is one move, where a short copy of a variable size would cost a library call. */
 static inline void put_digits(char *out, uint64_t v, int length) {
     char *p = out + length;
-    while (v >= 100) {
-        const uint64_t q = v / 100;
-        const uint32_t r = (uint32_t)(v - q * 100);
+    while (v >= 10000) {
+        const uint64_t q = v / 10000;
+        const uint32_t r = (uint32_t)(v - q * 10000);
+        const uint32_t high = r / 100;
         v = q;
-        p -= 2;
-        p[0] = DIGIT_TABLE[2 * r];
-        p[1] = DIGIT_TABLE[2 * r + 1];
+        p -= 4;
+        put_pair(p, high);
+        put_pair(p + 2, r - high * 100);
     }
-    if (v >= 10) {
+    uint32_t w = (uint32_t)v;
+    if (w >= 100) {
+        const uint32_t high = w / 100;
         p -= 2;
-        p[0] = DIGIT_TABLE[2 * v];
-        p[1] = DIGIT_TABLE[2 * v + 1];
+        put_pair(p, w - high * 100);
+        w = high;
+    }
+    if (w >= 10) {
+        put_pair(p - 2, w);
     } else {
-        *--p = (char)('0' + v);
+        p[-1] = (char)('0' + w);
     }
 }
 
@@ -346,21 +355,35 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int *held) {
 
 #define BUFFERS 4
 
-/* lines(rows, columns, end) -> bytes
+/* lines(rows, columns, end, out=None) -> bytes | int
  *
  * columns: a sequence of (kind, width, offset, validity, data, text_offset, offsets,
  * chars, dict_len) tuples, buffers as objects with the buffer protocol (or None);
  * end: the line terminator. Each buffer's length is checked against the rows read from
- * it; text offsets are trusted to grow (Arrow validates its arrays). */
+ * it; text offsets are trusted to grow (Arrow validates its arrays).
+ *
+ * Without `out`, return the lines as bytes. With `out`, a writable buffer, write them at
+ * its start and return their length, or, when `out` may be too small (it holds fewer
+ * bytes than the lines' bound), write nothing and return minus the bound. */
 static PyObject *lines(PyObject *self, PyObject *args) {
     Py_ssize_t rows;
     PyObject *spec;
     const char *end;
     Py_ssize_t end_len;
+    PyObject *target = Py_None;
+    Py_buffer out_view;
+    int out_held = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nOy#", &rows, &spec, &end, &end_len)) return NULL;
+    if (!PyArg_ParseTuple(args, "nOy#|O", &rows, &spec, &end, &end_len, &target)) return NULL;
+    if (target != Py_None) {
+        if (PyObject_GetBuffer(target, &out_view, PyBUF_WRITABLE) < 0) return NULL;
+        out_held = 1;
+    }
     PyObject *seq = PySequence_Fast(spec, "columns must be a sequence");
-    if (seq == NULL) return NULL;
+    if (seq == NULL) {
+        if (out_held) PyBuffer_Release(&out_view);
+        return NULL;
+    }
     const Py_ssize_t ncols = PySequence_Fast_GET_SIZE(seq);
     PyObject *result = NULL;
     column_t *cols = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(column_t));
@@ -422,15 +445,28 @@ static PyObject *lines(PyObject *self, PyObject *args) {
         goto done;
     }
     size += rows * (ncols - 1 + end_len);
+    Py_ssize_t written;
+    if (out_held) {
+        if (out_view.len < size) {
+            result = PyLong_FromSsize_t(-size);
+            goto done;
+        }
+        char *out = (char *)out_view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        written = fill(cols, ncols, rows, end, end_len, out);
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(written);
+        goto done;
+    }
     result = PyBytes_FromStringAndSize(NULL, size);
     if (result == NULL) goto done;
-    Py_ssize_t written;
     char *out = PyBytes_AS_STRING(result);
     Py_BEGIN_ALLOW_THREADS
     written = fill(cols, ncols, rows, end, end_len, out);
     Py_END_ALLOW_THREADS
     if (written != size && _PyBytes_Resize(&result, written) < 0) result = NULL;
 done:
+    if (out_held) PyBuffer_Release(&out_view);
     if (views != NULL && held != NULL) {
         for (Py_ssize_t i = 0; i < ncols * BUFFERS; i++) {
             if (held[i]) PyBuffer_Release(&views[i]);
@@ -453,8 +489,22 @@ static PyObject *f64(PyObject *self, PyObject *arg) {
     return PyUnicode_FromStringAndSize(out, n);
 }
 
+/* buffer(size) -> bytearray: a bytearray of `size` bytes left as malloc gives them (no
+ * zeroing, so no page is touched before the pass writes it). */
+static PyObject *buffer(PyObject *self, PyObject *arg) {
+    (void)self;
+    const Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "buffer: a negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 static PyMethodDef METHODS[] = {
     {"lines", lines, METH_VARARGS, "Write the CSV lines of a batch (see _render._native_lines)."},
+    {"buffer", buffer, METH_O, "A bytearray of the size, not zeroed (for lines' out)."},
     {"f64", f64, METH_O, "Write one float64 as the lines do."},
     {NULL, NULL, 0, NULL}};
 

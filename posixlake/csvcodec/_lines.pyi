@@ -1,9 +1,13 @@
 """The CSV renderer's compiled pass (``_lines.c``); see ``_render._native_lines``."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 Column = tuple[int, int, int, Any, Any, int, Any, Any, int]
 
+@overload
 def lines(rows: int, columns: Sequence[Column], end: bytes, /) -> bytes: ...
+@overload
+def lines(rows: int, columns: Sequence[Column], end: bytes, out: bytearray, /) -> int: ...
+def buffer(size: int, /) -> bytearray: ...
 def f64(value: float, /) -> str: ...

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import struct
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, Final
@@ -46,7 +47,14 @@ try:  # the compiled pass (`_lines.c`), built where a C compiler is (see `_nativ
 except ImportError:  # pragma: no cover - an install without a C compiler
     _native = None
 
-__all__ = ["iter_render_csv", "iter_render_views", "render_csv", "render_lines", "render_value"]
+__all__ = [
+    "LineBuffers",
+    "iter_render_csv",
+    "iter_render_views",
+    "render_csv",
+    "render_lines",
+    "render_value",
+]
 
 # The bytes that can make a field need quotes (see _NEEDS_QUOTES), matched byte by byte in
 # a column's whole text at once: the structural characters, the ASCII whitespace, and 0xEF,
@@ -375,7 +383,64 @@ def _native_column(arr: Arr) -> tuple[int, int, int, Any, Any, int, Any, Any, in
     return (_K_TEXT, 0, text.offset, valid, None, 0, offsets, chars, 0)
 
 
-def _native_lines(step: pa.RecordBatch, end: str) -> memoryview | None:
+class LineBuffers:
+    """Output buffers the compiled pass writes lines into, used again once a consumer is
+    done with a chunk (`release`), for a rendering that hands its chunks on at once.
+
+    A fresh buffer costs a page fault for every 4 KiB the pass writes into it (the
+    kernel zeroes each page first): about a tenth of the CPU time of a first rendering,
+    which writes hundreds of megabytes only to copy them into segment files. A buffer
+    taken from here was written before, so its pages are already there.
+
+    Thread-safe (a deque's append and pop are atomic). At most ``keep`` buffers of at
+    most `MAX_BYTES` each are kept; a larger chunk is a fresh buffer, not kept.
+
+    A chunk must not be used after it was released: its bytes are overwritten by the
+    next chunk written into the same buffer.
+    """
+
+    MAX_BYTES: Final = 16 << 20
+
+    def __init__(self, keep: int) -> None:
+        self._free: deque[bytearray] = deque()
+        self._keep = keep
+
+    def lines(self, rows: int, columns: list[Any], end: bytes) -> memoryview | None:
+        """Write the lines into a kept buffer or a new one; None if they may need more
+        than `MAX_BYTES` (the caller writes them into bytes of their own)."""
+        assert _native is not None
+        try:
+            buf: bytearray | None = self._free.pop()
+        except IndexError:
+            buf = None
+        if buf is not None:
+            n = _native.lines(rows, columns, end, buf)
+            if n >= 0:
+                return memoryview(buf)[:n].toreadonly()
+            need = -n  # too small for these lines: dropped
+        else:
+            need = -_native.lines(rows, columns, end, _EMPTY)
+        if need > self.MAX_BYTES:
+            return None
+        buf = _native.buffer(max(need, 1 << 20))
+        n = _native.lines(rows, columns, end, buf)
+        return memoryview(buf)[:n].toreadonly()
+
+    def release(self, chunk: memoryview) -> None:
+        """Take back the buffer of ``chunk`` if it is one of ours (a chunk of bytes or of
+        an Arrow buffer is left alone); ``chunk`` is released."""
+        buf = chunk.obj
+        chunk.release()
+        if type(buf) is bytearray and len(self._free) < self._keep:
+            self._free.append(buf)
+
+
+_EMPTY = bytearray()
+
+
+def _native_lines(
+    step: pa.RecordBatch, end: str, buffers: LineBuffers | None = None
+) -> memoryview | None:
     """Return the lines of ``step``, each followed by ``end``, written by the compiled
     pass; None where it is not built (or turned off) or the batch has no rows or columns.
 
@@ -387,7 +452,12 @@ def _native_lines(step: pa.RecordBatch, end: str) -> memoryview | None:
     if _native is None or not _NATIVE_ON or step.num_columns == 0 or step.num_rows == 0:
         return None
     columns = [_native_column(column) for column in step.columns]
-    return memoryview(_native.lines(step.num_rows, columns, end.encode("utf-8")))
+    encoded = end.encode("utf-8")
+    if buffers is not None:
+        chunk = buffers.lines(step.num_rows, columns, encoded)
+        if chunk is not None:
+            return chunk
+    return memoryview(_native.lines(step.num_rows, columns, encoded))
 
 
 def _pieces(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
@@ -506,6 +576,7 @@ def iter_render_views(
     *,
     header: bool = True,
     schema: pa.Schema | None = None,
+    buffers: LineBuffers | None = None,
 ) -> Iterator[memoryview]:
     """Render a table as CSV like :func:`iter_render_csv`, yielding the chunks as
     read-only views of the Arrow buffers that hold them, without copying them.
@@ -518,6 +589,9 @@ def iter_render_views(
         table_or_batches: As for :func:`iter_render_csv`.
         header: Yield the header line first.
         schema: As for :func:`iter_render_csv`.
+        buffers: Write the lines into these reusable buffers (see :class:`LineBuffers`);
+            the consumer then hands each chunk back with ``buffers.release`` once it
+            has written it, and does not touch it after.
 
     Yields:
         Non-empty read-only views of UTF-8 CSV text; their concatenation is the same
@@ -543,7 +617,7 @@ def iter_render_views(
                 _check_supported(field.type, field.name)
             yield memoryview(_header_line(step.schema.names))
             header_done = True
-        chunk = _native_lines(step, "\n")
+        chunk = _native_lines(step, "\n", buffers)
         if chunk is None:
             chunk = _buffer_view(_batch_lines(step, "\n"))
         if chunk:

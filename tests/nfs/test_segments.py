@@ -507,7 +507,9 @@ def test_the_batches_of_one_file_render_on_several_threads(
     two = threading.Event()
     native_lines = render._native_lines  # every batch passes here (compiled pass or not)
 
-    def recorded(batch: pa.RecordBatch, end: str) -> memoryview | None:
+    def recorded(
+        batch: pa.RecordBatch, end: str, buffers: render.LineBuffers | None = None
+    ) -> memoryview | None:
         if batch.num_rows > 1000:  # not the warm-up's one-row table
             with lock:
                 threads.add(threading.current_thread().name)
@@ -515,10 +517,62 @@ def test_the_batches_of_one_file_render_on_several_threads(
                     two.set()
             if not two.wait(timeout=20):
                 two.set()  # gave up: the other batches need not wait too
-        return native_lines(batch, end)
+        return native_lines(batch, end, buffers)
 
     monkeypatch.setattr(render, "_native_lines", recorded)
     r = seg(db.version)
     assert len(threads) > 1
     assert _bytes(r) == _expected(db, db.version)
     seg.close()
+
+
+def test_a_first_rendering_writes_its_chunks_into_buffers_used_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rendered chunks of a first rendering go into a few buffers, each taken again
+    once its chunk is in the segment file (`LineBuffers`: no fresh pages to fault in),
+    and the segments still hold the right bytes."""
+    import nfs.table.segments as segments
+    import posixlake.csvcodec._render as render
+
+    native = render.native_module()
+    if native is None:
+        pytest.fail("the compiled pass is not built (scripts/setup.sh builds it)")
+    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
+    for start in range(0, 40_000, 5_000):  # eight files: rendered on the pool, not inline
+        ids = pa.array(range(start, start + 5_000), pa.int64())
+        db.insert(
+            pa.table(
+                {
+                    "id": ids,
+                    "name": pc.cast(ids, pa.string()),
+                    "score": pc.divide(pc.cast(ids, pa.float64()), 3.0),
+                    "city": pc.cast(pc.bit_wise_and(ids, 7), pa.string()),
+                }
+            )
+        )
+    monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)  # 40 batches, 5 a file
+    made: list[int] = []
+    taken_back: list[int] = []
+    new_buffer = native.buffer
+    release = render.LineBuffers.release
+
+    def counted_buffer(size: int) -> bytearray:
+        buf: bytearray = new_buffer(size)
+        made.append(id(buf))
+        return buf
+
+    def counted_release(self: render.LineBuffers, chunk: memoryview) -> None:
+        if type(chunk.obj) is bytearray:
+            taken_back.append(id(chunk.obj))
+        release(self, chunk)
+
+    monkeypatch.setattr(native, "buffer", counted_buffer)
+    monkeypatch.setattr(render.LineBuffers, "release", counted_release)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    r = seg(db.version)
+    assert _bytes(r) == _expected(db, db.version)
+    assert seg.stats.rendered == 8
+    assert len(taken_back) == 40  # every chunk, once written
+    # chunks live at once: the file being written and the two decoded ahead (workers)
+    assert len(made) <= 3 * 5 and len(set(taken_back)) == len(made)

@@ -197,8 +197,9 @@ def test_short_decimals_and_their_neighbours_are_written_as_the_cast(
 
 def test_the_bounds_of_the_short_decimal_path_are_written_as_the_cast() -> None:
     """Values at the edges the path's proof leans on: just under and over 2^50 units of
-    the last place, powers of two (whose rounding interval is narrower below), and
-    halfway points between neighbours."""
+    the last place, powers of two (whose rounding interval is narrower below), the ends
+    of fixed notation (1e-6 and 1e10) at every number of places, and the doubles next to
+    each."""
     assert native is not None
     values: list[float] = []
     for places in range(11):
@@ -207,6 +208,9 @@ def test_the_bounds_of_the_short_decimal_path_are_written_as_the_cast() -> None:
                 values.append(n / 10**places)
         for exp in range(-40, 60):
             values.append(2.0**exp)
+        for edge in (10 ** max(0, places - 6), 10 ** (places + 10)):  # fixed notation's ends
+            for n in (edge - 1, edge, edge + 1, edge * 10 - 1):
+                values.append(n / 10**places)
     values += [_steps(v, s) for v in list(values) for s in (-1, 1)]
     values += [-v for v in values]
     got = [native.f64(v) for v in values]
@@ -262,3 +266,75 @@ def test_bad_descriptions_are_refused() -> None:
     for columns in refused:
         with pytest.raises(ValueError, match="lines"):
             native.lines(3, columns, b"\n")
+
+
+def _batch(rows: int) -> pa.RecordBatch:
+    ids = pa.array(range(rows), pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [ids, pc.cast(ids, pa.string()), pc.divide(pc.cast(ids, pa.float64()), 8.0)],
+        ["id", "name", "score"],
+    )
+
+
+def _columns(batch: pa.RecordBatch) -> list[Any]:
+    return [_render._native_column(c) for c in batch.columns]
+
+
+def test_lines_written_into_a_buffer_are_the_same_bytes() -> None:
+    """With ``out``, the pass writes at the buffer's start and returns the length; a
+    buffer under the lines' bound is left as it was and the bound comes back negated."""
+    assert native is not None
+    batch = _batch(1000)
+    expected = native.lines(batch.num_rows, _columns(batch), b"\n")
+    out = bytearray(b"\xff" * (8 * len(expected)))  # the bound is about 4.4 times
+    n = native.lines(batch.num_rows, _columns(batch), b"\n", out)
+    assert bytes(out[:n]) == expected and out[n:] == b"\xff" * (len(out) - n)
+    small = bytearray(b"\xee" * len(expected))  # the exact size, under the bound
+    need = native.lines(batch.num_rows, _columns(batch), b"\n", small)
+    assert need < -len(expected) and small == b"\xee" * len(expected)
+    fits = bytearray(-need)
+    assert native.lines(batch.num_rows, _columns(batch), b"\n", fits) == len(expected)
+    with pytest.raises(BufferError):  # not writable
+        native.lines(batch.num_rows, _columns(batch), b"\n", b"\0" * (-need))
+    assert len(native.buffer(5)) == 5
+    with pytest.raises(ValueError):
+        native.buffer(-1)
+
+
+def test_a_released_buffer_takes_the_next_lines() -> None:
+    """`LineBuffers` writes into the buffer of a released chunk (no fresh pages), never
+    into one whose chunk is still held, and a chunk of bytes is not taken in."""
+    assert native is not None
+    buffers = _render.LineBuffers(keep=2)
+    one, two = _batch(500), _batch(700)
+    first = buffers.lines(one.num_rows, _columns(one), b"\n")
+    assert first is not None and bytes(first) == native.lines(one.num_rows, _columns(one), b"\n")
+    held = first.obj
+    second = buffers.lines(two.num_rows, _columns(two), b"\n")  # `first` is held
+    assert second is not None and second.obj is not held
+    buffers.release(first)
+    third = buffers.lines(two.num_rows, _columns(two), b"\n")
+    assert third is not None and third.obj is held
+    assert bytes(third) == bytes(second) == native.lines(two.num_rows, _columns(two), b"\n")
+    buffers.release(memoryview(b"abc"))  # not ours: left alone
+    fourth = buffers.lines(one.num_rows, _columns(one), b"\n")
+    assert fourth is not None and fourth.obj is not held and type(fourth.obj) is bytearray
+
+
+def test_lines_larger_than_a_kept_buffer_get_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A buffer too small for the next lines is dropped for a larger one; lines that may
+    need more than `LineBuffers.MAX_BYTES` are written as bytes of their own."""
+    assert native is not None
+    buffers = _render.LineBuffers(keep=4)
+    small, large = _batch(10), _batch(100_000)
+    chunk = buffers.lines(small.num_rows, _columns(small), b"\n")
+    assert chunk is not None and isinstance(chunk.obj, bytearray) and len(chunk.obj) == 1 << 20
+    buffers.release(chunk)
+    big = buffers.lines(large.num_rows, _columns(large), b"\n")
+    assert big is not None and isinstance(big.obj, bytearray) and len(big.obj) > 1 << 20
+    assert bytes(big) == native.lines(large.num_rows, _columns(large), b"\n")
+    monkeypatch.setattr(_render.LineBuffers, "MAX_BYTES", 1 << 20)
+    assert buffers.lines(large.num_rows, _columns(large), b"\n") is None
+    view = _render._native_lines(large, "\n", buffers)
+    assert view is not None and type(view.obj) is bytes
+    assert bytes(view) == bytes(big)
