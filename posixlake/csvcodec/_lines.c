@@ -21,10 +21,17 @@
 
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ryu/d2s.c"
 
 enum { K_INT = 0, K_UINT = 1, K_FLOAT64 = 2, K_TEXT = 3, K_DICT = 4, K_STR = 5 };
+
+/* The bytes past the lines' bound that a field's 16-byte store may write (the output
+ * holds them too). */
+#define SLACK 16
 
 /* The most bytes one integer or float64 field takes ("-9223372036854775808",
  * "-0.000001234567890123456" is 24, exponents fewer). */
@@ -39,6 +46,7 @@ typedef struct {
     Py_ssize_t text_offset; /* the offset of the text array (TEXT, DICT) */
     const int32_t *offsets; /* text offsets */
     const char *chars;      /* text bytes */
+    const char *chars_end;  /* the end of the text bytes' buffer (a 16-byte load stops here) */
     Py_ssize_t dict_len;    /* DICT: the number of dictionary fields */
 } column_t;
 
@@ -213,8 +221,18 @@ static inline int write_f64(char *out, double f) {
     return n + write_u64(out + n, (uint64_t)exponent);
 }
 
-/* Copy a short run of bytes without a library call (most fields are a few bytes). */
-static inline void copy(char *out, const char *in, Py_ssize_t n) {
+/* Copy a short run of bytes without a library call (most fields are a few bytes): up to
+ * 16 bytes as one 16-byte load and store where the source buffer (ending at `limit`)
+ * holds 16 bytes from `in`; the output has SLACK bytes beyond the bound for the store. */
+static inline void copy(char *out, const char *in, Py_ssize_t n, const char *limit) {
+#if defined(__SSE2__)
+    if (n <= 16 && limit - in >= 16) {
+        _mm_storeu_si128((__m128i *)out, _mm_loadu_si128((const __m128i *)in));
+        return;
+    }
+#else
+    (void)limit;
+#endif
     if (n > 32) {
         memcpy(out, in, (size_t)n);
         return;
@@ -227,10 +245,32 @@ static const bool STRUCTURAL[256] = {[','] = true, ['"'] = true, ['\r'] = true, 
 
 static inline bool edge_space(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
 
-/* Write one string field, quoted if it needs it; return its length. */
-static inline Py_ssize_t write_str(char *out, const char *s, Py_ssize_t n) {
-    bool quote = n == 0 || edge_space(s[0]) || edge_space(s[n - 1]) ||
-                 (n >= 3 && (uint8_t)s[0] == 0xEF && (uint8_t)s[1] == 0xBB && (uint8_t)s[2] == 0xBF);
+/* Whether a field of n > 0 bytes calls for quotes by its first or last bytes. */
+static inline bool quoted_by_edges(const char *s, Py_ssize_t n) {
+    return edge_space(s[0]) || edge_space(s[n - 1]) ||
+           (n >= 3 && (uint8_t)s[0] == 0xEF && (uint8_t)s[1] == 0xBB && (uint8_t)s[2] == 0xBF);
+}
+
+/* Write one string field, quoted if it needs it; return its length. `limit` is the end
+ * of the buffer holding s. */
+static inline Py_ssize_t write_str(char *out, const char *s, Py_ssize_t n, const char *limit) {
+#if defined(__SSE2__)
+    /* a field of up to 16 bytes: its structural bytes found by four compares at once */
+    if (n > 0 && n <= 16 && limit - s >= 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)s);
+        const __m128i hits =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))));
+        const uint32_t mask = (uint32_t)_mm_movemask_epi8(hits) & ((1u << n) - 1u);
+        if (mask == 0 && !quoted_by_edges(s, n)) {
+            _mm_storeu_si128((__m128i *)out, v);
+            return n;
+        }
+    }
+#endif
+    bool quote = n == 0 || quoted_by_edges(s, n);
     Py_ssize_t quotes = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (STRUCTURAL[(uint8_t)s[i]]) {
@@ -239,13 +279,13 @@ static inline Py_ssize_t write_str(char *out, const char *s, Py_ssize_t n) {
         }
     }
     if (!quote) {
-        copy(out, s, n);
+        copy(out, s, n, limit);
         return n;
     }
     char *p = out;
     *p++ = '"';
     if (quotes == 0) {
-        copy(p, s, n);
+        copy(p, s, n, limit);
         p += n;
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -320,13 +360,13 @@ static Py_ssize_t fill(const column_t *cols, Py_ssize_t ncols, Py_ssize_t rows,
             case K_FLOAT64: p += write_f64(p, ((const double *)c->data)[i]); break;
             case K_STR: {
                 const int32_t start = c->offsets[i];
-                p += write_str(p, c->chars + start, c->offsets[i + 1] - start);
+                p += write_str(p, c->chars + start, c->offsets[i + 1] - start, c->chars_end);
                 break;
             }
             case K_TEXT: {
                 const int32_t start = c->offsets[c->text_offset + i];
                 const int32_t size = c->offsets[c->text_offset + i + 1] - start;
-                copy(p, c->chars + start, size);
+                copy(p, c->chars + start, size, c->chars_end);
                 p += size;
                 break;
             }
@@ -334,13 +374,13 @@ static Py_ssize_t fill(const column_t *cols, Py_ssize_t ncols, Py_ssize_t rows,
                 const int64_t j = read_int(c->data, c->width, i);
                 const int32_t start = c->offsets[c->text_offset + j];
                 const int32_t size = c->offsets[c->text_offset + j + 1] - start;
-                copy(p, c->chars + start, size);
+                copy(p, c->chars + start, size, c->chars_end);
                 p += size;
                 break;
             }
             }
         }
-        copy(p, end, end_len);
+        copy(p, end, end_len, end);
         p += end_len;
     }
     return p - out;
@@ -413,6 +453,7 @@ static PyObject *lines(PyObject *self, PyObject *args) {
         c->data = h[1] ? (const uint8_t *)v[1].buf : NULL;
         c->offsets = h[2] ? (const int32_t *)v[2].buf : NULL;
         c->chars = h[3] ? (const char *)v[3].buf : "";
+        c->chars_end = h[3] ? c->chars + v[3].len : c->chars;
         const bool text = c->kind == K_TEXT || c->kind == K_DICT || c->kind == K_STR;
         const bool number = c->kind == K_INT || c->kind == K_UINT || c->kind == K_FLOAT64;
         if (c->kind < K_INT || c->kind > K_STR || (text && c->offsets == NULL) ||
@@ -444,7 +485,7 @@ static PyObject *lines(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "lines: a dictionary index out of range");
         goto done;
     }
-    size += rows * (ncols - 1 + end_len);
+    size += rows * (ncols - 1 + end_len) + SLACK;
     Py_ssize_t written;
     if (out_held) {
         if (out_view.len < size) {

@@ -114,6 +114,26 @@ def test_each_character_of_the_quoting_rule_renders_alike(char: str, where: str)
         _same(arr.dictionary_encode(), pa.array(range(len(values))))
 
 
+@pytest.mark.parametrize("char", _CHARS)
+def test_each_character_at_each_place_of_a_short_field_renders_alike(char: str) -> None:
+    """Fields of up to 17 characters with one character of the quoting rule at each
+    place: with more bytes after them in the buffer (the pass's 16-byte compare, which
+    must not look past the field) and as the buffer's last field (byte by byte)."""
+    values = ["a" * i + char + "a" * (n - i - 1) for n in range(1, 18) for i in range(n)]
+    for ordered in ([*values, "z" * 40], ["z" * 40, *reversed(values)]):
+        arr = pa.array(ordered, pa.string())
+        _same(arr, arr)
+        _same(arr.dictionary_encode(), pa.array(range(len(ordered))))
+
+
+@given(string_arrays())
+def test_strings_with_more_bytes_after_them_render_alike(arr: pa.Array[Any]) -> None:
+    """As `test_strings_render_alike`, with a long value after them: every field has 16
+    bytes of the buffer from its start."""
+    whole = pa.concat_arrays([arr.cast(pa.string()), pa.array(["y" * 40], pa.string())])
+    _same(whole, whole)
+
+
 @given(st.lists(int_arrays() | float64_arrays() | string_arrays(), min_size=1, max_size=4))
 def test_numbers_and_strings_render_alike(columns: list[pa.Array[Any]]) -> None:
     rows = min(len(c) for c in columns)
