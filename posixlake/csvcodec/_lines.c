@@ -131,7 +131,7 @@ static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
  *   doubles, and IEEE division rounds the exact quotient as parsing n * 10^-k would (half
  *   to even, which is also Ryu's rule for the interval's bounds).
  * If n is no member, there is none on this grid, so Ryu's grid is finer: d2d finds it.
- * The caller moves n's trailing zeros to the exponent.
+ * The digits are n without its trailing zeros (moved to the exponent).
  */
 static inline bool short_decimal(double f, floating_decimal_64 *v) {
     const double a = f < 0 ? -f : f;
@@ -140,8 +140,16 @@ static inline bool short_decimal(double f, floating_decimal_64 *v) {
         if (!(p < 0x1p50)) continue;
         const double n = (double)(int64_t)(p + 0.5);
         if (n == 0 || n / POW10[k] != a) return false;
-        v->mantissa = (uint64_t)n;
-        v->exponent = -k;
+        /* n < 2^50 has at most 15 trailing zeros: drop them 8, 4, 2 and 1 at a time
+         * (the grid is the finest, so most values have several) */
+        uint64_t m = (uint64_t)n;
+        int32_t e = -k;
+        if (m % 100000000 == 0) m /= 100000000, e += 8;
+        if (m % 10000 == 0) m /= 10000, e += 4;
+        if (m % 100 == 0) m /= 100, e += 2;
+        if (m % 10 == 0) m /= 10, e += 1;
+        v->mantissa = m;
+        v->exponent = e;
         return true;
     }
     return false;
