@@ -102,6 +102,8 @@ def table(n: int, start: int = 0) -> pa.Table:
 
 
 def make_table(path: Path, rows: int) -> DatabaseOps:
+    # the workloads change the tables: a table of an earlier run (--dir) is built again
+    shutil.rmtree(path, ignore_errors=True)
     db = DatabaseOps.create(path, SCHEMA, engine="local")
     chunk = 1_000_000
     for start in range(0, rows, chunk):
