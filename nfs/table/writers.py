@@ -524,6 +524,12 @@ class ClientPages:
     The last ``limit`` clients' pages are kept in memory and in ``directory``, one small
     file per client written atomically (not fsynced: like the shadows, a presentation aid
     for matching), so a restarted server still matches them.
+
+    A file's name is a digest of the client's address, then one of the slot
+    (``<address>-<slot>.page``), so the files of one address (its ``data.csv`` and its
+    partition files) are found by name, an earlier boot's too, without reading any.
+    Files named by the slot alone (``<slot>.page``, before this scheme) are still read,
+    and removed with their slot.
     """
 
     def __init__(self, directory: Path, limit: int) -> None:
@@ -532,12 +538,40 @@ class ClientPages:
         self._limit = limit
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._pages: Bounded[str, tuple[int, Staging]] = Bounded(limit, peer_of)
-        # the page files there (names): forgetting a client that has none (every libnfs
-        # process' mount) costs no unlink
-        self._files = {p.name for p in directory.glob("*.page")}
+        # the page files there (names), and by client address: forgetting a client that
+        # has none (every libnfs process' mount) costs no unlink and no walk
+        self._files: set[str] = set()
+        self._by_address: dict[str, set[str]] = {}
+        for path in directory.glob("*.page"):
+            self._known(path.name)
+
+    @staticmethod
+    def _digest(text: str, size: int) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:size]
 
     def _path(self, peer: str) -> Path:
-        return self._dir / (hashlib.sha256(peer.encode()).hexdigest()[:24] + ".page")
+        """The file of slot ``peer``: named by its address, then by the slot."""
+        return self._dir / f"{self._digest(peer_of(peer), 12)}-{self._digest(peer, 24)}.page"
+
+    def _legacy_path(self, peer: str) -> Path:
+        """The file of slot ``peer`` as an earlier version named it (by the slot alone)."""
+        return self._dir / (self._digest(peer, 24) + ".page")
+
+    def _known(self, name: str) -> None:
+        self._files.add(name)
+        address, dash, _ = name.partition("-")
+        if dash:
+            self._by_address.setdefault(address, set()).add(name)
+
+    def _unlink(self, name: str) -> None:
+        (self._dir / name).unlink(missing_ok=True)
+        self._files.discard(name)
+        address, dash, _ = name.partition("-")
+        names = self._by_address.get(address) if dash else None
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._by_address[address]
 
     def put(self, peer: str, version: int, page: Staging) -> None:
         """Remember ``page`` (content that extends its base) as ``peer``'s, after the
@@ -563,17 +597,18 @@ class ClientPages:
             # out before it returns, ~1 ms on every append; a crash in between leaves no
             # page for this client (matched less well), never the older one
             path.unlink(missing_ok=True)
+            legacy = self._legacy_path(peer).name
+            if legacy in self._files:  # an older page of this slot must not come back
+                self._unlink(legacy)
             os.rename(tmp, path)
-            self._files.add(path.name)
+            self._known(path.name)
             files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
             for old in files[: -self._limit]:
-                old.unlink(missing_ok=True)
-                self._files.discard(old.name)
+                self._unlink(old.name)
         except OSError:
             logger.warning("could not keep the page of %s", peer, exc_info=True)
             tmp.unlink(missing_ok=True)
-            path.unlink(missing_ok=True)  # an older page must not come back at a restart
-            self._files.discard(path.name)
+            self._unlink(path.name)  # an older page must not come back at a restart
 
     def get(self, peer: str, presented: Callable[[int], Base | None]) -> tuple[int, Staging] | None:
         """Return ``(version, page)`` of ``peer``, or None; ``presented(v)``: the bytes
@@ -583,7 +618,10 @@ class ClientPages:
         if got is not None:
             return got
         try:
-            raw = self._path(peer).read_bytes()
+            try:
+                raw = self._path(peer).read_bytes()
+            except FileNotFoundError:
+                raw = self._legacy_path(peer).read_bytes()
             line, _, data = raw.partition(b"\n")
             head = json.loads(line)
             if head["peer"] != peer:
@@ -601,20 +639,22 @@ class ClientPages:
         return version, page
 
     def forget_client(self, peer: str) -> None:
-        """Forget the pages of every slot of the client address ``peer`` held in memory,
-        and its ``data.csv`` page on disk (a partition file's page an earlier boot left
-        stays: finding it would read every page file, on every libnfs process' mount)."""
+        """Forget the pages of every slot of the client address ``peer``: those held in
+        memory, and every file of that address on disk (an earlier boot's too; a file
+        named by the slot alone, before names carried the address, goes with its
+        ``data.csv`` slot only)."""
         for slot in self._pages.keys_of(peer):
             self.forget(slot)
         self.forget(peer)
+        for name in list(self._by_address.get(self._digest(peer_of(peer), 12), ())):
+            self._unlink(name)
 
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""
         self._pages.pop(peer)
-        path = self._path(peer)
-        if path.name in self._files:
-            path.unlink(missing_ok=True)
-            self._files.discard(path.name)
+        for name in (self._path(peer).name, self._legacy_path(peer).name):
+            if name in self._files:
+                self._unlink(name)
 
     def clear(self) -> None:
         """Forget every page (the table was replaced)."""
@@ -622,3 +662,4 @@ class ClientPages:
         for path in self._dir.glob("*.page"):
             path.unlink(missing_ok=True)
         self._files.clear()
+        self._by_address.clear()

@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nfs.table.staging import BytesBase, Staging, read_all
 from nfs.table.writers import Bounded, ClientPages, peer_of
 
 _SLOTS = st.sampled_from(
@@ -52,3 +53,49 @@ def test_a_page_file_an_earlier_boot_kept_is_forgotten_with_its_client(tmp_path:
     assert not kept.exists() and other.exists()
     restarted.forget_client("10.0.0.7:997")  # nothing kept for it: nothing happens
     assert other.exists()
+
+
+def _page(base: BytesBase, line: bytes) -> Staging:
+    page = Staging(base, base_version=3, touched=0.0, mtime=0.0)
+    page.write(base.size, line, touched=0.0, mtime=0.0)
+    return page
+
+
+def test_partition_pages_an_earlier_boot_kept_are_forgotten_with_their_client(
+    tmp_path: Path,
+) -> None:
+    """A client's pages of partition files (slots of its address) are named by that
+    address: after a restart, the address mounting again from another process takes all
+    of them, and no other client's."""
+    directory = tmp_path / "pages"
+    base = BytesBase(b"id,name\n1,a\n")
+    boot = ClientPages(directory, 8)
+    for slot in ("10.0.0.9:999", "10.0.0.9:999\0p=1", "10.0.0.9:999\0p=2", "10.0.0.8:998\0p=1"):
+        boot.put(slot, 4, _page(base, b"2,b\n"))
+    restarted = ClientPages(directory, 8)
+    restarted.forget_client("10.0.0.9:999")
+    left = sorted(p.name for p in directory.glob("*.page"))
+    assert left == [restarted._path("10.0.0.8:998\0p=1").name]
+    assert restarted.get("10.0.0.9:999\0p=1", lambda v: base) is None
+    got = restarted.get("10.0.0.8:998\0p=1", lambda v: base)
+    assert got is not None and got[0] == 4
+    assert bytes(read_all(got[1])) == b"id,name\n1,a\n2,b\n"
+
+
+def test_a_page_named_by_its_slot_alone_is_still_read_and_then_replaced(tmp_path: Path) -> None:
+    """A page file of an earlier version (named by the slot alone) is matched after the
+    upgrade; the slot's next page replaces it, and forgetting the slot removes it."""
+    directory = tmp_path / "pages"
+    base = BytesBase(b"id\n1\n")
+    ClientPages(directory, 8).put("10.0.0.9:999", 4, _page(base, b"2\n"))
+    pages = ClientPages(directory, 8)
+    pages._path("10.0.0.9:999").rename(pages._legacy_path("10.0.0.9:999"))
+    upgraded = ClientPages(directory, 8)
+    got = upgraded.get("10.0.0.9:999", lambda v: base)
+    assert got is not None and bytes(read_all(got[1])) == b"id\n1\n2\n"
+    upgraded.put("10.0.0.9:999", 5, _page(base, b"3\n"))
+    assert [p.name for p in directory.glob("*.page")] == [upgraded._path("10.0.0.9:999").name]
+    upgraded._path("10.0.0.9:999").rename(upgraded._legacy_path("10.0.0.9:999"))
+    again = ClientPages(directory, 8)
+    again.forget("10.0.0.9:999")
+    assert list(directory.glob("*.page")) == []
