@@ -602,9 +602,10 @@ class ClientPages:
                 self._unlink(legacy)
             os.rename(tmp, path)
             self._known(path.name)
-            files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
-            for old in files[: -self._limit]:
-                self._unlink(old.name)
+            if len(self._files) > self._limit:  # the directory's listing: no walk below it
+                files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
+                for old in files[: -self._limit]:
+                    self._unlink(old.name)
         except OSError:
             logger.warning("could not keep the page of %s", peer, exc_info=True)
             tmp.unlink(missing_ok=True)

@@ -3,6 +3,7 @@ client address, against a plain model."""
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from pathlib import Path
 
@@ -99,3 +100,20 @@ def test_a_page_named_by_its_slot_alone_is_still_read_and_then_replaced(tmp_path
     again = ClientPages(directory, 8)
     again.forget("10.0.0.9:999")
     assert list(directory.glob("*.page")) == []
+
+
+def test_page_files_stay_within_the_limit_across_restarts(tmp_path: Path) -> None:
+    """Past ``limit`` page files the oldest go, files an earlier boot kept counted too."""
+    directory = tmp_path / "pages"
+    base = BytesBase(b"id\n1\n")
+    boot = ClientPages(directory, 2)
+    for i in range(3):
+        boot.put(f"10.0.0.{i}:1", 4, _page(base, b"2\n"))
+    kept = sorted(directory.glob("*.page"))
+    assert len(kept) == 2
+    for age, path in enumerate(kept):  # distinct times, older than the next page's
+        os.utime(path, ns=(path.stat().st_atime_ns, 10**18 + age * 10**9))
+    restarted = ClientPages(directory, 2)
+    restarted.put("10.0.0.9:1", 5, _page(base, b"3\n"))
+    names = {p.name for p in directory.glob("*.page")}
+    assert names == {kept[1].name, restarted._path("10.0.0.9:1").name}
