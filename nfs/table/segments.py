@@ -49,13 +49,15 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import struct
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 import pyarrow as pa
@@ -170,6 +172,7 @@ class Segmenter:
         self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._writers: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs the first calls of its compute
         # functions; pay them now, off the first read's path
         self._executor().submit(_warm_up)
@@ -222,8 +225,10 @@ class Segmenter:
         """Stop the rendering threads (renderings stay readable)."""
         with self._lock:
             pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+            writers, self._writers = self._writers, None
+        for executor in (writers, pool):
+            if executor is not None:
+                executor.shutdown(wait=True)
 
     def key_of(
         self,
@@ -363,15 +368,27 @@ class Segmenter:
                 )
             return self._pool
 
+    def _writer(self) -> ThreadPoolExecutor:
+        # a thread per segment being written; they wait on the pool, never the reverse
+        with self._lock:
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(
+                    max_workers=self._workers + 2, thread_name_prefix="posixlake-segment-writer"
+                )
+            return self._writers
+
     def _render(self, plan: Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
-        """Render the files at ``missing`` into the store, yielding them as they complete.
+        """Render the files at ``missing`` into the store, yielding them in that order.
 
         Work is split into row groups when there are fewer files than workers. A unit's
         task decodes its batches and hands each to the pool to render, so both the
         decoding of several units and the rendering of one unit's batches run in
-        parallel; the calling thread writes the rendered chunks in order. At most
-        ``workers + 1`` units are decoded ahead of the one being written, each with at
-        most ``2 * workers`` decoded batches waiting to be rendered (memory stays bounded).
+        parallel. Each segment has a writer thread that writes its units' chunks in
+        order as they are rendered, so the segments of units decoded side by side are
+        written side by side: a chunk is in its file, and its buffer free for a later
+        batch, soon after it was rendered. At most ``workers + 1`` units are decoded or
+        written at once, each with at most ``2 * workers`` decoded batches waiting to be
+        rendered (memory stays bounded).
         """
         snapshot = plan.snapshot
         fs = table_filesystem(snapshot.uri, snapshot.storage_options)
@@ -384,60 +401,81 @@ class Segmenter:
             self._live[seg.key] = seg
             yield index, seg
             return
-        units: list[_Unit] = []
+        groups: list[tuple[int, list[_Unit]]] = []
         split = len(missing) < self._workers
         for i in missing:
             if split:
-                groups = _row_groups(fs, snapshot, plan.files[i], plan.read_only)
-                units.extend(_Unit(i, (g,)) for g in range(groups))
-                if groups == 0:
-                    units.append(_Unit(i, ()))
+                count = _row_groups(fs, snapshot, plan.files[i], plan.read_only)
+                groups.append((i, [_Unit(i, (g,)) for g in range(count)] or [_Unit(i, ())]))
             else:
-                units.append(_Unit(i))
-        pool = self._executor()
-        window = self._workers
-        queued = 2 * self._workers  # batches of a unit waiting for the pool, at most
-        pending: deque[tuple[_Unit, Future[list[Future[_Rendered]]]]] = deque()
-        queue = iter(units)
+                groups.append((i, [_Unit(i)]))
+        pool, writers = self._executor(), self._writer()
+        slots = threading.Semaphore(self._workers + 1)  # units decoded or written at once
         cancelled = threading.Event()
-        # a rendered chunk is in its segment file once the writer asks for the next one;
-        # its buffer then takes a later batch. Kept: as many as were ever in flight at
-        # once (the chunks of the unit being written and of those decoded ahead), which
-        # is the memory the chunks took before anyway; dropped when the rendering ends.
+        # a rendered chunk is in its segment file once its writer asks for the next one;
+        # its buffer then takes a later batch (a fresh one costs a page fault per 4 KiB)
         buffers = LineBuffers(keep=64)
+        batches = _Batches(pool, snapshot.schema, buffers, cancelled, waiting=self._workers)
 
-        def fill() -> None:
-            while len(pending) < window:
-                unit = next(queue, None)
-                if unit is None:
-                    return
-                task = pool.submit(_decode_unit, fs, plan, unit, pool, cancelled, queued, buffers)
-                pending.append((unit, task))
+        def parts_of(units: _Handed, count: int, ended: list[bool]) -> Generator[tuple[Any, int]]:
+            for _ in range(count):
+                if (unit := units.get()) is None:  # the rest were never handed out
+                    ended.append(True)
+                    raise _Cancelled
+                try:
+                    while (batch_task := unit[1].get()) is not None:
+                        views, rows = batch_task.result()  # a failed unit raises here
+                        for view in views:
+                            yield view, 0
+                            buffers.release(view)  # written (SegmentStore.write)
+                        yield b"", rows
+                finally:
+                    slots.release()
 
-        def parts_of(index: int) -> Iterator[tuple[memoryview | bytes, int]]:
-            while pending and pending[0][0].index == index:
-                _, task = pending.popleft()
-                fill()
-                for batch_task in task.result():
-                    views, rows = batch_task.result()
-                    for view in views:
-                        yield view, 0
-                        buffers.release(view)  # written (SegmentStore.write)
-                    yield b"", rows
+        def write(index: int, units: _Handed, count: int) -> Segment:
+            ended: list[bool] = []  # parts_of took the None that ends ``units``
+            parts = parts_of(units, count, ended)
+            try:
+                seg = self.store.write(plan.keys[index], parts)
+            except BaseException:
+                cancelled.set()  # the caller stops handing out units, the others stop
+                parts.close()  # gives back the slot of the unit it was writing
+                while not ended and (unit := units.get()) is not None:  # handed out to it
+                    unit[0].cancel()
+                    slots.release()
+                raise
+            self._live[seg.key] = seg
+            return seg
 
+        written: list[tuple[int, Future[Segment]]] = []
         try:
-            fill()
-            while pending:
-                index = pending[0][0].index
-                seg = self.store.write(plan.keys[index], parts_of(index))
-                self._live[seg.key] = seg
-                yield index, seg
+            for index, units in groups:
+                handed: _Handed = queue.SimpleQueue()
+                written.append((index, writers.submit(write, index, handed, len(units))))
+                try:
+                    for unit in units:
+                        slots.acquire()
+                        if cancelled.is_set():
+                            slots.release()
+                            break
+                        stream: _Stream = queue.SimpleQueue()
+                        task = pool.submit(_decode_unit, fs, plan, unit, batches, cancelled, stream)
+                        task.add_done_callback(partial(_end_if_cancelled, stream))
+                        handed.put((task, stream))
+                finally:
+                    handed.put(None)
+                if cancelled.is_set():
+                    break
+            wait([task for _, task in written])
+            # a writer's own error, not the cancellation it caused in the others
+            errors = [e for _, t in written if (e := t.exception()) is not None]
+            for error in sorted(errors, key=lambda e: isinstance(e, _Cancelled)):
+                raise error
+            for index, done in written:
+                yield index, done.result()
         finally:
-            cancelled.set()  # a unit still decoding stops handing batches out
-            for _, task in pending:
-                if not task.cancel() and task.done() and task.exception() is None:
-                    for batch_task in task.result():
-                        batch_task.cancel()
+            cancelled.set()  # units still decoding stop, writers give their files up
+            wait([task for _, task in written])  # no writer outlives the rendering
 
     def _whole(self, log: DeltaLog, version: int) -> SegmentedRendering:
         """Fallback for tables not readable file by file: one segment, the whole version."""
@@ -514,6 +552,19 @@ _Rendered = tuple[list[memoryview], int]
 """The CSV text of some rows (views of Arrow buffers, see ``iter_render_views``), and how
 many rows."""
 
+_Stream = queue.SimpleQueue[Future[_Rendered] | None]
+"""A unit's renderings, in row order as its batches are decoded, then None (see
+`_decode_unit`)."""
+
+
+_Handed = queue.SimpleQueue[tuple[Future[None], _Stream] | None]
+"""The units of one segment, in order, as they are handed out (a unit's decoding and its
+stream), then None."""
+
+
+class _Cancelled(Exception):
+    """A rendering was abandoned: its writers give their segment files up."""
+
 
 def _unit_batches(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> Iterator[pa.RecordBatch]:
     """Decode one unit's rows as batches with the table's columns (see `assemble`)."""
@@ -563,39 +614,91 @@ def _render_unit(fs: pafs.FileSystem, plan: Plan, unit: _Unit) -> _Rendered:
     return views, rows
 
 
+class _Batches:
+    """Decoded batches waiting to be rendered, oldest first: one queue for every unit of
+    a rendering, so the batches the writers wait for are rendered first.
+
+    A unit's task puts each batch it decodes here and hands the pool a task that renders
+    the oldest waiting batch (an idle thread renders batches of a unit that another one
+    decodes). While more than ``waiting`` batches wait, the decoding thread renders the
+    oldest itself before it decodes on: the decoded batches held stay bounded, and no
+    thread of the pool ever waits for another (it cannot deadlock).
+    """
+
+    def __init__(
+        self,
+        pool: ThreadPoolExecutor,
+        schema: pa.Schema,
+        buffers: LineBuffers,
+        cancelled: threading.Event,
+        waiting: int,
+    ) -> None:
+        self._pool = pool
+        self._schema = schema
+        self._buffers = buffers
+        self._cancelled = cancelled
+        self._waiting = waiting
+        self._queue: deque[tuple[pa.RecordBatch, Future[_Rendered]]] = deque()
+
+    def put(self, batch: pa.RecordBatch) -> Future[_Rendered]:
+        """Queue ``batch``; return its rendering (see `render_oldest`)."""
+        task: Future[_Rendered] = Future()
+        self._queue.append((batch, task))  # deque appends and pops are atomic
+        self._pool.submit(self.render_oldest)
+        while len(self._queue) > self._waiting:
+            self.render_oldest()
+        return task
+
+    def render_oldest(self) -> None:
+        """Render the batch that waited longest, if any, into its task (runs on a thread
+        of the pool); an abandoned rendering's batches are dropped unrendered."""
+        try:
+            batch, task = self._queue.popleft()
+        except IndexError:
+            return  # rendered already, by the thread that decoded it or another
+        if not task.set_running_or_notify_cancel():
+            return
+        if self._cancelled.is_set():
+            task.set_exception(_Cancelled())
+            return
+        try:
+            task.set_result(_render_batch(batch, self._schema, self._buffers))
+        except BaseException as err:  # noqa: BLE001 - the writer waiting for it raises it
+            task.set_exception(err)
+
+
 def _decode_unit(
     fs: pafs.FileSystem,
     plan: Plan,
     unit: _Unit,
-    pool: ThreadPoolExecutor,
+    batches: _Batches,
     cancelled: threading.Event,
-    queued: int,
-    buffers: LineBuffers,
-) -> list[Future[_Rendered]]:
-    """Decode one unit's batches, handing each to ``pool`` to render as it comes (runs on
-    a worker thread); return the renderings, in row order. Stops early once
-    ``cancelled`` is set (the rendering was abandoned).
+    out: _Stream,
+) -> None:
+    """Decode one unit's batches into ``batches`` (runs on a thread of the pool), putting
+    their renderings into ``out`` in row order as it goes, then None; a failure, or the
+    rendering abandoned (``cancelled``), ends ``out`` with a failed rendering instead."""
+    try:
+        for batch in _unit_batches(fs, plan, unit):
+            if cancelled.is_set():
+                raise _Cancelled
+            out.put(batches.put(batch))
+    except BaseException as err:  # noqa: BLE001 - the unit's writer raises it
+        out.put(_failed(err))
+        return
+    out.put(None)
 
-    While ``queued`` batches wait for the pool, this thread renders the next one itself
-    instead of handing it over: the decoded batches held stay bounded, and no thread of
-    the pool ever waits for another (it cannot deadlock).
-    """
-    schema = plan.snapshot.schema
-    tasks: list[Future[_Rendered]] = []
-    waiting: deque[Future[_Rendered]] = deque()
-    for batch in _unit_batches(fs, plan, unit):
-        if cancelled.is_set():
-            break
-        while waiting and waiting[0].done():
-            waiting.popleft()
-        if len(waiting) < queued:
-            task = pool.submit(_render_batch, batch, schema, buffers)
-            waiting.append(task)
-        else:
-            task = Future()
-            task.set_result(_render_batch(batch, schema, buffers))
-        tasks.append(task)
-    return tasks
+
+def _end_if_cancelled(out: _Stream, task: Future[None]) -> None:
+    """A unit cancelled before it ran still ends its stream (its writer waits on it)."""
+    if task.cancelled():
+        out.put(_failed(_Cancelled()))
+
+
+def _failed(err: BaseException) -> Future[_Rendered]:
+    task: Future[_Rendered] = Future()
+    task.set_exception(err)
+    return task
 
 
 def _small_dictionaries(

@@ -574,5 +574,132 @@ def test_a_first_rendering_writes_its_chunks_into_buffers_used_again(
     assert _bytes(r) == _expected(db, db.version)
     assert seg.stats.rendered == 8
     assert len(taken_back) == 40  # every chunk, once written
-    # chunks live at once: the file being written and the two decoded ahead (workers)
+    # chunks live at once, at most: the three files decoded or written (workers + 1); a
+    # chunk is written as soon as it is rendered, so usually far fewer (2 to 5 here)
     assert len(made) <= 3 * 5 and len(set(taken_back)) == len(made)
+
+
+def _eight_files(path: Path) -> DatabaseOps:
+    """A table of eight files of 5,000 rows (ids 0..39,999 in file order)."""
+    db = DatabaseOps.create(path, SCHEMA, engine="local")
+    for start in range(0, 40_000, 5_000):
+        ids = pa.array(range(start, start + 5_000), pa.int64())
+        db.insert(
+            pa.table(
+                {
+                    "id": ids,
+                    "name": pc.cast(ids, pa.string()),
+                    "score": pc.divide(pc.cast(ids, pa.float64()), 3.0),
+                    "city": pc.cast(pc.bit_wise_and(ids, 7), pa.string()),
+                }
+            )
+        )
+    return db
+
+
+def _watched_writes(monkeypatch: pytest.MonkeyPatch, seen: Any) -> None:
+    """Call ``seen(key, chunk)`` for every chunk a SegmentStore writes, before it is written."""
+    write = SegmentStore.write
+
+    def watched(self: SegmentStore, key: str, parts: Any) -> Any:
+        def each() -> Iterator[Any]:
+            for chunk, rows in parts:
+                seen(key, chunk)
+                yield chunk, rows
+
+        return write(self, key, each())
+
+    monkeypatch.setattr(SegmentStore, "write", watched)
+
+
+def test_the_segments_of_units_decoded_side_by_side_are_written_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's chunks go into its segment file as they are rendered, while other files
+    are decoded: the last batch of the first file is rendered only once the second file's
+    segment has a chunk (or after 20 s, and the test fails). Before, a segment was written
+    only after its whole file was decoded, and only after the segments before it."""
+    import threading
+
+    import nfs.table.segments as segments
+
+    db = _eight_files(tmp_path / "t")
+    monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)  # 5 batches a file
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    plan = seg.plan(db.version)
+    assert plan is not None
+    first, second = plan.keys[0], plan.keys[1]
+    first_ids = pq.read_table(os.path.join(plan.snapshot.uri, plan.files[0].path), columns=["id"])
+    last_batch_start = first_ids.column("id")[4_000].as_py()  # the first file's last batch
+    second_started = threading.Event()
+    waited: list[bool] = []
+    render_batch = segments._render_batch
+
+    def seen(key: str, chunk: Any) -> None:
+        if key == second and len(chunk):
+            second_started.set()
+
+    def held(batch: pa.RecordBatch, schema: pa.Schema, buffers: Any) -> Any:
+        if batch.column(0)[0].as_py() == last_batch_start:
+            waited.append(second_started.wait(timeout=20))
+        return render_batch(batch, schema, buffers)
+
+    _watched_writes(monkeypatch, seen)
+    monkeypatch.setattr(segments, "_render_batch", held)
+    r = seg(db.version)
+    assert waited == [True]
+    assert _bytes(r) == _expected(db, db.version)
+    assert first != second
+    seg.close()
+
+
+@pytest.mark.parametrize("fail_in", ["render", "write"])
+def test_a_failed_segment_stops_the_rendering_and_leaves_no_partial_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_in: str
+) -> None:
+    """An error rendering a batch, or writing a segment file, is the rendering's error
+    (not the cancellation it causes in the other writers); no segment of the failed file
+    and no temporary file stays in the cache, every segment kept holds its whole file, and
+    the next rendering (the error gone) is whole."""
+    import nfs.table.segments as segments
+
+    db = _eight_files(tmp_path / "t")
+    monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    plan = seg.plan(db.version)
+    assert plan is not None
+    third = plan.keys[2]
+    third_ids = pq.read_table(os.path.join(plan.snapshot.uri, plan.files[2].path), columns=["id"])
+    doomed = third_ids.column("id")[2_000].as_py()  # the third file's third batch
+    render_batch = segments._render_batch
+
+    def failing_render(batch: pa.RecordBatch, schema: pa.Schema, buffers: Any) -> Any:
+        if batch.column(0)[0].as_py() == doomed:
+            raise OSError("injected render failure")
+        return render_batch(batch, schema, buffers)
+
+    written: dict[str, int] = {}
+
+    def failing_write(key: str, chunk: Any) -> None:
+        written[key] = written.get(key, 0) + 1
+        if key == third and written[key] == 3:
+            raise OSError("injected write failure")
+
+    if fail_in == "render":
+        monkeypatch.setattr(segments, "_render_batch", failing_render)
+    else:
+        _watched_writes(monkeypatch, failing_write)
+    with pytest.raises(OSError, match=f"injected {fail_in} failure"):
+        seg(db.version)
+    names = os.listdir(tmp_path / "cache")
+    assert not [n for n in names if n.startswith(".tmp-")]
+    assert third + ".seg" not in names
+    store = SegmentStore(tmp_path / "cache")
+    for i, key in enumerate(plan.keys):
+        kept = store.open(key)
+        if kept is not None:  # a whole file's rows, never part of them
+            assert kept.rows == 5_000, i
+    monkeypatch.undo()
+    monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)
+    assert _bytes(seg(db.version)) == _expected(db, db.version)
+    seg.close()
