@@ -391,7 +391,8 @@ class Segmenter:
         rendered (memory stays bounded).
         """
         snapshot = plan.snapshot
-        fs = table_filesystem(snapshot.uri, snapshot.storage_options)
+        # mapped: Parquet reads its column chunks as views of the page cache, not copies
+        fs = table_filesystem(snapshot.uri, snapshot.storage_options, mapped=True)
         if len(missing) == 1 and plan.files[missing[0]].size <= _INLINE_BYTES:
             index = missing[0]
             chunks, rows = _render_unit(fs, plan, _Unit(index))

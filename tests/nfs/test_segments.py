@@ -703,3 +703,28 @@ def test_a_failed_segment_stops_the_rendering_and_leaves_no_partial_segment(
     monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)
     assert _bytes(seg(db.version)) == _expected(db, db.version)
     seg.close()
+
+
+def test_a_local_data_file_is_read_through_a_mapping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first rendering of a local table maps its data files (Parquet's column chunks are
+    views of the page cache, not copies into fresh memory) and renders the same bytes."""
+    import nfs.table.segments as segments
+
+    db = _eight_files(tmp_path / "t")
+    mapped: list[bool] = []
+    open_file = segments.open_file
+
+    def recorded(fs: Any, snapshot: Any, data_file: Any, read_only: bool) -> Any:
+        handle = open_file(fs, snapshot, data_file, read_only)
+        path = os.path.realpath(os.path.join(snapshot.uri, data_file.path))
+        mapped.append(path in Path("/proc/self/maps").read_text())
+        return handle
+
+    monkeypatch.setattr(segments, "open_file", recorded)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    r = seg(db.version)
+    assert _bytes(r) == _expected(db, db.version)
+    assert mapped and all(mapped)
+    seg.close()
