@@ -32,15 +32,19 @@ every new version renders the whole table again.
 
 The first rendering of a large table runs on a thread pool: a task per work unit (a file,
 or its row groups when there are fewer files than workers) decodes the unit's batches and
-hands each batch to the pool to render, so files are decoded in parallel and the batches of
-one file (a table of one big file too) are rendered in parallel; the calling thread writes
-the rendered text into the segment files in row order, straight from the Arrow buffers
-(:func:`posixlake.csvcodec.iter_render_views`, no copy). At most ``workers + 1`` units are
-decoded ahead of the one being written, and a unit's task renders a batch itself while
-``2 * workers`` of its batches wait for the pool (bounded memory, no task waits for
-another). Nearly all the time goes to Parquet decoding and the
-codec's Arrow compute kernels, which release the GIL. String columns whose Parquet
-dictionary is small are read as dictionaries, so the codec renders each distinct value once.
+queues each to be rendered; the pool renders the queued batches oldest first, and a
+decoding thread renders the oldest itself while more than ``workers`` wait, so files are
+decoded in parallel, the batches of one file (a table of one big file too) are rendered
+in parallel, and no task waits for another. Each segment has a writer thread that writes
+its unit's rendered chunks in row order as they come, so the segments of units decoded
+side by side are written side by side; a chunk's buffer is used again once it is in its
+file (:class:`posixlake.csvcodec.LineBuffers`). At most ``workers + 1`` units are decoded
+or written at once (bounded memory); a failure or an abandoned rendering makes every
+writer give its temporary file up (no partial segment). A local table's data files are
+memory-mapped while they are decoded (column chunks are views of the page cache).
+Nearly all the time goes to Parquet decoding and the codec's compiled pass, which
+release the GIL. String columns whose Parquet dictionary is small are read as
+dictionaries, so the codec renders each distinct value once.
 """
 
 from __future__ import annotations
