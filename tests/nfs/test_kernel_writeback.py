@@ -14,7 +14,9 @@ holds exactly the content written, and that the writer's exit status is 0:
 - a fast ``cat new.csv > data.csv`` of fixed-width rows (every 4 KiB page ends a line)
   changing 300 of 300k rows (9.6 MB) of a keyed table,
 - ``{ head; sleep 5; tail; } > data.csv`` (head's exit closes its copy of the descriptor:
-  the client flushes and COMMITs while the shell keeps the file open).
+  the client flushes and COMMITs while the shell keeps the file open),
+- the paused rewrite and the paused append into one partition's file
+  (``partitions/region=eu/data.csv``): one version, and the other partition unchanged.
 
 The guest also counts the COMMITs its client sent (``/proc/self/mountstats``) before the
 pause ended and in all: a run in which no COMMIT came before the writer's close() fails,
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from nfs.protocol.server import NfsServer
@@ -292,3 +295,78 @@ def test_a_redirected_group_whose_head_exits_before_a_pause_is_one_version(
         """,
     )
     _check_one_version_with(db, run, new)
+
+
+def _regions(n: int, *, start: int = 0, edited: int = 0) -> dict[str, pa.Array]:
+    """Rows (id, region, name): ids from ``start``, regions eu and us in turn; every
+    1000th name from ``edited`` renamed."""
+    ids = range(start, start + n)
+    return {
+        "id": pa.array(ids, pa.int64()),
+        "region": pa.array([("eu", "us")[i % 2] for i in ids]),
+        "name": pa.array(
+            [f"edited{i}" if edited and i % 1000 == edited else f"name{i}" for i in ids]
+        ),
+    }
+
+
+def _by_region(path: Path, columns: dict[str, pa.Array]) -> DatabaseOps:
+    db = DatabaseOps.create(
+        path,
+        {"id": "Int64", "region": "String", "name": "String"},
+        partition_by=["region"],
+        engine="local",
+    )
+    db.insert(pa.table(columns))
+    return db
+
+
+def _region(table: pa.Table, region: str) -> pa.Table:
+    return table.filter(pc.equal(table.column("region"), region))
+
+
+def _joined(*tables: pa.Table) -> pa.Table:
+    """The rows of ``tables`` in one table (as Python values: their schemas may differ
+    in nullability or string type)."""
+    names = tables[0].column_names
+    return pa.table({n: [v for t in tables for v in t.column(n).to_pylist()] for n in names})
+
+
+def test_a_paused_producer_piped_into_cat_rewrites_one_partition_as_one_version(
+    tmp_path: Path,
+) -> None:
+    """``producer | cat > partitions/region=eu/data.csv``: the partition's 100k rows, an
+    8 s pause half way (writeback COMMITs), one version; the other partition unchanged."""
+    n = 200_000
+    db = _by_region(tmp_path / "t", _regions(n))
+    old = db.to_arrow()
+    new_eu = _region(pa.table(_regions(n, edited=8)), "eu")  # 100 of its rows renamed
+    assert new_eu.num_rows == n // 2
+    run = _write_in_vm(
+        db,
+        render_csv(new_eu),
+        """
+        part=../partitions/region=eu/data.csv
+        { head -n 50001 /tmp/src.csv; sleep 8; pause; tail -n +50002 /tmp/src.csv; } | cat > $part
+        status="${PIPESTATUS[*]}"
+        """,
+    )
+    _check_one_version_with(db, run, _joined(_region(old, "us"), new_eu))
+
+
+def test_a_paused_append_to_one_partition_is_one_insert(tmp_path: Path) -> None:
+    """``producer | cat >> partitions/region=eu/data.csv`` of 300k rows of that partition,
+    pausing 8 s half way: ONE INSERT, every row once."""
+    db = _by_region(tmp_path / "t", _regions(1000))
+    old = db.to_arrow()
+    more = _region(pa.table(_regions(600_000, start=1_000_000)), "eu")
+    run = _write_in_vm(
+        db,
+        render_csv(more, header=False),
+        """
+        part=../partitions/region=eu/data.csv
+        { head -n 150000 /tmp/src.csv; sleep 8; pause; tail -n +150001 /tmp/src.csv; } | cat >> $part
+        status="${PIPESTATUS[*]}"
+        """,
+    )
+    _check_one_version_with(db, run, _joined(old, more))
