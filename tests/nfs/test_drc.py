@@ -346,3 +346,69 @@ def test_a_retransmitted_remove_keeps_another_writers_insert(
         again = _send(c, 0x6262, NfsProc3.NFSPROC3_REMOVE, args)
     assert _rows(plain) == [(9, "theirs")]
     assert again == first
+
+
+@pytest.fixture
+def by_region(tmp_path: Path) -> DatabaseOps:
+    """A table partitioned by region, without a primary key."""
+    d = DatabaseOps.create(
+        tmp_path / "p",
+        {"id": "Int64", "region": "String", "name": "String"},
+        partition_by=["region"],
+        engine="local",
+    )
+    d.insert([{"id": i, "region": ("eu", "us")[i % 2], "name": f"n{i}"} for i in range(1, 5)])
+    return d
+
+
+@pytest.fixture
+def served_by_region(by_region: DatabaseOps, tmp_path: Path) -> Iterator[NfsServer]:
+    srv = NfsServer(TableFs(by_region, idle_timer=False, state_dir=tmp_path / "pstate")).start()
+    yield srv
+    srv.shutdown()
+
+
+def _by_id(db: DatabaseOps) -> list[tuple[Any, ...]]:
+    return sorted((r["id"], r["region"], r["name"]) for r in db.to_arrow().to_pylist())
+
+
+def test_a_retransmitted_file_sync_append_to_a_partition_inserts_its_row_once(
+    served_by_region: NfsServer, by_region: DatabaseOps
+) -> None:
+    with RpcClient("127.0.0.1", served_by_region.port) as c:
+        c.mount("/")
+        fh = c.walk("/partitions/region=eu/data.csv")
+        size = c.attrs(fh).size
+        line = b"6,eu,n6x\n"
+        args = Write3Args(fh, size, len(line), StableHow.FILE_SYNC, line)
+        first = _send(c, 0x7171, NfsProc3.NFSPROC3_WRITE, args)
+        assert Write3Res.unpack(decode_reply(first)[1]).status == Nfsstat3.NFS3_OK
+        version = by_region.version
+        again = _send(c, 0x7171, NfsProc3.NFSPROC3_WRITE, args)  # its reply was lost
+    assert _by_id(by_region) == [
+        (1, "us", "n1"),
+        (2, "eu", "n2"),
+        (3, "us", "n3"),
+        (4, "eu", "n4"),
+        (6, "eu", "n6x"),
+    ]
+    assert by_region.version == version
+    assert again == first
+
+
+def test_a_retransmitted_remove_of_a_partition_keeps_another_writers_insert(
+    served_by_region: NfsServer, by_region: DatabaseOps
+) -> None:
+    """``rm partitions/region=eu/data.csv`` deletes that partition's rows; its
+    retransmission after another writer inserted an eu row deletes nothing more."""
+    with RpcClient("127.0.0.1", served_by_region.port) as c:
+        c.mount("/")
+        dir_fh = c.walk("/partitions/region=eu")
+        args = Remove3Args(DirOpArgs3(dir_fh, "data.csv"))
+        first = _send(c, 0x7272, NfsProc3.NFSPROC3_REMOVE, args)
+        assert Remove3Res.unpack(decode_reply(first)[1]).status == Nfsstat3.NFS3_OK
+        assert _by_id(by_region) == [(1, "us", "n1"), (3, "us", "n3")]
+        by_region.insert([{"id": 8, "region": "eu", "name": "theirs"}])  # meanwhile
+        again = _send(c, 0x7272, NfsProc3.NFSPROC3_REMOVE, args)
+    assert _by_id(by_region) == [(1, "us", "n1"), (3, "us", "n3"), (8, "eu", "theirs")]
+    assert again == first
