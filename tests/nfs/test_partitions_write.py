@@ -107,6 +107,34 @@ def test_a_row_of_another_partition_is_refused(fs: TableFs, db: DatabaseOps) -> 
     assert table_rows(db) == rows
 
 
+def test_a_stale_page_widened_append_does_not_bring_deleted_rows_back(
+    fs: TableFs, db: DatabaseOps
+) -> None:
+    """The client holds the partition's page from an earlier read; another writer
+    deletes all but one of the partition's rows; ``echo >>`` sends the stale page with the
+    new line (one FILE_SYNC WRITE at 0): only the new line is inserted."""
+    p = fs.paths
+    path = f"{EU1}/data.csv"
+    old = p.read_file(path)
+    db.delete_rows_where("id IN (4, 8, 12, 16, 20, 24, 28, 32, 36)")  # EU1 but its id 0
+    rows = table_rows(db)
+    p.write_file(path, old + b"100,eu,2024-01-01,2.5\n", offset=0, commit=False)
+    assert table_rows(db) == rows + Counter([b"100,eu,2024-01-01,2.5"])
+
+
+def test_a_stale_append_at_the_old_end_inserts_only_its_line(fs: TableFs, db: DatabaseOps) -> None:
+    """An ``exec 3>>data.csv`` in the partition holds its old size; another writer
+    deletes the partition's last rows; the append at the old end inserts only its line
+    (the deleted rows stay deleted, no row is doubled)."""
+    p = fs.paths
+    path = f"{EU1}/data.csv"
+    size = p.getattr(path).size
+    db.delete_rows_where("id IN (32, 36)")  # the partition's last two lines
+    rows = table_rows(db)
+    p.write_file(path, b"100,eu,2024-01-01,2.5\n", offset=size, commit=False)
+    assert table_rows(db) == rows + Counter([b"100,eu,2024-01-01,2.5"])
+
+
 def test_a_rewrite_changes_only_the_partition(fs: TableFs, db: DatabaseOps) -> None:
     """Read the partition, drop one row, change one, add one: the rest of the table stays,
     also rows others committed meanwhile."""
