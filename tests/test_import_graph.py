@@ -15,19 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_modules import source_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _modules(package: str) -> dict[str, Path]:
-    found = {}
-    # a compiled module (posixlake/csvcodec/_lines.c) is known by its stub
-    stubs = [p for p in (ROOT / package).rglob("*.pyi") if not p.with_suffix(".py").exists()]
-    for path in [*(ROOT / package).rglob("*.py"), *stubs]:
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
 
 
 def _resolve(known: dict[str, Path], name: str, member: str | None) -> str | None:
@@ -47,7 +37,7 @@ def _without_type_checking(tree: ast.AST) -> ast.AST:
 
 def import_graph(package: str) -> dict[str, set[str]]:
     """Each module of ``package`` -> the modules of ``package`` it imports, anywhere."""
-    known = _modules(package)
+    known = source_modules(ROOT, (package,))
     graph: dict[str, set[str]] = {}
     for module, path in known.items():
         deps: set[str] = set()

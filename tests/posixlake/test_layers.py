@@ -16,21 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_modules import source_modules
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("posixlake", "cli", "nfs")
-
-
-def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for package in packages:
-        # a compiled module (posixlake/csvcodec/_lines.c) is known by its stub
-        stubs = [p for p in (root / package).rglob("*.pyi") if not p.with_suffix(".py").exists()]
-        for path in [*(root / package).rglob("*.py"), *stubs]:
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
 
 
 def _imports(module: str, path: Path) -> list[tuple[str, str | None]]:
@@ -56,7 +45,7 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dic
     """Each module of ``packages`` -> the modules of ``packages`` it imports, type-only
     and function-local imports included. ``from pkg import name`` depends on ``pkg``
     (its ``__init__`` runs), or on ``pkg.name`` when that is a module."""
-    known = _modules(root, packages)
+    known = source_modules(root, packages)
     graph: dict[str, set[str]] = {}
     for module, path in known.items():
         deps: set[str] = set()
