@@ -50,6 +50,7 @@ dictionaries, so the codec renders each distinct value once.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -377,7 +378,7 @@ class Segmenter:
         with self._lock:
             if self._writers is None:
                 self._writers = ThreadPoolExecutor(
-                    max_workers=self._workers + 2, thread_name_prefix="posixlake-segment-writer"
+                    max_workers=self._workers + 1, thread_name_prefix="posixlake-segment-writer"
                 )
             return self._writers
 
@@ -385,14 +386,16 @@ class Segmenter:
         """Render the files at ``missing`` into the store, yielding them in that order.
 
         Work is split into row groups when there are fewer files than workers. A unit's
-        task decodes its batches and hands each to the pool to render, so both the
-        decoding of several units and the rendering of one unit's batches run in
-        parallel. Each segment has a writer thread that writes its units' chunks in
-        order as they are rendered, so the segments of units decoded side by side are
-        written side by side: a chunk is in its file, and its buffer free for a later
-        batch, soon after it was rendered. At most ``workers + 1`` units are decoded or
-        written at once, each with at most ``2 * workers`` decoded batches waiting to be
-        rendered (memory stays bounded).
+        task decodes its batches and queues each to be rendered (`_Batches`), so both
+        the decoding of several units and the rendering of one unit's batches run in
+        parallel. Each segment has a writer (a thread of its own pool) that starts its
+        units' decoding and writes their chunks in order as they are rendered, so the
+        segments of units decoded side by side are written side by side: a chunk is in
+        its file, and its buffer free for a later batch, soon after it was rendered.
+        At most ``workers + 1`` segments are written at once, and about as many units
+        decoded; at most ``workers`` decoded batches wait to be rendered (memory stays
+        bounded). A writer waits only for its own units' decoding, which never waits,
+        so renderings running at once never wait for each other's writers.
         """
         snapshot = plan.snapshot
         # mapped: Parquet reads its column chunks as views of the page cache, not copies
@@ -415,62 +418,68 @@ class Segmenter:
             else:
                 groups.append((i, [_Unit(i)]))
         pool, writers = self._executor(), self._writer()
-        slots = threading.Semaphore(self._workers + 1)  # units decoded or written at once
+        writing = threading.Semaphore(self._workers + 1)  # segments being written at once
+        # units a writer has decoding at once: all its row groups' share of workers + 1
+        ahead = max(1, (self._workers + 1) // len(groups))
         cancelled = threading.Event()
         # a rendered chunk is in its segment file once its writer asks for the next one;
         # its buffer then takes a later batch (a fresh one costs a page fault per 4 KiB)
         buffers = LineBuffers(keep=64)
         batches = _Batches(pool, snapshot.schema, buffers, cancelled, waiting=self._workers)
 
-        def parts_of(units: _Handed, count: int, ended: list[bool]) -> Generator[tuple[Any, int]]:
-            for _ in range(count):
-                if (unit := units.get()) is None:  # the rest were never handed out
-                    ended.append(True)
-                    raise _Cancelled
-                try:
-                    while (batch_task := unit[1].get()) is not None:
-                        views, rows = batch_task.result()  # a failed unit raises here
-                        for view in views:
-                            yield view, 0
-                            buffers.release(view)  # written (SegmentStore.write)
-                        yield b"", rows
-                finally:
-                    slots.release()
+        def decode(unit: _Unit) -> tuple[Future[None], _Stream]:
+            stream: _Stream = queue.SimpleQueue()
+            task = pool.submit(_decode_unit, fs, plan, unit, batches, cancelled, stream)
+            task.add_done_callback(partial(_end_if_cancelled, stream))
+            return task, stream
 
-        def write(index: int, units: _Handed, count: int) -> Segment:
-            ended: list[bool] = []  # parts_of took the None that ends ``units``
-            parts = parts_of(units, count, ended)
+        def parts_of(
+            units: list[_Unit], decoding: deque[tuple[Future[None], _Stream]]
+        ) -> Generator[tuple[Any, int]]:
+            later = iter(units)
+            decoding.extend(decode(unit) for unit in itertools.islice(later, ahead))
+            while decoding:
+                stream = decoding[0][1]
+                while (batch_task := stream.get()) is not None:
+                    views, rows = batch_task.result()  # a failed unit raises here
+                    for view in views:
+                        yield view, 0
+                        buffers.release(view)  # written (SegmentStore.write)
+                    yield b"", rows
+                decoding.popleft()
+                if (unit := next(later, None)) is not None:
+                    decoding.append(decode(unit))
+
+        def write(index: int, units: list[_Unit]) -> Segment:
+            # waits only for its units' decoding (pool tasks that never wait): a writer
+            # queued behind those of other renderings holds nothing a running one needs
+            decoding: deque[tuple[Future[None], _Stream]] = deque()
             try:
-                seg = self.store.write(plan.keys[index], parts)
+                if cancelled.is_set():
+                    raise _Cancelled
+                seg = self.store.write(plan.keys[index], parts_of(units, decoding))
             except BaseException:
-                cancelled.set()  # the caller stops handing out units, the others stop
-                parts.close()  # gives back the slot of the unit it was writing
-                while not ended and (unit := units.get()) is not None:  # handed out to it
-                    unit[0].cancel()
-                    slots.release()
+                cancelled.set()  # the caller starts no more writers, the others stop
+                for task, _ in decoding:
+                    task.cancel()
                 raise
+            finally:
+                writing.release()
             self._live[seg.key] = seg
             return seg
 
         written: list[tuple[int, Future[Segment]]] = []
         try:
             for index, units in groups:
-                handed: _Handed = queue.SimpleQueue()
-                written.append((index, writers.submit(write, index, handed, len(units))))
-                try:
-                    for unit in units:
-                        slots.acquire()
-                        if cancelled.is_set():
-                            slots.release()
-                            break
-                        stream: _Stream = queue.SimpleQueue()
-                        task = pool.submit(_decode_unit, fs, plan, unit, batches, cancelled, stream)
-                        task.add_done_callback(partial(_end_if_cancelled, stream))
-                        handed.put((task, stream))
-                finally:
-                    handed.put(None)
+                writing.acquire()
                 if cancelled.is_set():
+                    writing.release()
                     break
+                try:
+                    written.append((index, writers.submit(write, index, units)))
+                except BaseException:
+                    writing.release()
+                    raise
             wait([task for _, task in written])
             # a writer's own error, not the cancellation it caused in the others
             errors = [e for _, t in written if (e := t.exception()) is not None]
@@ -560,11 +569,6 @@ many rows."""
 _Stream = queue.SimpleQueue[Future[_Rendered] | None]
 """A unit's renderings, in row order as its batches are decoded, then None (see
 `_decode_unit`)."""
-
-
-_Handed = queue.SimpleQueue[tuple[Future[None], _Stream] | None]
-"""The units of one segment, in order, as they are handed out (a unit's decoding and its
-stream), then None."""
 
 
 class _Cancelled(Exception):
