@@ -35,8 +35,9 @@ or its row groups when there are fewer files than workers) decodes the unit's ba
 queues each to be rendered; the pool renders the queued batches oldest first, and a
 decoding thread renders the oldest itself while more than ``workers`` wait, so files are
 decoded in parallel, the batches of one file (a table of one big file too) are rendered
-in parallel, and no task waits for another. Each segment has a writer thread that writes
-its unit's rendered chunks in row order as they come, so the segments of units decoded
+in parallel, and no task waits for another. Each segment has a writer thread (one pool
+for the process) that starts its units' decoding and writes their rendered chunks in row
+order as they come, so the segments of units decoded
 side by side are written side by side; a chunk's buffer is used again once it is in its
 file (:class:`posixlake.csvcodec.LineBuffers`). At most ``workers + 1`` units are decoded
 or written at once (bounded memory); a failure or an abandoned rendering makes every
@@ -177,7 +178,6 @@ class Segmenter:
         self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._writers: ThreadPoolExecutor | None = None
         # the codec's first use in a process costs the first calls of its compute
         # functions; pay them now, off the first read's path
         self._executor().submit(_warm_up)
@@ -230,10 +230,8 @@ class Segmenter:
         """Stop the rendering threads (renderings stay readable)."""
         with self._lock:
             pool, self._pool = self._pool, None
-            writers, self._writers = self._writers, None
-        for executor in (writers, pool):
-            if executor is not None:
-                executor.shutdown(wait=True)
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def key_of(
         self,
@@ -373,29 +371,21 @@ class Segmenter:
                 )
             return self._pool
 
-    def _writer(self) -> ThreadPoolExecutor:
-        # a thread per segment being written; they wait on the pool, never the reverse
-        with self._lock:
-            if self._writers is None:
-                self._writers = ThreadPoolExecutor(
-                    max_workers=self._workers + 1, thread_name_prefix="posixlake-segment-writer"
-                )
-            return self._writers
-
     def _render(self, plan: Plan, missing: list[int]) -> Iterator[tuple[int, Segment]]:
         """Render the files at ``missing`` into the store, yielding them in that order.
 
         Work is split into row groups when there are fewer files than workers. A unit's
         task decodes its batches and queues each to be rendered (`_Batches`), so both
         the decoding of several units and the rendering of one unit's batches run in
-        parallel. Each segment has a writer (a thread of its own pool) that starts its
-        units' decoding and writes their chunks in order as they are rendered, so the
-        segments of units decoded side by side are written side by side: a chunk is in
-        its file, and its buffer free for a later batch, soon after it was rendered.
-        At most ``workers + 1`` segments are written at once, and about as many units
-        decoded; at most ``workers`` decoded batches wait to be rendered (memory stays
-        bounded). A writer waits only for its own units' decoding, which never waits,
-        so renderings running at once never wait for each other's writers.
+        parallel. Each segment has a writer (a thread of a pool the process' Segmenters
+        share, `_writers`) that starts its units' decoding and writes their chunks in
+        order as they are rendered, so the segments of units decoded side by side are
+        written side by side: a chunk is in its file, and its buffer free for a later
+        batch, soon after it was rendered. At most ``workers + 1`` segments are written
+        at once, and about as many units decoded; at most ``workers`` decoded batches
+        wait to be rendered (memory stays bounded). A writer waits only for its own
+        units' decoding, which never waits: renderings running at once may queue behind
+        each other's writers, but never wait for each other in a circle.
         """
         snapshot = plan.snapshot
         # mapped: Parquet reads its column chunks as views of the page cache, not copies
@@ -417,7 +407,7 @@ class Segmenter:
                 groups.append((i, [_Unit(i, (g,)) for g in range(count)] or [_Unit(i, ())]))
             else:
                 groups.append((i, [_Unit(i)]))
-        pool, writers = self._executor(), self._writer()
+        pool, writers = self._executor(), _writers()
         writing = threading.Semaphore(self._workers + 1)  # segments being written at once
         # units a writer has decoding at once: all its row groups' share of workers + 1
         ahead = max(1, (self._workers + 1) // len(groups))
@@ -515,6 +505,23 @@ class Segmenter:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+_writer_pool: ThreadPoolExecutor | None = None
+_writer_lock = threading.Lock()
+
+
+def _writers() -> ThreadPoolExecutor:
+    """The threads that write segment files, one per segment being written, shared by
+    every Segmenter of the process (a lake's tables do not each keep threads of their
+    own). A writer waits only for its own units' decoding, which never waits for a
+    writer: renderings queued behind others' writers are slower, never stuck."""
+    global _writer_pool
+    with _writer_lock:
+        if _writer_pool is None:
+            _writer_pool = ThreadPoolExecutor(
+                max_workers=(os.cpu_count() or 1) + 1, thread_name_prefix="posixlake-segment-writer"
+            )
+        return _writer_pool
 
 
 def _warm_up() -> None:
