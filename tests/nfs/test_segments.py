@@ -733,34 +733,38 @@ def test_a_local_data_file_is_read_through_a_mapping(
 def test_many_first_renderings_at_once_all_finish_with_the_right_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Eight threads render eight versions of one table at once (one Segmenter, two
-    workers: its writer threads are far fewer than the segments in flight): every
-    rendering finishes, within a minute, with its version's bytes. A writer never waits
-    for a caller that waits for a writer queued behind it."""
+    """Sixteen threads render eight versions of each of two tables at once (a Segmenter
+    each, two workers; the segment writers of the process are far fewer than the segments
+    in flight): every rendering finishes, within a minute, with its version's bytes. A
+    writer never waits for a caller that waits for a writer queued behind it."""
     import threading
 
     import nfs.table.segments as segments
 
-    db = _eight_files(tmp_path / "t")
     monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)
-    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
-    versions = list(range(db.version - 7, db.version + 1))
-    got: dict[int, bytes] = {}
+    work: list[tuple[DatabaseOps, Segmenter, int]] = []
+    for name in ("t", "u"):
+        db = _eight_files(tmp_path / name)
+        seg = Segmenter(db, SegmentStore(tmp_path / f"cache-{name}"), workers=2)
+        work += [(db, seg, v) for v in range(db.version - 7, db.version + 1)]
+    got: dict[tuple[int, int], bytes] = {}
     failed: list[BaseException] = []
 
-    def render(version: int) -> None:
+    def render(i: int) -> None:
+        _, seg, version = work[i]
         try:
-            got[version] = _bytes(seg(version))
+            got[i, version] = _bytes(seg(version))
         except BaseException as err:  # noqa: BLE001 - reported by the test
             failed.append(err)
 
-    threads = [threading.Thread(target=render, args=(v,), daemon=True) for v in versions]
+    threads = [threading.Thread(target=render, args=(i,), daemon=True) for i in range(len(work))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     assert not [t for t in threads if t.is_alive()], "a rendering never finished"
     assert not failed
-    for v in versions:
-        assert got[v] == _expected(db, v), v
-    seg.close()
+    for i, (db, _, v) in enumerate(work):
+        assert got[i, v] == _expected(db, v), (i, v)
+    for seg in {id(s): s for _, s, _ in work}.values():
+        seg.close()
