@@ -647,15 +647,17 @@ class ClientPages:
         for slot in self._pages.keys_of(peer):
             self.forget(slot)
         self.forget(peer)
-        for name in list(self._by_address.get(self._digest(peer_of(peer), 12), ())):
-            self._unlink(name)
+        if self._by_address:  # a digest costs more than the rest: only with files to find
+            for name in list(self._by_address.get(self._digest(peer_of(peer), 12), ())):
+                self._unlink(name)
 
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""
         self._pages.pop(peer)
-        for name in (self._path(peer).name, self._legacy_path(peer).name):
-            if name in self._files:
-                self._unlink(name)
+        if self._files:  # names are digests: made only when there are files to look for
+            for name in (self._path(peer).name, self._legacy_path(peer).name):
+                if name in self._files:
+                    self._unlink(name)
 
     def clear(self) -> None:
         """Forget every page (the table was replaced)."""
