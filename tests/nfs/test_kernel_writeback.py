@@ -340,7 +340,7 @@ def test_a_paused_producer_piped_into_cat_rewrites_one_partition_as_one_version(
     n = 200_000
     db = _by_region(tmp_path / "t", _regions(n))
     old = db.to_arrow()
-    new_eu = _region(pa.table(_regions(n, edited=8)), "eu")  # 100 of its rows renamed
+    new_eu = _region(pa.table(_regions(n, edited=8)), "eu")  # 200 of its rows renamed
     assert new_eu.num_rows == n // 2
     run = _write_in_vm(
         db,
