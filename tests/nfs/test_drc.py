@@ -292,11 +292,15 @@ def plain(tmp_path: Path) -> DatabaseOps:
     return d
 
 
-@pytest.fixture
-def served(plain: DatabaseOps, tmp_path: Path) -> Iterator[NfsServer]:
-    srv = NfsServer(TableFs(plain, idle_timer=False, state_dir=tmp_path / "state")).start()
+def _serve(db: DatabaseOps, state_dir: Path) -> Iterator[NfsServer]:
+    srv = NfsServer(TableFs(db, idle_timer=False, state_dir=state_dir)).start()
     yield srv
     srv.shutdown()
+
+
+@pytest.fixture
+def served(plain: DatabaseOps, tmp_path: Path) -> Iterator[NfsServer]:
+    yield from _serve(plain, tmp_path / "state")
 
 
 def _send(client: RpcClient, xid: int, proc: NfsProc3, args: Packable) -> bytes:
@@ -363,9 +367,7 @@ def by_region(tmp_path: Path) -> DatabaseOps:
 
 @pytest.fixture
 def served_by_region(by_region: DatabaseOps, tmp_path: Path) -> Iterator[NfsServer]:
-    srv = NfsServer(TableFs(by_region, idle_timer=False, state_dir=tmp_path / "pstate")).start()
-    yield srv
-    srv.shutdown()
+    yield from _serve(by_region, tmp_path / "pstate")
 
 
 def _by_id(db: DatabaseOps) -> list[tuple[Any, ...]]:

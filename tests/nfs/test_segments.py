@@ -538,19 +538,7 @@ def test_a_first_rendering_writes_its_chunks_into_buffers_used_again(
     native = render.native_module()
     if native is None:
         pytest.fail("the compiled pass is not built (scripts/setup.sh builds it)")
-    db = DatabaseOps.create(tmp_path / "t", SCHEMA, engine="local")
-    for start in range(0, 40_000, 5_000):  # eight files: rendered on the pool, not inline
-        ids = pa.array(range(start, start + 5_000), pa.int64())
-        db.insert(
-            pa.table(
-                {
-                    "id": ids,
-                    "name": pc.cast(ids, pa.string()),
-                    "score": pc.divide(pc.cast(ids, pa.float64()), 3.0),
-                    "city": pc.cast(pc.bit_wise_and(ids, 7), pa.string()),
-                }
-            )
-        )
+    db = _eight_files(tmp_path / "t")  # rendered on the pool, not inline
     monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)  # 40 batches, 5 a file
     made: list[int] = []
     taken_back: list[int] = []
