@@ -46,7 +46,7 @@ from nfs.protocol.record import (
     record_mark,
 )
 from nfs.protocol.rpc import ConnectionContext, CredentialPolicy
-from nfs.protocol.sender import ReplySender, unpaced_on_loopback
+from nfs.protocol.sender import ReplySender, small_buffer_on_loopback, unpaced_on_loopback
 from nfs.protocol.serving import (
     DEFAULT_RESOURCES,
     ResourceLimits,
@@ -585,6 +585,7 @@ class NfsServer:
         call of the connection runs (so a worker never sends on a reused descriptor).
         """
         sock.setblocking(False)
+        growth = None
         try:
             peer = sock.getpeername()
         except OSError:
@@ -593,6 +594,7 @@ class NfsServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if peer is not None:
                 unpaced_on_loopback(sock, host=peer[0])
+                growth = small_buffer_on_loopback(sock, host=peer[0])
         fd = sock.fileno()
 
         def writable() -> None:  # the loop sends while the client is slow to read
@@ -614,7 +616,7 @@ class NfsServer:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(room)
 
-        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room)
+        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room, growth=growth)
         conn = _Conn(
             sock,
             ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
