@@ -187,7 +187,8 @@ def ganesha(work: Path, *, install: bool) -> Iterator[Ganesha | None]:
             capture_output=True,
         )
     export = work / "export"
-    export.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(export, ignore_errors=True)  # an earlier run's copies (--dir) are not this one's
+    export.mkdir(parents=True)
     g = Ganesha(export, free_port(), free_port())
     conf = work / "ganesha.conf"
     conf.write_text(
