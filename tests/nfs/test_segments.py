@@ -606,13 +606,21 @@ def test_the_segments_of_units_decoded_side_by_side_are_written_side_by_side(
     """A file's chunks go into its segment file as they are rendered, while other files
     are decoded: the last batch of the first file is rendered only once the second file's
     segment has a chunk (or after 20 s, and the test fails). Before, a segment was written
-    only after its whole file was decoded, and only after the segments before it."""
+    only after its whole file was decoded, and only after the segments before it.
+
+    The held batch makes a decoding thread wait for a writer, which the Segmenter itself
+    never does; so the writers of the first segments get a pool of the test's own, as the
+    process-wide one may be busy with other tests' renderings (it failed so once in CI:
+    with one writer thread free, the second segment's writer could not start)."""
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     import nfs.table.segments as segments
 
     db = _eight_files(tmp_path / "t")
     monkeypatch.setattr(segments, "_BATCH_ROWS", 1_000)  # 5 batches a file
+    writers = ThreadPoolExecutor(max_workers=3, thread_name_prefix="test-segment-writer")
+    monkeypatch.setattr(segments, "_writer_pool", writers)
     seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
     plan = seg.plan(db.version)
     assert plan is not None
@@ -634,7 +642,10 @@ def test_the_segments_of_units_decoded_side_by_side_are_written_side_by_side(
 
     _watched_writes(monkeypatch, seen)
     monkeypatch.setattr(segments, "_render_batch", held)
-    r = seg(db.version)
+    try:
+        r = seg(db.version)
+    finally:
+        writers.shutdown()
     assert waited == [True]
     assert _bytes(r) == _expected(db, db.version)
     assert first != second
