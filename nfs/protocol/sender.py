@@ -145,7 +145,8 @@ def loopback_send_buffer(
 
     Args:
         tcp_wmem_max, wmem_max, euid: the machine's values (read from ``/proc`` and
-            `os.geteuid` when not given).
+            `os.geteuid` when not given; then a root process is also asked whether it
+            may force, as root in a container usually may not).
     """
     if tcp_wmem_max is None or wmem_max is None:
         if not sys.platform.startswith("linux"):
@@ -161,9 +162,20 @@ def loopback_send_buffer(
         return None  # autotuning cannot reach more than the young buffer
     if size <= wmem_max:
         return SendBufferGrowth(LOOPBACK_YOUNG_BYTES, size, socket.SO_SNDBUF)
-    if (os.geteuid() if euid is None else euid) == 0:
+    # root may still lack CAP_NET_ADMIN (a container's default): asked of a socket first
+    if euid == 0 or (euid is None and os.geteuid() == 0 and _may_force(size)):
         return SendBufferGrowth(LOOPBACK_YOUNG_BYTES, size, _SO_SNDBUFFORCE)
     return None
+
+
+def _may_force(size: int) -> bool:
+    """Whether this process may set a send buffer past ``net.core.wmem_max``."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, _SO_SNDBUFFORCE, size)
+    except OSError:
+        return False
+    return True
 
 
 def _proc_ints(path: str) -> list[int]:

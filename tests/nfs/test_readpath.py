@@ -10,6 +10,7 @@ its replies holds no worker (another client is served meanwhile) and then gets e
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -356,6 +357,25 @@ def test_the_send_buffer_policy_follows_what_the_machine_allows() -> None:
     assert (forced.size, forced.option) == (2 << 20, getattr(socket, "SO_SNDBUFFORCE", 32))
     assert loopback_send_buffer(tcp_wmem_max=4 << 20, wmem_max=212_992, euid=1000) is None
     assert loopback_send_buffer(tcp_wmem_max=256 << 10, wmem_max=4 << 20, euid=0) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux socket buffers")
+def test_root_without_the_right_to_force_keeps_autotuning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Root in a container (no CAP_NET_ADMIN) cannot force the grown buffer: asked of a
+    socket, it keeps autotuning instead of a buffer locked small."""
+    import nfs.protocol.sender as sender
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(
+        sender, "_proc_ints", lambda path: [4096, 16384, 4 << 20] if "tcp" in path else [212_992]
+    )
+    monkeypatch.setattr(sender, "_may_force", lambda size: False)
+    assert loopback_send_buffer() is None
+    monkeypatch.setattr(sender, "_may_force", lambda size: True)
+    forced = loopback_send_buffer()
+    assert forced is not None and forced.option == getattr(socket, "SO_SNDBUFFORCE", 32)
 
 
 def _sndbuf(sock: socket.socket) -> int:
