@@ -203,7 +203,7 @@ def small_buffer_on_loopback(
     ``sendfile`` queues the whole reply at once. A buffer of a few segments keeps the
     server sending the rest itself, as the client reads, on its own CPU. Measured with
     ``nfs-cat`` of the 2.2 MB file of 100,000 rows, alternating with the server before
-    this on a 2-CPU VM: 7-11% less time per read while the host was quiet; within the
+    this on a 2-CPU VM: 7-12% less time per read while the host was quiet; within the
     noise (-4% to +4%) while it was busy, as the gain needs the second CPU. Once the
     connection has sent
     `LOOPBACK_YOUNG_BYTES`, the client's window has grown and a whole reply fits: the
