@@ -94,14 +94,7 @@ def unpaced_on_loopback(sock: socket.socket, *, host: str | None = None) -> byte
         The congestion control set, or None if the connection is left as it was.
     """
     option = getattr(socket, "TCP_CONGESTION", None)
-    if option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return None
-    if host is None:
-        try:
-            host = sock.getpeername()[0]
-        except OSError:
-            return None
-    if not _is_loopback(host):
+    if option is None or not _from_loopback(sock, host):
         return None
     for name in LOOPBACK_CONGESTION:
         try:
@@ -220,24 +213,30 @@ def small_buffer_on_loopback(
         How the buffer is to grow (for `ReplySender`), or None if the connection is
         left as it was (a remote peer, a machine where it could not grow back).
     """
-    if sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return None
     if growth is None:
         growth = _machine_growth()
         if growth is None:
             return None
-    if host is None:
-        try:
-            host = sock.getpeername()[0]
-        except OSError:
-            return None
-    if not _is_loopback(host):
+    if not _from_loopback(sock, host):
         return None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, LOOPBACK_YOUNG_SNDBUF)
     except OSError:
         return None
     return growth
+
+
+def _from_loopback(sock: socket.socket, host: str | None) -> bool:
+    """Whether ``sock`` is an IP connection from this machine (``host``: the peer's
+    address if the caller has it, else it is asked for)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    if host is None:
+        try:
+            host = sock.getpeername()[0]
+        except OSError:
+            return False
+    return _is_loopback(host)
 
 
 @functools.lru_cache(maxsize=256)
