@@ -158,6 +158,17 @@ class DuplicateRequestCache:
             self._running.add(key)
             return None
 
+    def begin_new(self, key: RequestKey) -> bool:
+        """`begin` for a request this cache knows nothing of: True if ``key`` is new (it
+        is now running: `finish` or `abandon` it), False with no effect otherwise (the
+        request is running or done: `begin` tells which)."""
+        with self._lock:
+            self._expire_locked()
+            if key in self._running or key in self._done:
+                return False
+            self._running.add(key)
+            return True
+
     def finish(self, key: RequestKey, reply: bytes) -> None:
         """Record the reply of a request `begin` let run (its retransmissions get it)."""
         with self._lock:

@@ -605,24 +605,32 @@ class Dispatcher:
         call = self._decode(record, conn)
         if not isinstance(call, _Call) or call.procedure.run_nowait is None:
             return None
-        if call.key is not None:  # a cached procedure: the full path (never nowait)
-            return None
+        cache, key = self.reply_cache, call.key
+        if key is not None and (cache is None or not cache.begin_new(key)):
+            return None  # a retransmission of a cached procedure: the full path answers it
         observer = self.observer
         started = observer.clock() if observer is not None else 0.0
+        p: Packer | None = None
         try:
             result = call.procedure.run_nowait(call.args, call.ctx)
-            if result is None:
-                return None
-            p = reply_accepted(call.xid)
-            result.pack(p)
-            if observer is not None:
-                observer.call_done(call.procedure.name, observer.clock() - started, "ok")
+            if result is not None:
+                p = reply_accepted(call.xid)
+                result.pack(p)
+                if observer is not None:
+                    observer.call_done(call.procedure.name, observer.clock() - started, "ok")
         except RpcError:
-            return None
+            p = None
         except Exception:  # the RPC boundary, as in handle_parts
             logger.exception(
                 "xid %#x %s failed (answered by the full path)", call.xid, call.procedure.name
             )
+            p = None
+        if key is not None and cache is not None:  # a cached procedure answered (or not)
+            if p is None:
+                cache.abandon(key)  # the full path begins it again
+            else:
+                cache.finish(key, b"".join(p.get_buffers()))
+        if p is None:
             return None
         return p.get_parts() if files else p.get_buffers()
 

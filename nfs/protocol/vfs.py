@@ -252,6 +252,10 @@ class NowaitVfs(Protocol):
         """`Vfs.access`, or None."""
         ...
 
+    def commit_nowait(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> bool:
+        """True if `Vfs.commit` would do nothing now (it is then not run); else False."""
+        ...
+
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
     ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:

@@ -73,6 +73,7 @@ import pyarrow.parquet as pq
 from nfs.table.segstore import (
     CODEC_VERSION,
     DEFAULT_CACHE_BYTES,
+    MMAP_MIN,
     Segment,
     SegmentedRendering,
     SegmentStore,
@@ -227,11 +228,13 @@ class Segmenter:
         return SegmentedRendering(version, plan.header, [s for s in done if s is not None])
 
     def close(self) -> None:
-        """Stop the rendering threads (renderings stay readable)."""
+        """Stop the rendering threads and write the files of pending segments
+        (renderings stay readable)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        self.store.flush()
 
     def key_of(
         self,
@@ -393,9 +396,12 @@ class Segmenter:
         if len(missing) == 1 and plan.files[missing[0]].size <= _INLINE_BYTES:
             index = missing[0]
             chunks, rows = _render_unit(fs, plan, _Unit(index))
-            parts: list[tuple[memoryview | bytes, int]] = [(chunk, 0) for chunk in chunks]
-            parts.append((b"", rows))
-            seg = self.store.write(plan.keys[index], parts)
+            if sum(len(chunk) for chunk in chunks) < MMAP_MIN:  # a one-row append's
+                seg = self.store.write_later(plan.keys[index], b"".join(chunks), rows)
+            else:
+                parts: list[tuple[memoryview | bytes, int]] = [(c, 0) for c in chunks]
+                parts.append((b"", rows))
+                seg = self.store.write(plan.keys[index], parts)
             self._live[seg.key] = seg
             yield index, seg
             return

@@ -318,6 +318,17 @@ class TableFs:
             self._s.lock.release()
         return fid if fid == DATA_DIR_ID else None
 
+    def commit_nowait(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> bool:
+        """`commit` of data.csv when it has nothing to do (see
+        `WriteRules.commit_idle_locked`): True; False when it would do or wait for anything."""
+        lock = self._s.lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            return self._rules.commit_idle_locked(fid, ctx)
+        finally:
+            lock.release()
+
     def access_nowait(self, fid: FileId, mask: int, ctx: CallContext) -> int | None:
         """`access` of the table's directories, data.csv and schema.sql, or None."""
         lock = self._s.lock

@@ -516,14 +516,29 @@ class Shadows:
                 path.unlink(missing_ok=True)
 
 
+_SPOILED: Final = b"\0"
+"""Written over a page file's first byte before it is rewritten: not a JSON head."""
+
+
+def _pwrite_all(fd: int, data: bytes) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, memoryview(data)[done:], done)
+
+
 class ClientPages:
     """Each client's page of data.csv after its last append: the base it appended to plus
     the lines it wrote. With a stale base no version was ever those bytes, yet the
     client's next page-widened append resends them (see ``WriteRules.base_for``).
 
     The last ``limit`` clients' pages are kept in memory and in ``directory``, one small
-    file per client written atomically (not fsynced: like the shadows, a presentation aid
-    for matching), so a restarted server still matches them.
+    file per client (not fsynced: like the shadows, a presentation aid for matching), so
+    a restarted server still matches them. A client's file is rewritten in place: its
+    first byte is spoiled, then the new page is written over it with its length and
+    CRC-32 in its head line, then the file is cut to size. A file left half-written (a
+    crash in between) fails its check and is not used; creating a file per append
+    costs more than the append's own rendering on some file systems (about 0.3 ms on
+    ext4 here), and a rename over the old file makes ext4 (auto_da_alloc) write it out.
 
     A file's name is a digest of the client's address, then one of the slot
     (``<address>-<slot>.page``), so the files of one address (its ``data.csv`` and its
@@ -538,6 +553,7 @@ class ClientPages:
         self._limit = limit
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._pages: Bounded[str, tuple[int, Staging]] = Bounded(limit, peer_of)
+        self._write_lock = threading.Lock()  # one writer of the files at a time
         # the page files there (names), and by client address: forgetting a client that
         # has none (every libnfs process' mount) costs no unlink and no walk
         self._files: set[str] = set()
@@ -586,21 +602,25 @@ class ClientPages:
             "base_size": page.base.size,
             "low": low,
         }
+        head["length"] = len(data)
+        head["crc"] = isal_zlib.crc32(data)
+        content = json.dumps(head).encode() + b"\n" + data
         path = self._path(peer)
-        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                f.write(json.dumps(head).encode() + b"\n")
-                f.write(data)
-            # the older page goes first, then the new one is renamed into place: a rename
-            # over an existing file makes ext4 (auto_da_alloc) write the new file's data
-            # out before it returns, ~1 ms on every append; a crash in between leaves no
-            # page for this client (matched less well), never the older one
-            path.unlink(missing_ok=True)
+            with self._write_lock:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    # the older page is spoiled first: a crash before the new one is
+                    # whole leaves no page for this client (matched less well), never
+                    # the older one
+                    os.pwrite(fd, _SPOILED, 0)
+                    _pwrite_all(fd, content)
+                    os.ftruncate(fd, len(content))
+                finally:
+                    os.close(fd)
             legacy = self._legacy_path(peer).name
             if legacy in self._files:  # an older page of this slot must not come back
                 self._unlink(legacy)
-            os.rename(tmp, path)
             self._known(path.name)
             if len(self._files) > self._limit:  # the directory's listing: no walk below it
                 files = sorted(self._dir.glob("*.page"), key=lambda p: p.stat().st_mtime_ns)
@@ -608,7 +628,6 @@ class ClientPages:
                     self._unlink(old.name)
         except OSError:
             logger.warning("could not keep the page of %s", peer, exc_info=True)
-            tmp.unlink(missing_ok=True)
             self._unlink(path.name)  # an older page must not come back at a restart
 
     def get(self, peer: str, presented: Callable[[int], Base | None]) -> tuple[int, Staging] | None:
@@ -629,6 +648,12 @@ class ClientPages:
                 return None
             version, base_version = int(head["version"]), int(head["base_version"])
             base_size, low = int(head["base_size"]), int(head["low"])
+            # a page written in place carries its length and CRC (a file an earlier
+            # version renamed into place has neither: it was written whole)
+            if "crc" in head and (
+                int(head["length"]) != len(data) or int(head["crc"]) != isal_zlib.crc32(data)
+            ):
+                return None
         except (OSError, ValueError, KeyError, TypeError):
             return None
         base = presented(base_version)

@@ -738,6 +738,15 @@ class WriteRules:
             return
         self._s.scratch.commit(fid, offset, count, ctx)
 
+    def commit_idle_locked(self, fid: FileId, ctx: CallContext) -> bool:
+        """Whether `commit` of data.csv by the caller has nothing to do (no staging of
+        its own, no failure to report): true after an append written FILE_SYNC, where
+        libnfs and the Linux client still COMMIT at fsync() and close()."""
+        if fid != DATA_CSV_ID:
+            return False
+        key = WriterKey.of(ctx, "")
+        return key not in self._s.writers and self._s.failures.get(key) is None
+
     def rename_onto_table(
         self, from_dir: FileId, from_name: str, ctx: CallContext, part: str = ""
     ) -> None:

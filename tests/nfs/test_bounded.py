@@ -7,9 +7,11 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nfs.table import writers
 from nfs.table.staging import BytesBase, Staging, read_all
 from nfs.table.writers import Bounded, ClientPages, peer_of
 
@@ -117,3 +119,51 @@ def test_page_files_stay_within_the_limit_across_restarts(tmp_path: Path) -> Non
     restarted.put("10.0.0.9:1", 5, _page(base, b"3\n"))
     names = {p.name for p in directory.glob("*.page")}
     assert names == {kept[1].name, restarted._path("10.0.0.9:1").name}
+
+
+def test_a_page_file_left_half_rewritten_is_not_used(tmp_path: Path) -> None:
+    """A page file is rewritten in place (no file created per append): one a crash left
+    spoiled, or with the new head over the older page's bytes, is not matched; a whole
+    one is, after a restart."""
+    directory = tmp_path / "pages"
+    base = BytesBase(b"id,name\n1,a\n")
+    slot = "10.0.0.9:999"
+    pages = ClientPages(directory, 8)
+    pages.put(slot, 4, _page(base, b"2,a long line the next page is shorter than\n"))
+    path = pages._path(slot)
+    older = path.read_bytes()
+    pages.put(slot, 5, _page(base, b"3,b\n"))
+    newer = path.read_bytes()
+    assert len(newer) < len(older)
+    got = ClientPages(directory, 8).get(slot, lambda v: base)
+    assert got is not None and got[0] == 5
+    assert bytes(read_all(got[1])) == b"id,name\n1,a\n3,b\n"
+    # the crash before the cut: the new page, then the tail of the older one
+    path.write_bytes(newer + older[len(newer) :])
+    assert ClientPages(directory, 8).get(slot, lambda v: base) is None
+    # the crash before the new page was written: the older one, spoiled
+    path.write_bytes(b"\0" + older[1:])
+    assert ClientPages(directory, 8).get(slot, lambda v: base) is None
+    # the crash in the middle of the new page's data: its head, older bytes after
+    path.write_bytes(newer[:-2] + b"x\n")
+    assert ClientPages(directory, 8).get(slot, lambda v: base) is None
+    assert not list(directory.glob("*.tmp")) and len(list(directory.glob("*"))) == 1
+
+
+def test_a_page_rewrite_cut_short_leaves_no_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process dies after the older page is spoiled, before the new one is written:
+    a restart matches no page for the client, never the older one."""
+    directory = tmp_path / "pages"
+    base = BytesBase(b"id\n1\n")
+    slot = "10.0.0.9:999"
+    ClientPages(directory, 8).put(slot, 4, _page(base, b"2\n"))
+
+    def killed(fd: int, data: bytes) -> None:
+        raise KeyboardInterrupt  # not an OSError: nothing is cleaned up
+
+    monkeypatch.setattr(writers, "_pwrite_all", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ClientPages(directory, 8).put(slot, 5, _page(base, b"3\n"))
+    assert ClientPages(directory, 8).get(slot, lambda v: base) is None

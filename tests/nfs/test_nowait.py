@@ -27,6 +27,8 @@ from nfs.protocol.nfs3 import (
     NFS_PROGRAM,
     NFS_V3,
     Access3Args,
+    Commit3Args,
+    Commit3Res,
     DirOpArgs3,
     Fsinfo3Args,
     Getattr3Args,
@@ -193,7 +195,10 @@ def test_nowait_defers_when_the_answer_would_wait(table_fs: TableFs, clock: Fake
     assert table_fs.getattr_nowait(DATA_CSV_ID, ctx) == grown
 
     # a writer's staging: it sees its own size, so nobody is answered without the full path
+    assert table_fs.commit_nowait(DATA_CSV_ID, 0, 0, writer)  # nothing to make durable
     table_fs.write(DATA_CSV_ID, grown.size, b"9,x\n", StableHow.UNSTABLE, writer)
+    assert not table_fs.commit_nowait(DATA_CSV_ID, 0, 0, writer)
+    assert not table_fs.commit_nowait(SCHEMA_ID, 0, 0, writer)  # only data.csv
     assert table_fs.getattr_nowait(DATA_CSV_ID, writer) is None
     assert table_fs.getattr_nowait(DATA_CSV_ID, ctx) is None
     assert table_fs.getattr_nowait(DATA_DIR_ID, ctx) is None
@@ -226,6 +231,46 @@ def test_directory_attributes_are_kept_until_they_change(
     committed = table_fs.getattr(DATA_DIR_ID, ctx)
     assert committed.mtime.to_ns() > removed.mtime.to_ns()
     assert committed.mtime == table_fs.getattr(DATA_CSV_ID, ctx).mtime
+
+
+def test_a_commit_with_nothing_to_do_answers_on_the_loop_and_is_cached(
+    table_fs: TableFs,
+) -> None:
+    """libnfs and the Linux client COMMIT at fsync() and close() after an append written
+    FILE_SYNC: nothing of the caller's is staged, and the loop answers with the bytes the
+    full path sends. The reply is in the duplicate-request cache (a retransmission gets
+    it); a COMMIT with a staging to make durable goes to the full path."""
+    dispatcher = build_dispatcher(table_fs)
+    client = RpcClient.over(dispatcher)
+    client.mount("/")
+    data_csv = client.walk("/data/data.csv")
+    size = client.attrs(data_csv).size
+    client.write(data_csv, size, b"500,user-500\n", StableHow.FILE_SYNC)
+    client.getattr(data_csv)  # the new version rendered: attributes at hand
+    nfs = (NFS_PROGRAM, NFS_V3)
+    commit = Commit3Args(data_csv, 0, 0)
+    first = _record(client, *nfs, NfsProc3.NFSPROC3_COMMIT, commit, 700)
+    fast = _fast(dispatcher, first)
+    assert fast is not None
+    _, body = decode_reply(fast)
+    reply = Commit3Res.unpack(body)
+    assert reply.status == Nfsstat3.NFS3_OK and reply.resok is not None
+    assert reply.resok.verf == table_fs.write_verifier()
+    # the same bytes as the full path's reply to the same call (another xid)
+    second = _record(client, *nfs, NfsProc3.NFSPROC3_COMMIT, commit, 701)
+    full = dispatcher.handle(second, CONN)
+    assert full is not None and full[4:] == fast[4:]
+    # a retransmission: the cached reply, not run again (not on the loop either)
+    assert _fast(dispatcher, first) is None
+    assert dispatcher.handle(first, CONN) == fast
+    # a staging of the caller's: the full path makes it durable
+    client.write(data_csv, size, b"501,user-501\n", StableHow.UNSTABLE)
+    third = _record(client, *nfs, NfsProc3.NFSPROC3_COMMIT, commit, 702)
+    assert _fast(dispatcher, third) is None
+    staged = dispatcher.handle(third, CONN)
+    assert staged is not None
+    _, body = decode_reply(staged)
+    assert Commit3Res.unpack(body).status == Nfsstat3.NFS3_OK
 
 
 def test_nowait_leaves_other_files_to_the_full_path(table_fs: TableFs) -> None:

@@ -402,12 +402,82 @@ def test_a_lone_small_new_file_is_rendered_on_the_calling_thread(
     assert threads == [threading.current_thread().name]
     assert _bytes(r) == _expected(db, db.version)
     assert _bytes(r).endswith('10000,"a ""quoted"", name",,Zürich\n'.encode())
-    # a restart reuses the segment the caller rendered
+    # a restart reuses the segment the caller rendered (its file written by then)
+    seg.close()
     seg2 = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
     assert _bytes(seg2(db.version)) == _expected(db, db.version)
     assert seg2.stats.rendered == 0
-    seg.close()
     seg2.close()
+
+
+def test_a_small_segment_is_given_now_and_its_file_written_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-row append's segment is in the rendering before its file is written (a file
+    created costs more than the render); the process finds it meanwhile, and `flush`
+    (a Segmenter's close) waits for the file, which a restart then reuses."""
+    import threading
+
+    db = _table(tmp_path / "t")
+    store = SegmentStore(tmp_path / "cache")
+    seg = Segmenter(db, store, workers=2)
+    seg(db.version)
+    started, gate = threading.Event(), threading.Event()
+    write = SegmentStore.write
+
+    def gated(self: SegmentStore, key: str, parts: Any) -> Any:
+        started.set()
+        gate.wait()
+        return write(self, key, parts)
+
+    wait_for = store._written.wait_for
+
+    def flushing(predicate: Any, timeout: float | None = None) -> Any:
+        gate.set()  # the file is waited for now: let it be written
+        return wait_for(predicate, timeout)
+
+    monkeypatch.setattr(SegmentStore, "write", gated)
+    monkeypatch.setattr(store._written, "wait_for", flushing)
+    try:
+        db.insert({"id": 10_000, "name": "n", "score": 1.0, "city": "c"})
+        r = seg(db.version)  # does not wait for the file
+        assert _bytes(r) == _expected(db, db.version)
+        key = r.segments[-1][0]
+        assert started.wait(timeout=60)  # the file is being written
+        assert not (tmp_path / "cache" / f"{key}.seg").exists()
+        assert store.open(key) is not None  # the process has it meanwhile
+        seg.close()
+        assert (tmp_path / "cache" / f"{key}.seg").exists()
+    finally:
+        gate.set()
+    monkeypatch.undo()
+    again = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    assert _bytes(again(db.version)) == _expected(db, db.version)
+    assert again.stats.rendered == 0
+    again.close()
+
+
+def test_a_small_segment_file_that_cannot_be_written_is_rendered_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file of a segment given at once fails to be written: logged, and the next
+    process renders the segment again (it is derived data)."""
+    db = _table(tmp_path / "t")
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    seg(db.version)
+
+    def failing(self: SegmentStore, key: str, parts: Any) -> Any:
+        raise PosixLakeError("disk full")
+
+    monkeypatch.setattr(SegmentStore, "write", failing)
+    db.insert({"id": 10_000, "name": "n", "score": 1.0, "city": "c"})
+    assert _bytes(seg(db.version)) == _expected(db, db.version)
+    seg.close()  # returns: the failure is not waited for forever
+    monkeypatch.undo()
+    again = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    assert _bytes(again(db.version)) == _expected(db, db.version)
+    assert again.stats.rendered == 1
+    again.close()
 
 
 def test_a_new_column_gives_later_versions_its_header(tmp_path: Path) -> None:

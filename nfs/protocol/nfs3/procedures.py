@@ -103,6 +103,7 @@ __all__ = [
     "nfsproc3_access",
     "nfsproc3_access_nowait",
     "nfsproc3_commit",
+    "nfsproc3_commit_nowait",
     "nfsproc3_create",
     "nfsproc3_fsinfo",
     "nfsproc3_fsinfo_nowait",
@@ -628,6 +629,22 @@ def _pathconf(s: Nfs3Service, attrs: PostOpAttr) -> Pathconf3Res:
             case_preserving=True,
         ),
     )
+
+
+def nfsproc3_commit_nowait(
+    s: Nfs3Service, args: Commit3Args, ctx: CallContext
+) -> Commit3Res | None:
+    """COMMIT without waiting when the Vfs has nothing of the caller's to make durable
+    (``commit_nowait``: `nfs.protocol.vfs.NowaitVfs`), or None: run `nfsproc3_commit`."""
+    commit_nowait = getattr(s.vfs, "commit_nowait", None)
+    fid = s.handles.decode_nowait(args.file)
+    if commit_nowait is None or fid is None or s.vfs.capabilities().read_only:
+        return None
+    attrs = _attrs_nowait(s, fid, ctx)
+    if attrs is None or not commit_nowait(fid, args.offset, args.count, ctx):
+        return None
+    wcc = WccData(PreOpAttr(attrs.wcc_attr()), PostOpAttr(attrs))  # nothing changed
+    return Commit3Res(OK, Commit3ResOk(wcc, s.verifier()))
 
 
 def nfsproc3_commit(s: Nfs3Service, args: Commit3Args, ctx: CallContext) -> Commit3Res:

@@ -88,7 +88,9 @@ NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
         p.nfsproc3_pathconf,
         p.nfsproc3_pathconf_nowait,
     ),
-    NfsProc3.NFSPROC3_COMMIT: Procedure("NFSPROC3_COMMIT", a.Commit3Args.unpack, p.nfsproc3_commit),
+    NfsProc3.NFSPROC3_COMMIT: Procedure(
+        "NFSPROC3_COMMIT", a.Commit3Args.unpack, p.nfsproc3_commit, p.nfsproc3_commit_nowait
+    ),
 }
 """Every NFSv3 procedure by number (RFC 1813 §3): the explicit dispatch table."""
 
