@@ -190,6 +190,11 @@ class Attributes:
                 return self.file_attrs(fid, mode, st.size, Nfstime3.from_seconds(st.mtime))
             version = self._reads.version()
             size = self._reads.presented(version).size
+            known = self._partitioned
+            if known is None or known[:2] != (version, self._s.generation):
+                # / is answered on the event loop (`of_nowait`) from this: after a
+                # commit, the GETATTR or WRITE of data.csv comes first, then a LOOKUP
+                self._partitioned = (version, self._s.generation, self._parts.shown())
             return self.data_csv_attrs(version, size)
         if fid == SCHEMA_ID:
             version = self._reads.version()

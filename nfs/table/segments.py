@@ -81,7 +81,15 @@ from nfs.table.segstore import (
 )
 from posixlake.csvcodec import LineBuffers, iter_render_csv, iter_render_views, render_csv
 from posixlake.database import DatabaseOps
-from posixlake.delta import DataFile, DeltaLog, Snapshot, loaded_log, log_at, snapshot_of
+from posixlake.delta import (
+    DataFile,
+    DeltaLog,
+    FileListing,
+    Snapshot,
+    loaded_log,
+    log_at,
+    snapshot_since,
+)
 from posixlake.errors import InvalidOperation, IoError, NotFound, VersionError
 from posixlake.storage import table_filesystem
 
@@ -179,6 +187,7 @@ class Segmenter:
         self._headers: dict[str, bytes] = {}  # by schema digest (see `_header`)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._last: FileListing | None = None  # the files of the newest plan, in its order
         # the codec's first use in a process costs the first calls of its compute
         # functions; pay them now, off the first read's path
         self._executor().submit(_warm_up)
@@ -303,8 +312,15 @@ class Segmenter:
             return log, None
 
     def _plan(self, log: DeltaLog) -> Plan:
-        """Resolve the version's files in segment order (InvalidOperation: not per file)."""
-        snapshot = snapshot_of(log)
+        """Resolve the version's files in segment order (InvalidOperation: not per file).
+
+        The files are listed from the last plan's (`snapshot_since`): a version that adds
+        a file to a table of thousands converts one add action, not thousands.
+        """
+        with self._lock:
+            last = self._last
+        listing = snapshot_since(log, last)
+        snapshot = listing.snapshot
         if snapshot.physical_schema is not None or any(f.deleted_rows for f in snapshot.files):
             # column mapping (physical names) or deletion vectors: delta-rs' scan applies
             # them; a file read on its own would not
@@ -321,15 +337,27 @@ class Segmenter:
                     strict=True,
                 )
             )
-        order = sorted(snapshot.files, key=lambda f: (int(mtimes.get(f.path) or 0), f.path))
+        files = snapshot.files
+        # a stable sort of files mostly in order already (those of the last plan, then
+        # the added ones): about one comparison a file
+        order = sorted(
+            range(len(files)), key=lambda i: (int(mtimes.get(files[i].path) or 0), files[i].path)
+        )
+        if order != list(range(len(files))):
+            listing = listing.reorder(order)
+            snapshot = listing.snapshot
         digest = _schema_digest(snapshot.schema)
         keys = tuple(
             self.key_of(snapshot, f, int(mtimes.get(f.path) or 0), schema_digest=digest)
-            for f in order
+            for f in snapshot.files
         )
+        if listing.ids is not None:
+            with self._lock:
+                if self._last is None or self._last.snapshot.version <= snapshot.version:
+                    self._last = listing  # the newest version planned: the next one's base
         return Plan(
             snapshot=snapshot,
-            files=tuple(order),
+            files=snapshot.files,
             keys=keys,
             header=self._header(snapshot.schema, digest),
             read_only=log.read_only,

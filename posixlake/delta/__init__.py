@@ -13,7 +13,14 @@ from posixlake.delta._files import (
 )
 from posixlake.delta._log import DeltaLog
 from posixlake.delta._rows import RowsReplaced, replace_rows
-from posixlake.delta._snapshot import DataFile, Snapshot, snapshot_for_files, snapshot_of
+from posixlake.delta._snapshot import (
+    DataFile,
+    FileListing,
+    Snapshot,
+    snapshot_for_files,
+    snapshot_of,
+    snapshot_since,
+)
 from posixlake.delta._translate import quote_ident, translate
 from posixlake.delta.handle import LogHandle, loaded_log, log_at
 
@@ -21,6 +28,7 @@ __all__ = [
     "LOG_DIR",
     "DataFile",
     "DeltaLog",
+    "FileListing",
     "FileSpan",
     "LogHandle",
     "RowsReplaced",
@@ -40,6 +48,7 @@ __all__ = [
     "replay_start",
     "snapshot_for_files",
     "snapshot_of",
+    "snapshot_since",
     "table_files",
     "translate",
 ]

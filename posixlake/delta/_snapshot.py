@@ -12,6 +12,7 @@ writes one (see :func:`serialize_partition_value`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from posixlake.delta._arrow import plain_schema
 from posixlake.delta._features import column_mapping_mode, deleted_rows, physical_schema
@@ -30,12 +32,14 @@ from posixlake.errors import InvalidOperation, UnsupportedTableFeature
 
 __all__ = [
     "DataFile",
+    "FileListing",
     "Snapshot",
     "check_readable",
     "parse_partition_value",
     "serialize_partition_value",
     "snapshot_for_files",
     "snapshot_of",
+    "snapshot_since",
 ]
 
 #: reader features our own Parquet reading (the Spark engine) honours; delta-rs resolves
@@ -236,6 +240,104 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
     Raises:
         InvalidOperation: the table uses deletion vectors or column mapping.
     """
+    return _listing(log)[0]
+
+
+def snapshot_since(log: DeltaLog, previous: FileListing | None) -> FileListing:
+    """`snapshot_of` with the files' identities, reusing those ``previous`` listed.
+
+    A file both versions have (the same path, size and modification time in the add
+    action) keeps its `DataFile`; only the files added since are converted, and the
+    lists are compared by Arrow (``is_in``), so a version that adds one file to a table
+    of thousands costs one file's Python, not thousands. The files come in the order of
+    ``previous`` (those still active), then the added ones. Without a usable
+    ``previous`` (None, another table or schema, partitioning, column mapping, deletion
+    vectors, add actions without modification times), the full listing.
+
+    Raises:
+        InvalidOperation: the table uses deletion vectors or column mapping.
+    """
+    check_readable(log)
+    actions: pa.Table | None = None
+    with log.lock, _translated("list files"):
+        dt = log.table
+        version = dt.version()
+        delta_schema = dt.schema()
+        metadata = dt.metadata()
+        parts = tuple(metadata.partition_columns)
+        if (
+            previous is not None
+            and previous.ids is not None
+            and previous.snapshot.uri == log.uri
+            and previous.snapshot.physical_schema is None
+            and previous.snapshot.partition_columns == parts
+            and previous.snapshot.delta_schema_json == delta_schema.to_json()
+            and column_mapping_mode(metadata.configuration) == "none"
+            and "deletionVectors" not in set(dt.protocol().reader_features or ())
+        ):
+            actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=False)).read_all()
+    if previous is None or previous.ids is None or actions is None:
+        return FileListing(*_listing(log))
+    ids = _identities(actions)
+    if ids is None:
+        return FileListing(*_listing(log))
+    kept = pc.is_in(previous.ids, value_set=ids).to_pylist()
+    added = pc.indices_nonzero(pc.invert(pc.is_in(ids, value_set=previous.ids)))
+    new_files = _data_files(actions.take(added), list(parts), {})
+    files = tuple(f for f, keep in zip(previous.snapshot.files, kept, strict=True) if keep)
+    snapshot = Snapshot(
+        uri=log.uri,
+        storage_options=log.storage_options,
+        version=version,
+        schema=previous.snapshot.schema,
+        delta_schema_json=previous.snapshot.delta_schema_json,
+        partition_columns=parts,
+        files=files + new_files,
+    )
+    all_ids = pa.concat_arrays([previous.ids.filter(pa.array(kept, pa.bool_())), ids.take(added)])
+    return FileListing(snapshot, all_ids, len(files))
+
+
+@dataclass(frozen=True)
+class FileListing:
+    """A snapshot with an identity per file, for `snapshot_since`.
+
+    Attributes:
+        snapshot: the version's files and schema.
+        ids: per file of ``snapshot.files``, its add action's path, size and
+            modification time joined (None when the actions have no modification times).
+        kept: how many of ``snapshot.files`` (the first ones) an earlier listing had.
+    """
+
+    snapshot: Snapshot
+    ids: pa.Array | None
+    kept: int = 0
+
+    def reorder(self, order: Sequence[int]) -> FileListing:
+        """The same listing with its files (and ids) in ``order`` (indexes)."""
+        files = self.snapshot.files
+        snapshot = dataclasses.replace(self.snapshot, files=tuple(files[i] for i in order))
+        ids = None if self.ids is None else self.ids.take(pa.array(order, pa.int64()))
+        return FileListing(snapshot, ids, 0)
+
+
+def _identities(actions: pa.Table) -> pa.Array | None:
+    """Each add action's path, size and modification time joined (None: no times)."""
+    if "modification_time" not in actions.column_names:
+        return None
+    mtimes = actions.column("modification_time")
+    if mtimes.null_count:
+        return None
+    joined = pc.binary_join_element_wise(
+        actions.column("path").cast(pa.string()),
+        actions.column("size_bytes").cast(pa.string()),
+        mtimes.cast(pa.int64()).cast(pa.string()),
+        "\0",
+    )
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def _listing(log: DeltaLog) -> tuple[Snapshot, pa.Array | None]:
     check_readable(log)
     with log.lock, _translated("list files"):
         dt = log.table
@@ -258,6 +360,23 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
             if column_mapping_mode(metadata.configuration) != "none"
             else None
         )
+    snapshot = Snapshot(
+        uri=log.uri,
+        storage_options=log.storage_options,
+        version=version,
+        schema=schema,
+        delta_schema_json=schema_json,
+        partition_columns=tuple(parts),
+        files=_data_files(actions, parts, dvs),
+        physical_schema=physical,
+    )
+    return snapshot, _identities(actions)
+
+
+def _data_files(
+    actions: pa.Table, parts: list[str], dvs: Mapping[str, tuple[int, ...]]
+) -> tuple[DataFile, ...]:
+    """The `DataFile` of each add action of ``actions``."""
     paths = [urllib.parse.unquote(p) for p in actions.column("path").to_pylist()]
     sizes = actions.column("size_bytes").to_pylist()
     mtimes = (
@@ -276,7 +395,7 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
         for col in parts:
             for i, v in enumerate(struct.field(col).to_pylist()):
                 values[i][col] = v
-    files = tuple(
+    return tuple(
         DataFile(
             p,
             int(s),
@@ -286,16 +405,6 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
             None if m is None else int(m),
         )
         for p, s, r, v, m in zip(paths, sizes, rows, values, mtimes, strict=True)
-    )
-    return Snapshot(
-        uri=log.uri,
-        storage_options=log.storage_options,
-        version=version,
-        schema=schema,
-        delta_schema_json=schema_json,
-        partition_columns=tuple(parts),
-        files=files,
-        physical_schema=physical,
     )
 
 

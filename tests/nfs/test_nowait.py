@@ -193,6 +193,8 @@ def test_nowait_defers_when_the_answer_would_wait(table_fs: TableFs, clock: Fake
     grown = table_fs.getattr(DATA_CSV_ID, ctx)
     assert grown.size == size + len(b"500,user-500\n")
     assert table_fs.getattr_nowait(DATA_CSV_ID, ctx) == grown
+    # and / at the new version, without a full GETATTR of it first
+    assert table_fs.getattr_nowait(ROOT_ID, ctx) == table_fs.getattr(ROOT_ID, ctx)
 
     # a writer's staging: it sees its own size, so nobody is answered without the full path
     assert table_fs.commit_nowait(DATA_CSV_ID, 0, 0, writer)  # nothing to make durable

@@ -33,7 +33,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posixlake.csvcodec import iter_render_csv, iter_render_views, render_csv, render_lines
+from posixlake.csvcodec import (
+    CsvFormatError,
+    iter_render_csv,
+    iter_render_views,
+    render_csv,
+    render_lines,
+)
 from posixlake.csvcodec._common import _NEEDS_QUOTES
 from posixlake.csvcodec._render import _json, _quote, _text
 from tests.strategies import arrow_tables
@@ -323,3 +329,54 @@ def test_rendering_the_common_types_imports_no_pandas(tmp_path: Path) -> None:
     )
     assert (tmp_path / "t.csv").read_bytes() == reference_csv(table)
     assert done.stdout.strip() == "False"
+
+
+# -- reading: small bodies split without Arrow's reader ---------------------------------
+
+_small_text = st.text(alphabet=st.sampled_from(["a", "7", ",", "\n", " ", "é", "\t"]), max_size=40)
+
+
+@given(text=_small_text, count=st.integers(1, 4))
+def test_a_small_body_splits_as_arrows_reader_reads_it(text: str, count: int) -> None:
+    """`_small_strings` (a body of an appended line or few, no quote, no CR) gives the
+    table Arrow's reader gives, or steps aside (None) where Arrow fails or the input is
+    anything else; Arrow's failures stay Arrow's to explain."""
+    from posixlake.csvcodec import _scan
+
+    body = _scan._Body(text.encode(), 0, 1, None)
+    names = [f"c{i}" for i in range(count)]
+    fast = _scan._small_strings(body, names)
+    try:
+        arrow: pa.Table | None = _arrow_strings(body, count)
+    except (CsvFormatError, pa.ArrowInvalid):  # malformed: the fast path must step aside
+        arrow = None
+    if fast is not None:
+        assert arrow is not None and fast.equals(arrow), (text, fast, arrow)
+
+
+def _arrow_strings(body: Any, count: int) -> pa.Table:
+    from posixlake.csvcodec import _scan
+
+    saved = _scan._SMALL_BODY
+    setattr(_scan, "_SMALL_BODY", -1)  # noqa: B010 - a Final name: Arrow's reader for every body
+    try:
+        return _scan._read_strings(body, count)
+    finally:
+        setattr(_scan, "_SMALL_BODY", saved)  # noqa: B010
+
+
+def test_an_appended_line_is_split_without_arrows_reader() -> None:
+    """The common small bodies take the fast path (and give Arrow's table)."""
+    from posixlake.csvcodec import _scan
+
+    for text, count in [
+        ("50000001,nfs,0.5\n", 3),
+        ("1,a,\n2,,x\n", 3),
+        ("1\n\n2\n", 1),  # a blank line of one column is a NULL
+        ("1,a\n\n2,b", 2),  # skipped with more than one, the last line unterminated
+    ]:
+        body = _scan._Body(text.encode(), 0, 1, None)
+        fast = _scan._small_strings(body, [f"c{i}" for i in range(count)])
+        assert fast is not None and fast.equals(_arrow_strings(body, count)), text
+    for text in ['1,"a"\n', "1,a\r\n", "1,a,b\n", "\n\n"]:  # quotes, CR, wrong count, blank
+        assert _scan._small_strings(_scan._Body(text.encode(), 0, 1, None), ["c0", "c1"]) is None
