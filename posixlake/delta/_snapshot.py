@@ -243,6 +243,12 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
     return _listing(log)[0]
 
 
+_DIFF_MIN: Final = 128
+"""Tables of fewer files are listed whole: comparing two listings with Arrow costs about
+0.4 ms whatever their size, converting every add action about 0.34 ms plus 2.5 us a file
+(measured: 345 against 437 us at 20 files, 665 against 443 at 300)."""
+
+
 def snapshot_since(log: DeltaLog, previous: FileListing | None) -> FileListing:
     """`snapshot_of` with the files' identities, reusing those ``previous`` listed.
 
@@ -251,8 +257,9 @@ def snapshot_since(log: DeltaLog, previous: FileListing | None) -> FileListing:
     lists are compared by Arrow (``is_in``), so a version that adds one file to a table
     of thousands costs one file's Python, not thousands. The files come in the order of
     ``previous`` (those still active), then the added ones. Without a usable
-    ``previous`` (None, another table or schema, partitioning, column mapping, deletion
-    vectors, add actions without modification times), the full listing.
+    ``previous`` (None, fewer than `_DIFF_MIN` files, another table or schema,
+    partitioning, column mapping, deletion vectors, add actions without modification
+    times), the full listing.
 
     Raises:
         InvalidOperation: the table uses deletion vectors or column mapping.
@@ -305,7 +312,8 @@ class FileListing:
     Attributes:
         snapshot: the version's files and schema.
         ids: per file of ``snapshot.files``, its add action's path, size and
-            modification time joined (None when the actions have no modification times).
+            modification time joined (None when the actions have no modification times,
+            or a full listing found fewer than `_DIFF_MIN` files).
         kept: how many of ``snapshot.files`` (the first ones) an earlier listing had.
     """
 
@@ -370,7 +378,8 @@ def _listing(log: DeltaLog) -> tuple[Snapshot, pa.Array | None]:
         files=_data_files(actions, parts, dvs),
         physical_schema=physical,
     )
-    return snapshot, _identities(actions)
+    # below _DIFF_MIN files no identities: the next listing is made whole too
+    return snapshot, _identities(actions) if actions.num_rows >= _DIFF_MIN else None
 
 
 def _data_files(

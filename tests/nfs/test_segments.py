@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import posixlake.delta._snapshot as snapshots
 from nfs.table.render_cache import RenderCache
 from nfs.table.segments import Plan, SegmentedRendering, Segmenter, SegmentStore
 from posixlake import DatabaseOps
@@ -147,6 +148,17 @@ def test_a_plan_from_the_last_one_equals_a_plan_from_scratch(
     after appends, deletes, compactions, a restore (files removed come back), a new
     column, and plans of earlier versions in between."""
     work = tmp_path_factory.mktemp("plan")
+    saved = snapshots._DIFF_MIN
+    setattr(snapshots, "_DIFF_MIN", 0)  # noqa: B010 - a Final name: compare every listing
+    try:
+        _plans_from_the_last_one(work, data, partitioned, ops)
+    finally:
+        setattr(snapshots, "_DIFF_MIN", saved)  # noqa: B010
+
+
+def _plans_from_the_last_one(
+    work: Path, data: st.DataObject, partitioned: bool, ops: list[str]
+) -> None:
     db = DatabaseOps.create(
         work / "t", SCHEMA, engine="local", partition_by=["city"] if partitioned else None
     )
@@ -185,12 +197,11 @@ def test_a_plan_converts_only_the_files_added_since_the_last_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After the first plan, a version that adds one file converts one add action (the
-    cost of a one-row append does not grow with the table's files)."""
-    import posixlake.delta._snapshot as snapshots
-
+    cost of a one-row append does not grow with the table's files); a table of fewer
+    than `_DIFF_MIN` files is listed whole."""
     db = _table(tmp_path / "t", chunks=6)
-    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
-    seg.plan(db.version)
+    small = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    small.plan(db.version)
     converted: list[int] = []
     data_files = snapshots._data_files
 
@@ -199,9 +210,19 @@ def test_a_plan_converts_only_the_files_added_since_the_last_one(
         return data_files(actions, *args)
 
     monkeypatch.setattr(snapshots, "_data_files", counted)
+    db.insert({"id": 10_001, "name": "n", "score": 1.0, "city": "c"})
+    small.plan(db.version)
+    assert converted == [7]  # below _DIFF_MIN: whole
+    small.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(snapshots, "_DIFF_MIN", 6)
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache2"), workers=2)
+    seg.plan(db.version)
+    converted.clear()
+    monkeypatch.setattr(snapshots, "_data_files", counted)
     db.insert({"id": 10_000, "name": "n", "score": 1.0, "city": "c"})
     plan = seg.plan(db.version)
-    assert plan is not None and len(plan.files) == 7
+    assert plan is not None and len(plan.files) == 8
     assert converted == [1]
     assert _bytes(seg(db.version)) == _expected(db, db.version)
     seg.close()
