@@ -302,7 +302,7 @@ def snapshot_since(log: DeltaLog, previous: FileListing | None) -> FileListing:
         files=files + new_files,
     )
     all_ids = pa.concat_arrays([previous.ids.filter(pa.array(kept, pa.bool_())), ids.take(added)])
-    return FileListing(snapshot, all_ids, len(files))
+    return FileListing(snapshot, all_ids)
 
 
 @dataclass(frozen=True)
@@ -314,19 +314,17 @@ class FileListing:
         ids: per file of ``snapshot.files``, its add action's path, size and
             modification time joined (None when the actions have no modification times,
             or a full listing found fewer than `_DIFF_MIN` files).
-        kept: how many of ``snapshot.files`` (the first ones) an earlier listing had.
     """
 
     snapshot: Snapshot
     ids: pa.Array | None
-    kept: int = 0
 
     def reorder(self, order: Sequence[int]) -> FileListing:
         """The same listing with its files (and ids) in ``order`` (indexes)."""
         files = self.snapshot.files
         snapshot = dataclasses.replace(self.snapshot, files=tuple(files[i] for i in order))
         ids = None if self.ids is None else self.ids.take(pa.array(order, pa.int64()))
-        return FileListing(snapshot, ids, 0)
+        return FileListing(snapshot, ids)
 
 
 def _identities(actions: pa.Table) -> pa.Array | None:
