@@ -655,6 +655,19 @@ class LakeFs:
             granted: int | None = nowait(inner, mask, ctx)
             return granted
 
+    def commit_nowait(self, fid: FileId, offset: int, count: int, ctx: CallContext) -> bool:
+        """`commit` of a file of an open table, if its face has nothing to do for it."""
+        slot, local = split_id(fid)
+        if self._fresh_table(slot) is None:
+            return False
+        with self._tables.if_open(slot) as table:
+            nowait = None if table is None else getattr(table.target, "commit_nowait", None)
+            inner = None if nowait is None else self._tables.inner_ids(slot).inner(local)
+            if nowait is None or inner is None:
+                return False
+            done: bool = nowait(inner, offset, count, ctx)
+            return done
+
     # ------------------------------------------------------------ Vfs: data
 
     def read(

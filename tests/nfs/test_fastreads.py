@@ -18,6 +18,7 @@ import pytest
 from nfs.lake.lakefs import LakeFs
 from nfs.lake.opening import tablefs_opener
 from nfs.protocol.memfs import MemoryFs
+from nfs.protocol.nfs3 import StableHow
 from nfs.protocol.observe import CallOutcome
 from nfs.protocol.rpc import CallContext
 from nfs.protocol.sender import ReplySender
@@ -191,9 +192,16 @@ def test_a_lake_answers_an_open_tables_cheap_calls_without_waiting(
         got = lake.read_nowait(csv, 0, size, ctx)
         assert got is not None and bytes(got[0]) == bytes(whole) and got[1]
         assert got[2] == lake.getattr(csv)
+        # a COMMIT with nothing staged (after a FILE_SYNC append); one with a staging
+        # goes to the full path, and the lake's own directories are never a table's
+        assert lake.commit_nowait(csv, 0, 0, ctx)
+        assert not lake.commit_nowait(root, 0, 0, ctx)
+        lake.write(csv, size, b"30000,user-30000\n", StableHow.UNSTABLE, ctx)
+        assert not lake.commit_nowait(csv, 0, 0, ctx)
         clock.advance(3600)  # the listing is due: the full path lists the lake again
         assert lake.getattr_nowait(csv, ctx) is None
         assert lake.generation_nowait(csv) is None
+        assert not lake.commit_nowait(csv, 0, 0, ctx)
     finally:
         lake.close()
 
