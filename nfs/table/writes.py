@@ -212,7 +212,14 @@ class WriteRules:
                 # bytes comes first: max keeps it, and a rewrite from it can be a shadow)
             at_end = any(v == current and size == first[0] for size, v, _ in fits)
             if shown is None or not at_end:
-                for v in range(current - 1, max(-1, current - STALE_SEARCH - 1), -1):
+                # the longest fit wins, the newest of equal ones: with the current version
+                # fitting, a version that appends alone led to from there has no more
+                # bytes and cannot win, so it is not read (each costs a load of the
+                # version: 16 of them took 50 ms of a kernel client's `echo >>`)
+                newest = current - 1
+                if any(v == current for _, v, _ in fits):
+                    newest -= self._appends_before(current)
+                for v in range(newest, max(-1, current - STALE_SEARCH - 1), -1):
                     if v not in tried:
                         look(v, face.presented_or_none(v))
             if fits:  # an append: only its new lines are new, whatever the client read
@@ -224,6 +231,24 @@ class WriteRules:
             if content is not None:
                 return v, content, torn
         return current, face.presented(current), torn
+
+    def _appends_before(self, current: int) -> int:
+        """How many of the newest commits up to ``current`` are appends (delta-rs' WRITE
+        in mode Append: add actions only), in a row, up to `STALE_SEARCH`: each version
+        before one of them shows no more bytes than the one after it (the files it shows,
+        and one more). 0 when the history cannot be read."""
+        try:
+            history = self._s.db.history(STALE_SEARCH)
+        except PosixLakeError:
+            return 0
+        count = 0
+        for info in history:  # newest first
+            if info.version != current - count:
+                break
+            if info.operation != "WRITE" or info.parameters.get("mode") != "Append":
+                break
+            count += 1
+        return count
 
     def writer(
         self, ctx: CallContext, first: tuple[int, bytes] | None = None, part: str = ""

@@ -534,6 +534,63 @@ def test_a_stale_write_widened_to_its_last_page_inserts_only_its_line(
         fs.close()
 
 
+def test_a_page_widened_append_after_appends_reads_no_older_version(
+    plain: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Linux client's `echo >>` resends its last page: with the current version
+    fitting and only appends before it, no older version is read (each is a load of
+    that version), and only the new line is inserted."""
+    from nfs.table.reads import Reads
+
+    plain.insert([{"id": i, "name": f"row number {i}"} for i in range(10, 400)])
+    fs = _fs(plain, clock, state)
+    try:
+        for i in range(400, 405):  # others append: five versions
+            plain.insert([{"id": i, "name": f"row number {i}"}])
+        read: list[int] = []
+        presented_or_none = Reads.presented_or_none
+
+        def recorded(self: Reads, version: int) -> Any:
+            read.append(version)
+            return presented_or_none(self, version)
+
+        monkeypatch.setattr(Reads, "presented_or_none", recorded)
+        current = plain.version
+        old = PathOps(fs, A).read_file("/data/data.csv")
+        page = (len(old) // 4096) * 4096  # the client resends its cached last page
+        read.clear()
+        fs.write(DATA_CSV_ID, page, old[page:] + b"7,new\n", StableHow.FILE_SYNC, A)
+        assert [v for v in read if v < current] == []
+        assert [r for r in rows(plain) if r[0] == 7] == [(7, "new")]
+        assert len(rows(plain)) == 5 + 390 + 5 + 1
+    finally:
+        fs.close()
+
+
+def test_after_a_restart_a_page_from_before_a_delete_brings_no_row_back(
+    plain: DatabaseOps, clock: Clock, state: Path
+) -> None:
+    """The client read the table, the server restarted (what it read is not known), the
+    last rows were deleted: its page-widened append fits the current version and, longer,
+    the one before the DELETE, which is searched (a DELETE is not an append) and wins:
+    only the new line is new."""
+    plain.insert([{"id": i, "name": f"row number {i}"} for i in range(10, 400)])
+    fs = _fs(plain, clock, state)
+    old = PathOps(fs, A).read_file("/data/data.csv")
+    fs.close()
+    plain.delete_rows_where("id >= 390")
+    again = _fs(plain, clock, state)
+    try:
+        page = (len(old) // 4096) * 4096
+        again.write(DATA_CSV_ID, page, old[page:] + b"8,newer\n", StableHow.FILE_SYNC, A)
+        got = rows(plain)
+        assert [r for r in got if r[0] == 8] == [(8, "newer")]
+        assert not [r for r in got if r[0] >= 390]
+        assert len(got) == 5 + 380 + 1
+    finally:
+        again.close()
+
+
 def test_processes_sharing_a_client_append_from_stale_sizes_and_lose_nothing(
     fs: TableFs, plain: DatabaseOps
 ) -> None:
