@@ -50,6 +50,7 @@ dictionaries, so the codec renders each distinct value once.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -59,7 +60,7 @@ import queue
 import struct
 import threading
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -115,6 +116,8 @@ _DICTIONARY_ROWS: Final = 4096
 """Files with fewer rows are not read again with dictionaries (see `_small_dictionaries`):
 a second open of the file costs more than rendering their strings."""
 KEY_MEMO: Final = 1 << 20
+PLANS_KEPT: Final = 32
+"""Plans a Segmenter keeps (more than an append's search for its base looks at, 16)."""
 
 # -- building renderings -----------------------------------------------------------------
 
@@ -188,6 +191,7 @@ class Segmenter:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._last: FileListing | None = None  # the files of the newest plan, in its order
+        self._plans: OrderedDict[tuple[int, int], Plan] = OrderedDict()  # (generation, version)
         # the codec's first use in a process costs the first calls of its compute
         # functions; pay them now, off the first read's path
         self._executor().submit(_warm_up)
@@ -205,6 +209,7 @@ class Segmenter:
         self._db.authorizer.check("read", "read")
         log, plan = self._plan_of(version)
         if plan is None:
+            assert log is not None  # a plan not made is never kept
             return self._whole(log, version)
         return self.rendering(version, plan, range(len(plan.files)))
 
@@ -292,24 +297,44 @@ class Segmenter:
                 self._table_id = str(log.table.metadata().id).encode()
         return self._table_id.decode()
 
-    def _plan_of(self, version: int) -> tuple[DeltaLog, Plan | None]:
+    def _plan_of(self, version: int) -> tuple[DeltaLog | None, Plan | None]:
         """Return a log at ``version`` and its plan (None: not readable file by file).
 
         The table's own log when it has ``version`` loaded (the usual case: the current
-        version; no other snapshot to load), else a time-travel snapshot.
+        version; no other snapshot to load), else a time-travel snapshot. The last
+        `PLANS_KEPT` plans are kept (per table generation: a table replaced at its path
+        numbers other content), so an earlier version asked for again (an append's
+        search for its base, /versions) loads no snapshot of it; then the log is None.
         """
         live = loaded_log(self._db)
         with live.lock:  # writers through db hold it: the version cannot move meanwhile
+            generation = live.generation
             if live.version == version:
                 try:
-                    return live, self._plan(live)
+                    plan = self._plan(live)
                 except InvalidOperation:
                     return live, None
+                self._keep_plan((generation, version), plan)
+                return live, plan
+        with self._lock:
+            kept = self._plans.get((generation, version))
+        if kept is not None:
+            # the version is not the live one (any more): its files may be vacuumed
+            return None, dataclasses.replace(kept, read_only=True)
         log = log_at(self._db, version)
         try:
-            return log, self._plan(log)
+            plan = self._plan(log)
         except InvalidOperation:
             return log, None
+        self._keep_plan((generation, version), plan)
+        return log, plan
+
+    def _keep_plan(self, key: tuple[int, int], plan: Plan) -> None:
+        with self._lock:
+            self._plans[key] = plan
+            self._plans.move_to_end(key)
+            while len(self._plans) > PLANS_KEPT:
+                self._plans.popitem(last=False)
 
     def _plan(self, log: DeltaLog) -> Plan:
         """Resolve the version's files in segment order (InvalidOperation: not per file).

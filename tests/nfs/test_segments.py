@@ -933,3 +933,35 @@ def test_many_first_renderings_at_once_all_finish_with_the_right_bytes(
         assert got[i, v] == _expected(db, v), (i, v)
     for seg in {id(s): s for _, s, _ in work}.values():
         seg.close()
+
+
+def test_an_earlier_version_planned_while_current_loads_no_snapshot_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plans of versions rendered while current are kept: asking for one of them
+    again (an append's search for its base reads up to 16) loads no snapshot of it, and
+    gives the same bytes; a version never planned here is loaded."""
+    import nfs.table.segments as segments
+
+    db = _table(tmp_path / "t")
+    before = db.version
+    seg = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
+    versions = []
+    for i in range(3):
+        db.insert({"id": 10_000 + i, "name": "n", "score": 1.0, "city": "c"})
+        seg(db.version)
+        versions.append(db.version)
+    loads: list[int] = []
+    from posixlake.delta import log_at
+
+    def loading(db: DatabaseOps, version: int) -> Any:
+        loads.append(version)
+        return log_at(db, version)
+
+    monkeypatch.setattr(segments, "log_at", loading)
+    for v in versions[:-1]:
+        assert _bytes(seg(v)) == _expected(db, v)
+    assert loads == []
+    assert _bytes(seg(before)) == _expected(db, before)
+    assert loads == [before]
+    seg.close()
