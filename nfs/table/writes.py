@@ -213,11 +213,15 @@ class WriteRules:
             at_end = any(v == current and size == first[0] for size, v, _ in fits)
             if shown is None or not at_end:
                 # the longest fit wins, the newest of equal ones: with the current version
-                # fitting, a version that appends alone led to from there has no more
-                # bytes and cannot win, so it is not read (each costs a load of the
-                # version: 16 of them took 50 ms of a kernel client's `echo >>`)
+                # fitting as its rendering, a version that appends alone led to from there
+                # shows no more bytes (its rendering: one with a writer's bytes, a shadow,
+                # was looked at above), so it cannot win and is not read (each costs a
+                # load of the version: 16 of them took 50 ms of a kernel `echo >>`). A
+                # writer's bytes may be shorter than the rendering: then all are read.
                 newest = current - 1
-                if any(v == current for _, v, _ in fits):
+                if any(v == current for _, v, _ in fits) and (
+                    key.part or self._reads.shadow(current) is None
+                ):
                     newest -= self._appends_before(current)
                 for v in range(newest, max(-1, current - STALE_SEARCH - 1), -1):
                     if v not in tried:

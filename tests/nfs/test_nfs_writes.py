@@ -567,6 +567,43 @@ def test_a_page_widened_append_after_appends_reads_no_older_version(
         fs.close()
 
 
+def test_a_page_widened_append_onto_a_writers_bytes_still_searches_older_versions(
+    plain: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite that only adds a row is committed as an append, and data.csv keeps
+    showing its writer's bytes (a shadow), which may be shorter than the rendering: the
+    versions appends led from are then not known to be shorter, and are read."""
+    from nfs.table.reads import Reads
+
+    for i in range(3):
+        plain.insert([{"id": 100 + i, "name": "x"}])
+    fs = _fs(plain, clock, state)
+    try:
+        seen = PathOps(fs, A).read_file("/data/data.csv")
+        mine = seen.replace(b"\n1,", b"\n0001,", 1) + b"9,nine\n"
+        PathOps(fs, A).write_file("/data/data.csv", mine, truncate=True)
+        current = fs._reads.version()
+        assert fs._reads.shadow(current) is not None
+        assert plain.history(1)[0].parameters.get("mode") == "Append"
+        read: list[int] = []
+        presented_or_none = Reads.presented_or_none
+
+        def recorded(self: Reads, version: int) -> Any:
+            read.append(version)
+            return presented_or_none(self, version)
+
+        monkeypatch.setattr(Reads, "presented_or_none", recorded)
+        page = PathOps(fs, B).read_file("/data/data.csv")
+        assert page == mine
+        fs.write(DATA_CSV_ID, 0, page + b"8,newer\n", StableHow.FILE_SYNC, B)
+        assert [v for v in read if v < current]
+        got = rows(plain)
+        assert sorted(r for r in got if r[0] in (8, 9)) == [(8, "newer"), (9, "nine")]
+        assert len(got) == 5 + 3 + 2
+    finally:
+        fs.close()
+
+
 def test_after_a_restart_a_page_from_before_a_delete_brings_no_row_back(
     plain: DatabaseOps, clock: Clock, state: Path
 ) -> None:
