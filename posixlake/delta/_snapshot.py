@@ -240,7 +240,7 @@ def snapshot_of(log: DeltaLog) -> Snapshot:
     Raises:
         InvalidOperation: the table uses deletion vectors or column mapping.
     """
-    return _listing(log)[0]
+    return _listing(log, None, identities=False).snapshot
 
 
 _DIFF_MIN: Final = 128
@@ -264,45 +264,7 @@ def snapshot_since(log: DeltaLog, previous: FileListing | None) -> FileListing:
     Raises:
         InvalidOperation: the table uses deletion vectors or column mapping.
     """
-    check_readable(log)
-    actions: pa.Table | None = None
-    with log.lock, _translated("list files"):
-        dt = log.table
-        version = dt.version()
-        delta_schema = dt.schema()
-        metadata = dt.metadata()
-        parts = tuple(metadata.partition_columns)
-        if (
-            previous is not None
-            and previous.ids is not None
-            and previous.snapshot.uri == log.uri
-            and previous.snapshot.physical_schema is None
-            and previous.snapshot.partition_columns == parts
-            and previous.snapshot.delta_schema_json == delta_schema.to_json()
-            and column_mapping_mode(metadata.configuration) == "none"
-            and "deletionVectors" not in set(dt.protocol().reader_features or ())
-        ):
-            actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=False)).read_all()
-    if previous is None or previous.ids is None or actions is None:
-        return FileListing(*_listing(log))
-    ids = _identities(actions)
-    if ids is None:
-        return FileListing(*_listing(log))
-    kept = pc.is_in(previous.ids, value_set=ids).to_pylist()
-    added = pc.indices_nonzero(pc.invert(pc.is_in(ids, value_set=previous.ids)))
-    new_files = _data_files(actions.take(added), list(parts), {})
-    files = tuple(f for f, keep in zip(previous.snapshot.files, kept, strict=True) if keep)
-    snapshot = Snapshot(
-        uri=log.uri,
-        storage_options=log.storage_options,
-        version=version,
-        schema=previous.snapshot.schema,
-        delta_schema_json=previous.snapshot.delta_schema_json,
-        partition_columns=parts,
-        files=files + new_files,
-    )
-    all_ids = pa.concat_arrays([previous.ids.filter(pa.array(kept, pa.bool_())), ids.take(added)])
-    return FileListing(snapshot, all_ids)
+    return _listing(log, previous, identities=True)
 
 
 @dataclass(frozen=True)
@@ -343,7 +305,10 @@ def _identities(actions: pa.Table) -> pa.Array | None:
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
-def _listing(log: DeltaLog) -> tuple[Snapshot, pa.Array | None]:
+def _listing(log: DeltaLog, previous: FileListing | None, *, identities: bool) -> FileListing:
+    """The snapshot of ``log``'s version, from ``previous`` where it can (see
+    `snapshot_since`), with the files' identities if asked for (and there are at least
+    `_DIFF_MIN` files, or ``previous`` had them)."""
     check_readable(log)
     with log.lock, _translated("list files"):
         dt = log.table
@@ -354,18 +319,24 @@ def _listing(log: DeltaLog) -> tuple[Snapshot, pa.Array | None]:
         # not pa.table(...): it asks whether its argument is a pandas frame, importing
         # pandas (0.25 s) in a process that never needed it
         actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=False)).read_all()
-        schema = _arrow_schema(delta_schema)
-        dvs = (
-            deleted_rows(dt, dt.table_uri)
-            if "deletionVectors" in set(dt.protocol().reader_features or ())
-            else {}
-        )
+        deletion_vectors = "deletionVectors" in set(dt.protocol().reader_features or ())
+        dvs = deleted_rows(dt, dt.table_uri) if deletion_vectors else {}
         schema_json = delta_schema.to_json()
-        physical = (
-            physical_schema(schema_json, schema)
-            if column_mapping_mode(metadata.configuration) != "none"
-            else None
-        )
+        mapped = column_mapping_mode(metadata.configuration) != "none"
+    if (
+        previous is not None
+        and previous.ids is not None
+        and previous.snapshot.uri == log.uri
+        and previous.snapshot.physical_schema is None
+        and previous.snapshot.partition_columns == tuple(parts)
+        and previous.snapshot.delta_schema_json == schema_json
+        and not mapped
+        and not deletion_vectors
+    ):
+        ids = _identities(actions)
+        if ids is not None:
+            return _since(log, previous, previous.ids, version, actions, ids)
+    schema = _arrow_schema(delta_schema)
     snapshot = Snapshot(
         uri=log.uri,
         storage_options=log.storage_options,
@@ -374,10 +345,38 @@ def _listing(log: DeltaLog) -> tuple[Snapshot, pa.Array | None]:
         delta_schema_json=schema_json,
         partition_columns=tuple(parts),
         files=_data_files(actions, parts, dvs),
-        physical_schema=physical,
+        physical_schema=physical_schema(schema_json, schema) if mapped else None,
     )
     # below _DIFF_MIN files no identities: the next listing is made whole too
-    return snapshot, _identities(actions) if actions.num_rows >= _DIFF_MIN else None
+    wanted = identities and actions.num_rows >= _DIFF_MIN
+    return FileListing(snapshot, _identities(actions) if wanted else None)
+
+
+def _since(
+    log: DeltaLog,
+    previous: FileListing,
+    previous_ids: pa.Array,
+    version: int,
+    actions: pa.Table,
+    ids: pa.Array,
+) -> FileListing:
+    """``previous``'s files still active (by identity), then those ``actions`` add."""
+    kept = pc.is_in(previous_ids, value_set=ids).to_pylist()
+    added = pc.indices_nonzero(pc.invert(pc.is_in(ids, value_set=previous_ids)))
+    parts = list(previous.snapshot.partition_columns)
+    new_files = _data_files(actions.take(added), parts, {})
+    files = tuple(f for f, keep in zip(previous.snapshot.files, kept, strict=True) if keep)
+    snapshot = Snapshot(
+        uri=log.uri,
+        storage_options=log.storage_options,
+        version=version,
+        schema=previous.snapshot.schema,
+        delta_schema_json=previous.snapshot.delta_schema_json,
+        partition_columns=previous.snapshot.partition_columns,
+        files=files + new_files,
+    )
+    all_ids = pa.concat_arrays([previous_ids.filter(pa.array(kept, pa.bool_())), ids.take(added)])
+    return FileListing(snapshot, all_ids)
 
 
 def _data_files(

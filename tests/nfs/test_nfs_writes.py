@@ -534,27 +534,34 @@ def test_a_stale_write_widened_to_its_last_page_inserts_only_its_line(
         fs.close()
 
 
+def _versions_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The versions whose bytes data.csv's face is asked for from now on (each one not at
+    hand is a load of that version)."""
+    from nfs.table.reads import Reads
+
+    read: list[int] = []
+    presented_or_none = Reads.presented_or_none
+
+    def recorded(self: Reads, version: int) -> Any:
+        read.append(version)
+        return presented_or_none(self, version)
+
+    monkeypatch.setattr(Reads, "presented_or_none", recorded)
+    return read
+
+
 def test_a_page_widened_append_after_appends_reads_no_older_version(
     plain: DatabaseOps, clock: Clock, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Linux client's `echo >>` resends its last page: with the current version
     fitting and only appends before it, no older version is read (each is a load of
     that version), and only the new line is inserted."""
-    from nfs.table.reads import Reads
-
     plain.insert([{"id": i, "name": f"row number {i}"} for i in range(10, 400)])
     fs = _fs(plain, clock, state)
     try:
         for i in range(400, 405):  # others append: five versions
             plain.insert([{"id": i, "name": f"row number {i}"}])
-        read: list[int] = []
-        presented_or_none = Reads.presented_or_none
-
-        def recorded(self: Reads, version: int) -> Any:
-            read.append(version)
-            return presented_or_none(self, version)
-
-        monkeypatch.setattr(Reads, "presented_or_none", recorded)
+        read = _versions_read(monkeypatch)
         current = plain.version
         old = PathOps(fs, A).read_file("/data/data.csv")
         page = (len(old) // 4096) * 4096  # the client resends its cached last page
@@ -573,8 +580,6 @@ def test_a_page_widened_append_onto_a_writers_bytes_still_searches_older_version
     """A rewrite that only adds a row is committed as an append, and data.csv keeps
     showing its writer's bytes (a shadow), which may be shorter than the rendering: the
     versions appends led from are then not known to be shorter, and are read."""
-    from nfs.table.reads import Reads
-
     for i in range(3):
         plain.insert([{"id": 100 + i, "name": "x"}])
     fs = _fs(plain, clock, state)
@@ -585,14 +590,7 @@ def test_a_page_widened_append_onto_a_writers_bytes_still_searches_older_version
         current = fs._reads.version()
         assert fs._reads.shadow(current) is not None
         assert plain.history(1)[0].parameters.get("mode") == "Append"
-        read: list[int] = []
-        presented_or_none = Reads.presented_or_none
-
-        def recorded(self: Reads, version: int) -> Any:
-            read.append(version)
-            return presented_or_none(self, version)
-
-        monkeypatch.setattr(Reads, "presented_or_none", recorded)
+        read = _versions_read(monkeypatch)
         page = PathOps(fs, B).read_file("/data/data.csv")
         assert page == mine
         fs.write(DATA_CSV_ID, 0, page + b"8,newer\n", StableHow.FILE_SYNC, B)

@@ -500,10 +500,15 @@ def test_a_lone_small_new_file_is_rendered_on_the_calling_thread(
     assert _bytes(r).endswith('10000,"a ""quoted"", name",,Zürich\n'.encode())
     # a restart reuses the segment the caller rendered (its file written by then)
     seg.close()
-    seg2 = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
-    assert _bytes(seg2(db.version)) == _expected(db, db.version)
-    assert seg2.stats.rendered == 0
-    seg2.close()
+    _restart_renders_nothing(db, tmp_path / "cache")
+
+
+def _restart_renders_nothing(db: DatabaseOps, cache: Path) -> None:
+    """A new Segmenter on ``cache`` serves the current version without rendering."""
+    again = Segmenter(db, SegmentStore(cache), workers=2)
+    assert _bytes(again(db.version)) == _expected(db, db.version)
+    assert again.stats.rendered == 0
+    again.close()
 
 
 def test_a_small_segment_is_given_now_and_its_file_written_after(
@@ -547,10 +552,7 @@ def test_a_small_segment_is_given_now_and_its_file_written_after(
     finally:
         gate.set()
     monkeypatch.undo()
-    again = Segmenter(db, SegmentStore(tmp_path / "cache"), workers=2)
-    assert _bytes(again(db.version)) == _expected(db, db.version)
-    assert again.stats.rendered == 0
-    again.close()
+    _restart_renders_nothing(db, tmp_path / "cache")
 
 
 def test_a_small_segment_file_that_cannot_be_written_is_rendered_again(
