@@ -210,8 +210,7 @@ class InotifyWaiter(_Wakeable):
             for fd in fds:
                 loop.add_reader(fd, woken.set)
             try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(woken.wait(), self._recheck)
+                await _event_or_timeout(woken, self._recheck)
             finally:
                 for fd in fds:
                     loop.remove_reader(fd)
@@ -229,10 +228,23 @@ async def _readable_or_timeout(fd: int, timeout: float) -> None:
     woken = asyncio.Event()
     loop.add_reader(fd, woken.set)
     try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), timeout)
+        await _event_or_timeout(woken, timeout)
     finally:
         loop.remove_reader(fd)
+
+
+async def _event_or_timeout(event: asyncio.Event, timeout: float) -> None:
+    """Wait until ``event`` is set or ``timeout`` seconds pass.
+
+    Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation that arrives
+    once the event is set but before the waiting task resumes, and a change stream whose
+    client went away (aiohttp cancels its handler) then waited on for ever.
+    """
+    timer = asyncio.get_running_loop().call_later(timeout, event.set)
+    try:
+        await event.wait()
+    finally:
+        timer.cancel()
 
 
 def make_waiter(

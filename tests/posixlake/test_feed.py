@@ -253,6 +253,42 @@ def test_close_from_another_thread_ends_iteration(tmp_path: Path) -> None:
     assert not thread.is_alive() and q.empty()
 
 
+@pytest.mark.parametrize("steps", range(6))
+def test_a_cancelled_wait_is_cancelled_when_a_commit_lands_at_the_same_time(
+    tmp_path: Path, steps: int
+) -> None:
+    """A change stream whose client left is cancelled (aiohttp's handler_cancellation).
+
+    The cancel is sent ``steps`` turns of the event loop after the watch became readable,
+    so one of them lands after the wake-up but before the waiting task resumes: there,
+    ``asyncio.wait_for`` on Python 3.11 returned normally and the stream waited on.
+    """
+    log_dir = tmp_path / "_delta_log"
+    log_dir.mkdir()
+    waiter = InotifyWaiter(str(log_dir))
+
+    async def run() -> None:
+        task = asyncio.create_task(waiter.wait_async())
+        for _ in range(3):
+            await asyncio.sleep(0)  # the task now waits on the watch
+        assert not task.done()
+        (log_dir / "00000000000000000001.json").write_text("{}")
+        # the event is queued in the kernel when write_text returns
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if task.done():  # the wait ended before the cancel: nothing to cancel
+            assert task.result() is True
+            return
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, WAIT)
+
+    try:
+        asyncio.run(run())
+    finally:
+        waiter.close()
+
+
 def test_polling_backs_off_and_resets_after_a_commit(tmp_path: Path) -> None:
     """Object stores are polled: delays double while nothing lands, then start over."""
     db = _table(tmp_path / "t", cdf=False)
