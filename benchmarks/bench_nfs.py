@@ -11,7 +11,11 @@ add 100000000 where the disk allows: about 3 GB of CSV, twice that on disk). Gan
 
 Workloads (medians over ``--runs``; libnfs' ``nfs-cat`` / ``nfs-cp`` unless noted):
 
-1. warm read of the 100,000-row table: ``nfs-cat`` after a first read;
+1. warm read of the 100,000-row table: ``nfs-cat`` after a first read; the CPU time
+   each server spends per read; and, in a second alternation with Ganesha, the same
+   read from ``nfs_replay.py``, a server that replays our recorded replies with next to
+   no work per call (the floor of a Python server on this transport: what is left
+   between it and posixlake is the per-call work of decoding, running and encoding);
 2. cold read of the 100,000-row table: the first ``nfs-cat`` after an API write, so
    the new version is rendered (Ganesha: the same bytes, nothing to render);
 3. at each ``--rows`` size: read throughput, warm, ``nfs-cat > /dev/null`` (MB/s); the
@@ -383,12 +387,7 @@ def main() -> None:
             nfs_cat_null(g.url("data.csv"))
 
         # 1. warm read
-        r = Result("warm read, 100k rows (nfs-cat)", [], target="<= 30", original="190")
-        for _ in range(runs):
-            r.ours.append(timed(lambda: nfs_cat_null(s_url)))
-            if g is not None:
-                r.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
-        results.append(r)
+        results += warm_read(s_srv, g, work, runs)
         if args.only == "warm-read":
             print(f"load average: {os.getloadavg()[0]:.2f}")
             report(results)
@@ -710,6 +709,75 @@ def nfs_cat_bytes_of(db: DatabaseOps) -> bytes:
     """Return data.csv of ``db`` as the share shows it."""
     with NfsServer(TableFs(db)) as srv:
         return nfs_cat(srv.nfs_url("/data/data.csv"))
+
+
+def warm_read(server: NfsServer, g: Ganesha | None, work: Path, runs: int) -> list[Result]:
+    """Workload 1: warm ``nfs-cat`` of the 100k-row file, alternating with Ganesha; the
+    servers' CPU time per read; and the transport floor (`nfs_replay`: our recorded
+    replies replayed by a server with next to no per-call work), in a second alternation.
+    """
+    url = server.nfs_url("/data/data.csv")
+    r = Result("warm read, 100k rows (nfs-cat)", [], target="<= 30", original="190")
+    cpu = Result("  server CPU per warm read (mean)", [0.0], note="user + system")
+    g_pid = ganesha_pid(work) if g is not None else None
+    ours_cpu = theirs_cpu = 0.0
+    for _ in range(runs):
+        t0, m0 = time.process_time(), time.thread_time()  # this thread runs the client
+        r.ours.append(timed(lambda: nfs_cat_null(url)))
+        ours_cpu += (time.process_time() - t0) - (time.thread_time() - m0)
+        if g is not None:
+            c0 = process_cpu(g_pid)
+            r.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
+            theirs_cpu += process_cpu(g_pid) - c0
+    cpu.ours = [ours_cpu / runs * 1000]
+    if g is not None:
+        cpu.ganesha = [theirs_cpu / runs * 1000]
+    floor = Result(
+        "  the same, canned replies (transport floor)",
+        [],
+        note="nfs_replay.py: our replies replayed, next to no work per call",
+    )
+    replay = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("nfs_replay.py")),
+            "--upstream",
+            str(server.port),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert replay.stdout is not None
+        port = int(replay.stdout.readline().split()[0])
+        floor_url = url.replace(f"port={server.port}", f"port={port}")
+        if nfs_cat(floor_url) != nfs_cat(url):
+            raise RuntimeError("the replay server gave other bytes than the server")
+        replay.send_signal(signal.SIGUSR1)  # recorded: a call forwarded from now on is a miss
+        for _ in range(runs):
+            floor.ours.append(timed(lambda: nfs_cat_null(floor_url)))
+            if g is not None:
+                floor.ganesha.append(timed(lambda: nfs_cat_null(g.url("data.csv"))))
+    finally:
+        replay.terminate()
+        out, _ = replay.communicate(timeout=30)
+    misses = int(out.split()[-1]) if out.strip() else -1
+    if misses:
+        floor.note += f"; {misses} calls not replayed" if misses > 0 else "; no miss count"
+    return [r, cpu, floor]
+
+
+def ganesha_pid(work: Path) -> int:
+    return int((work / "ganesha.pid").read_text().strip())
+
+
+def process_cpu(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (from /proc)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
