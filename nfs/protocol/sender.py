@@ -32,10 +32,8 @@ import ipaddress
 import os
 import select
 import socket
-import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final, cast
 
 from nfs.protocol.xdr import FileSlice
@@ -43,12 +41,7 @@ from nfs.protocol.xdr import FileSlice
 __all__ = [
     "IOV_MAX",
     "LOOPBACK_CONGESTION",
-    "LOOPBACK_YOUNG_BYTES",
-    "LOOPBACK_YOUNG_SNDBUF",
     "ReplySender",
-    "SendBufferGrowth",
-    "loopback_send_buffer",
-    "small_buffer_on_loopback",
     "unpaced_on_loopback",
 ]
 
@@ -62,17 +55,6 @@ _NO_SENDFILE: Final = frozenset(
 
 LOOPBACK_CONGESTION: Final = (b"cubic", b"reno")
 """Congestion controls asked for on a loopback connection, first one Linux takes."""
-
-LOOPBACK_YOUNG_SNDBUF: Final = 128 * 1024
-"""``SO_SNDBUF`` asked for on a new loopback connection (Linux doubles it: 256 KiB, four
-of loopback's 64 KiB segments)."""
-
-LOOPBACK_YOUNG_BYTES: Final = 4 << 20
-"""Bytes a loopback connection sends before its send buffer grows to what the kernel's
-autotuning could reach (``net.ipv4.tcp_wmem``'s maximum)."""
-
-_SO_SNDBUFFORCE: Final = getattr(socket, "SO_SNDBUFFORCE", 32)
-"""``SO_SNDBUF`` past ``net.core.wmem_max`` (Linux, CAP_NET_ADMIN)."""
 
 
 def unpaced_on_loopback(sock: socket.socket, *, host: str | None = None) -> bytes | None:
@@ -105,133 +87,12 @@ def unpaced_on_loopback(sock: socket.socket, *, host: str | None = None) -> byte
     return None
 
 
-@dataclass(frozen=True)
-class SendBufferGrowth:
-    """How a loopback connection's send buffer grows once it is no longer young.
-
-    Attributes:
-        young_bytes: the bytes sent before it grows.
-        size: the ``SO_SNDBUF`` asked for then (Linux doubles it).
-        option: ``SO_SNDBUF``, or ``SO_SNDBUFFORCE`` where ``size`` is past
-            ``net.core.wmem_max`` and the process may pass it.
-    """
-
-    young_bytes: int
-    size: int
-    option: int
-
-
-def loopback_send_buffer(
-    *,
-    tcp_wmem_max: int | None = None,
-    wmem_max: int | None = None,
-    euid: int | None = None,
-) -> SendBufferGrowth | None:
-    """How this machine's loopback connections start small and grow (see
-    `small_buffer_on_loopback`), or None where they cannot grow back.
-
-    A send buffer set with ``SO_SNDBUF`` is locked: the kernel no longer autotunes it. So
-    a connection starts small only if it can later be given autotuning's maximum
-    (``net.ipv4.tcp_wmem``'s third field): ``net.core.wmem_max`` allows it, or the
-    process may force it (``SO_SNDBUFFORCE``, root). Elsewhere (not Linux, a default
-    ``wmem_max`` of 208 KiB and no privilege), connections keep the kernel's autotuning.
-
-    Args:
-        tcp_wmem_max, wmem_max, euid: the machine's values (read from ``/proc`` and
-            `os.geteuid` when not given; then a root process is also asked whether it
-            may force, as root in a container usually may not).
-    """
-    if tcp_wmem_max is None or wmem_max is None:
-        if not sys.platform.startswith("linux"):
-            return None
-        try:
-            fields = _proc_ints("/proc/sys/net/ipv4/tcp_wmem")
-            wmem_max = _proc_ints("/proc/sys/net/core/wmem_max")[0]
-            tcp_wmem_max = fields[2]
-        except (OSError, ValueError, IndexError):
-            return None
-    size = tcp_wmem_max // 2  # doubled by the kernel: autotuning's maximum
-    if size <= LOOPBACK_YOUNG_SNDBUF:
-        return None  # autotuning cannot reach more than the young buffer
-    if size <= wmem_max:
-        return SendBufferGrowth(LOOPBACK_YOUNG_BYTES, size, socket.SO_SNDBUF)
-    # root may still lack CAP_NET_ADMIN (a container's default): asked of a socket first
-    if euid == 0 or (euid is None and os.geteuid() == 0 and _may_force(size)):
-        return SendBufferGrowth(LOOPBACK_YOUNG_BYTES, size, _SO_SNDBUFFORCE)
-    return None
-
-
-def _may_force(size: int) -> bool:
-    """Whether this process may set a send buffer past ``net.core.wmem_max``."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, _SO_SNDBUFFORCE, size)
-    except OSError:
-        return False
-    return True
-
-
-def _proc_ints(path: str) -> list[int]:
-    with open(path, encoding="ascii") as f:
-        return [int(field) for field in f.read().split()]
-
-
-@functools.cache
-def _machine_growth() -> SendBufferGrowth | None:
-    """`loopback_send_buffer` of this machine (read once)."""
-    return loopback_send_buffer()
-
-
-def small_buffer_on_loopback(
-    sock: socket.socket, *, host: str | None = None, growth: SendBufferGrowth | None = None
-) -> SendBufferGrowth | None:
-    """Give a new TCP connection from this machine a small send buffer, to grow later.
-
-    On loopback the receiving side of every segment runs in the sender's context, and a
-    READ reply the client's receive window cannot take yet is sent later from the
-    client's own ACK processing, after the client has copied what it received: for a
-    new connection (the window still small: about 600 KiB for ``nfs-cat``), the two
-    halves of a 1 MiB READ then take turns on one CPU. Autotuning gives a new loopback
-    connection a send buffer of megabytes (loopback's segments are 64 KiB), so
-    ``sendfile`` queues the whole reply at once. A buffer of a few segments keeps the
-    server sending the rest itself, as the client reads, on its own CPU. Measured with
-    ``nfs-cat`` of the 2.2 MB file of 100,000 rows, alternating with the server before
-    this on a 2-CPU VM: 7-12% less time per read while the host was quiet; within the
-    noise (-4% to +4%) while it was busy, as the gain needs the second CPU. Once the
-    connection has sent
-    `LOOPBACK_YOUNG_BYTES`, the client's window has grown and a whole reply fits: the
-    buffer grows to what autotuning would have reached (`ReplySender` does that),
-    since a stream of 1 MiB READs through a small buffer goes 17% slower (104 MB:
-    3,063 -> 2,529 MB/s).
-
-    Args:
-        sock: the server's side of the connection.
-        host: the peer's address, if the caller has it (else it is asked for).
-        growth: the machine's policy (default: `loopback_send_buffer`, read once).
-
-    Returns:
-        How the buffer is to grow (for `ReplySender`), or None if the connection is
-        left as it was (a remote peer, a machine where it could not grow back).
-    """
-    if growth is None:
-        growth = _machine_growth()
-        if growth is None:
-            return None
-    if not _from_loopback(sock, host):
-        return None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, LOOPBACK_YOUNG_SNDBUF)
-    except OSError:
-        return None
-    return growth
-
-
 def _from_loopback(sock: socket.socket, host: str | None) -> bool:
-    """Whether ``sock`` is an IP connection from this machine (``host``: the peer's
+    """Whether ``sock`` is an IP connection from this machine (``host``: the peer's IP
     address if the caller has it, else it is asked for)."""
-    if sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return False
     if host is None:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return False
         try:
             host = sock.getpeername()[0]
         except OSError:
@@ -263,9 +124,6 @@ class ReplySender:
             `low_water` or below after `want_room` was called.
         wait: how long a worker thread waits for a full socket before handing over.
         low_water: see `on_room`.
-        growth: how the socket's send buffer grows (`small_buffer_on_loopback`): once
-            the connection has sent ``growth.young_bytes``, the sender asks for
-            ``growth.size``.
 
     Attributes:
         error: the error that ended sending (the rest is dropped), if any.
@@ -274,7 +132,6 @@ class ReplySender:
     __slots__ = (
         "_busy",
         "_closing",
-        "_growth",
         "_lock",
         "_on_blocked",
         "_on_room",
@@ -284,7 +141,6 @@ class ReplySender:
         "_sendfile",
         "_sock",
         "_want_room",
-        "_young_left",
         "error",
         "low_water",
         "wait",
@@ -298,11 +154,8 @@ class ReplySender:
         on_room: Callable[[], None],
         wait: float = 0.05,
         low_water: int = 64 * 1024,
-        growth: SendBufferGrowth | None = None,
     ) -> None:
         self._sock = sock
-        self._growth = growth
-        self._young_left = growth.young_bytes if growth is not None else 0
         self._on_blocked = on_blocked
         self._on_room = on_room
         self.wait = wait
@@ -358,13 +211,15 @@ class ReplySender:
                 if self._busy:
                     return False
                 self._busy = True
-        if direct and not any(isinstance(b, FileSlice) for b in buffers):
-            # the common case: nothing queued, the socket takes the whole reply at once
-            if self._send_whole(cast("Sequence[bytes | bytearray | memoryview]", buffers)):
-                return True
-        elif direct:
-            with self._lock:
-                self._enqueue(buffers)
+        if direct:
+            for b in buffers:
+                if isinstance(b, FileSlice):
+                    with self._lock:
+                        self._enqueue(buffers)
+                    break
+            else:  # the common case: nothing queued, the socket takes the whole reply
+                if self._send_whole(cast("Sequence[bytes | bytearray | memoryview]", buffers)):
+                    return True
         if self._drain(self.wait if wait is None else wait):
             return True
         self._on_blocked()
@@ -396,8 +251,6 @@ class ReplySender:
                 self._queue.clear()
                 self._queued = 0
             return False  # _drain releases sending (and tells a want_room waiter)
-        if self._young_left:
-            self._sent_young(sent)
         total = 0
         for b in buffers:
             total += len(b) if type(b) is bytes else memoryview(b).nbytes
@@ -488,8 +341,6 @@ class ReplySender:
                 return True
             try:
                 sent = self._send_some(head)
-                if self._young_left:
-                    self._sent_young(sent)
             except BlockingIOError:
                 if wait <= 0 or not self._poll.poll(int(wait * 1000)):
                     return False
@@ -507,14 +358,6 @@ class ReplySender:
                     self._want_room = False
             if notify:
                 self._on_room()
-
-    def _sent_young(self, n: int) -> None:
-        """Count `n` bytes sent while young; then grow the buffer (the sending thread)."""
-        self._young_left = max(0, self._young_left - n)
-        growth = self._growth
-        if not self._young_left and growth is not None:
-            with contextlib.suppress(OSError):  # the connection is gone, or refused
-                self._sock.setsockopt(socket.SOL_SOCKET, growth.option, growth.size)
 
     def _send_some(self, head: list[memoryview | FileSlice]) -> int:
         """One ``sendmsg`` of the head reply's buffers up to its next `FileSlice`, or one

@@ -29,6 +29,7 @@ import errno
 import logging
 import queue
 import socket
+import struct
 import sys
 import threading
 import time
@@ -40,13 +41,14 @@ from nfs.protocol.nfs3.service import DEFAULT_LIMITS, Nfs3Limits
 from nfs.protocol.nfs4.state import Nfs4State
 from nfs.protocol.record import (
     DEFAULT_MAX_RECORD_SIZE,
+    LAST_FRAGMENT,
     RecordError,
     RecordReader,
     encode_record_parts,
     record_mark,
 )
 from nfs.protocol.rpc import ConnectionContext, CredentialPolicy
-from nfs.protocol.sender import ReplySender, small_buffer_on_loopback, unpaced_on_loopback
+from nfs.protocol.sender import ReplySender, unpaced_on_loopback
 from nfs.protocol.serving import (
     DEFAULT_RESOURCES,
     ResourceLimits,
@@ -76,6 +78,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 256 * 1024
+_LAST_MARK: Final = struct.Struct(">I")
+"""A record mark (`record_mark`), packed in line for a small reply."""
 _SMALL_REPLY: Final = 4096
 """A reply of at most this many bytes in one buffer is copied behind its record mark."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -95,7 +99,8 @@ class _Conn:
         "closed",
         "context",
         "drained",
-        "ended",
+        "ending",
+        "gone",
         "held",
         "in_flight",
         "last_active",
@@ -117,14 +122,15 @@ class _Conn:
         now: float,
         sender: ReplySender,
     ) -> None:
-        self.sock = sock  # non-blocking; closed by the connection task, after its calls
+        self.sock = sock  # non-blocking; closed by `_forget`, after its calls
         self.context = context
         self.records = records
         self.sender = sender
         self.room: list[asyncio.Future[None]] = []  # waiting for the replies queued to shrink
         self.drained: list[asyncio.Future[None]] = []  # waiting for the loop to finish sending
         self.waiter: asyncio.Future[None] | None = None  # the loop, waiting for a call to end
-        self.ended: asyncio.Future[None] | None = None  # set when reading ends (EOF, error)
+        self.gone: list[asyncio.Future[None]] = []  # waiting for it to be closed
+        self.ending = False  # reading ended (EOF, an error, `close`): it is being closed
         self.pending: collections.deque[bytes] = collections.deque()  # records not yet run
         self.reading = False  # the loop watches the socket for reading
         self.running = 0  # calls queued or running
@@ -135,7 +141,7 @@ class _Conn:
 
     def close(self) -> None:
         """End the connection: the client sees it closed now (replies not sent yet are
-        dropped); the reading task sees EOF and closes the socket after the calls."""
+        dropped); the loop sees EOF and closes the socket after the calls."""
         self.closed = True
         self.sender.shutdown()
 
@@ -220,9 +226,13 @@ class NfsServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._room: asyncio.Condition | None = None
-        self._connections: dict[asyncio.Task[None], _Conn] = {}
+        self._connections: dict[_Conn, asyncio.Task[None] | None] = {}
+        """The open connections, each with the task that finishes closing it, if it
+        needed one (calls still running or replies still going out when reading ended)."""
+        self._all_gone: list[asyncio.Future[None]] = []  # waiting for no connection
         self._counters = dataclasses.asdict(ServerStats())
-        self._stats_changed = threading.Condition()  # also guards the _Conn counters
+        self._stats_lock = threading.RLock()  # also guards the _Conn counters
+        self._stats_changed = threading.Condition(self._stats_lock)  # (entered by its lock)
         self._stats_waiters = 0  # callers in wait_stats (no one to wake: no notify)
         self._work: queue.SimpleQueue[tuple[bytes, _Conn] | None] = queue.SimpleQueue()
         self._background: set[asyncio.Task[None]] = set()
@@ -270,7 +280,7 @@ class NfsServer:
 
     def stats(self) -> ServerStats:
         """Return the current counters (see `ServerStats`)."""
-        with self._stats_changed:
+        with self._stats_lock:
             return ServerStats(**self._counters)
 
     def wait_stats(
@@ -281,7 +291,7 @@ class NfsServer:
         Returns:
             The counters that satisfied `predicate`, or None after `timeout` seconds.
         """
-        with self._stats_changed:
+        with self._stats_lock:
             self._stats_waiters += 1
             try:
                 if self._stats_changed.wait_for(
@@ -352,7 +362,7 @@ class NfsServer:
 
     def _count(self, **changes: int) -> None:
         """Add to counters and wake `wait_stats` callers."""
-        with self._stats_changed:
+        with self._stats_lock:
             self._count_locked(changes)
 
     def _count_locked(self, changes: dict[str, int]) -> None:
@@ -365,7 +375,7 @@ class NfsServer:
     def _hold(self, conn: _Conn, *, calls: int = 0, nbytes: int = 0) -> None:
         """Add `calls` and `nbytes` to those of `conn` in progress; recount the bytes it
         holds (unfinished record + calls in progress)."""
-        with self._stats_changed:
+        with self._stats_lock:
             self._hold_locked(conn, calls, nbytes)
 
     def _hold_locked(self, conn: _Conn, calls: int, nbytes: int) -> None:
@@ -470,11 +480,13 @@ class NfsServer:
         await asyncio.gather(*accepting, reaper, return_exceptions=True)
         for s in listeners:
             s.close()
-        for conn in list(self._connections.values()):
-            conn.close()  # its reader sees EOF: the connection task ends by itself
+        for conn in list(self._connections):
+            conn.close()  # its reader sees EOF: the connection is closed after its calls
         await self._room_changed()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        while self._connections:
+            waiting = asyncio.get_running_loop().create_future()
+            self._all_gone.append(waiting)
+            await waiting
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         """Accept connections; on EMFILE and the like, log once and back off.
@@ -540,7 +552,7 @@ class NfsServer:
         loop = asyncio.get_running_loop()
         while not handed.done():
             try:
-                sock, _ = listener.accept()
+                sock, address = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as err:
@@ -554,30 +566,36 @@ class NfsServer:
             if len(self._connections) >= self._max_connections:
                 handed.set_result((sock, None))
                 return
-            self._start_connection(sock, loop)
+            self._start_connection(sock, loop, address)
 
-    def _start_connection(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
-        """Serve an accepted connection (its task reads it until it ends)."""
+    def _start_connection(
+        self, sock: socket.socket, loop: asyncio.AbstractEventLoop, address: object = None
+    ) -> None:
+        """Serve an accepted connection: read it until it ends (`_end`).
+
+        No task per connection: the loop's reader callback serves it, and `_end` closes
+        it at once when nothing of it runs or waits to be sent (a task finishes the
+        others). ``address``: the peer's, as ``accept`` gave it (None: asked for).
+        """
+        stop = self._stop
+        if stop is None or stop.is_set():
+            sock.close()
+            return
         try:
-            conn = self._connect(sock, loop)
+            conn = self._connect(sock, loop, address)
         except OSError as err:
             logger.debug("cannot set up a connection: %s", err)
             sock.close()
             return
-        stop = self._stop
-        if stop is not None and not stop.is_set():
-            # read it from now on: a client's first call, sent as soon as it connected,
-            # is often here already and is answered at once, not after the task starts
-            conn.ended = loop.create_future()
-            self._read_on(conn)
-        task = asyncio.create_task(self._serve_connection(conn))
-        self._connections[task] = conn
-        task.add_done_callback(self._connection_done)
+        self._connections[conn] = None
         self._count(connections=1)
-        if conn.reading:
-            self._readable(conn)
+        self._read_on(conn)
+        # a client's first call, sent as soon as it connected, is often here already
+        self._readable(conn)
 
-    def _connect(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> _Conn:
+    def _connect(
+        self, sock: socket.socket, loop: asyncio.AbstractEventLoop, address: object = None
+    ) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
 
         The socket is not handed to an asyncio transport: the loop reads it (a reader
@@ -585,16 +603,14 @@ class NfsServer:
         call of the connection runs (so a worker never sends on a reused descriptor).
         """
         sock.setblocking(False)
-        growth = None
-        try:
-            peer = sock.getpeername()
-        except OSError:
-            peer = None
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+        peer: tuple[str, int] | None = None
+        if address is None:
+            with contextlib.suppress(OSError):
+                address = sock.getpeername()
+        if isinstance(address, tuple):  # an IP connection: (host, port[, flow, scope])
+            peer = (address[0], address[1])
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if peer is not None:
-                unpaced_on_loopback(sock, host=peer[0])
-                growth = small_buffer_on_loopback(sock, host=peer[0])
+            unpaced_on_loopback(sock, host=peer[0])
         fd = sock.fileno()
 
         def writable() -> None:  # the loop sends while the client is slow to read
@@ -616,7 +632,7 @@ class NfsServer:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(room)
 
-        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room, growth=growth)
+        sender = ReplySender(sock, on_blocked=on_blocked, on_room=on_room)
         conn = _Conn(
             sock,
             ConnectionContext(f"{peer[0]}:{peer[1]}" if peer else None),
@@ -626,13 +642,9 @@ class NfsServer:
         )
         return conn
 
-    def _connection_done(self, task: asyncio.Task[None]) -> None:
-        if self._connections.pop(task, None) is not None:
-            self._count(connections=-1)
-
     async def _evict_idle(self) -> bool:
         """Close the connection idle the longest (no call in progress); whether one was."""
-        idle = [c for c in self._connections.values() if not c.closed and not c.running]
+        idle = [c for c in self._connections if not c.closed and not c.running]
         if not idle:
             return False
         victim = min(idle, key=lambda c: c.last_active)
@@ -640,8 +652,11 @@ class NfsServer:
         victim.close()
         # the room is there once its socket is closed: accepting on before that would
         # hold a descriptor per evicted connection through a burst of connects
-        task = next(t for t, c in self._connections.items() if c is victim)
-        await asyncio.wait({task})
+        await self._room_changed()  # one paused for room sees that it is closed
+        if victim in self._connections:
+            gone = asyncio.get_running_loop().create_future()
+            victim.gone.append(gone)
+            await gone
         self._count(evicted_connections=1)
         await self._room_changed()
         return True
@@ -656,7 +671,7 @@ class NfsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), min(max(timeout / 4, 0.01), 30.0))
             now = loop.time()
-            for conn in list(self._connections.values()):
+            for conn in list(self._connections):
                 if conn.closed or conn.running:
                     continue
                 if now - conn.last_active >= timeout:
@@ -665,31 +680,53 @@ class NfsServer:
                     self._count(idle_closed=1)
             await self._room_changed()
 
-    async def _serve_connection(self, conn: _Conn) -> None:
-        """Read `conn` (a reader callback, paused while over a bound) until it ends;
-        then wait for its calls, let the loop send what is left, and close it."""
-        loop = asyncio.get_running_loop()
-        sock = conn.sock
-        stop = self._stop
-        if conn.ended is None:  # not being read yet (stopping when it was accepted)
-            if stop is None or stop.is_set():
-                sock.close()
-                return
-            conn.ended = loop.create_future()
-            self._read_on(conn)
+    def _end(self, conn: _Conn) -> None:
+        """Reading `conn` ended (EOF, an error, `_Conn.close`): close it now if none of
+        its calls runs and nothing waits to be sent (a synchronous client that hung
+        up), else let a task wait for its calls and its replies and then close it."""
+        self._read_off(conn)
+        if conn.ending:
+            return
+        conn.ending = True
+        conn.closed = True
+        with self._stats_lock:
+            quiet = conn.running == 0
+        if quiet and conn.sender.idle:
+            self._release(conn)
+            self._forget(conn)
+        else:
+            self._connections[conn] = asyncio.create_task(self._finish(conn))
+
+    async def _finish(self, conn: _Conn) -> None:
+        """Close `conn` once its calls have ended (their replies go out if still
+        possible) and the loop has sent what a slow client had not read yet."""
         try:
-            await conn.ended
-        finally:
-            self._read_off(conn)
-            conn.closed = True
-            # let running calls finish (their replies go out if still possible)
             await self._until(conn, lambda: conn.running == 0)
-            conn.pending.clear()
-            self._count(buffered_bytes=-conn.held)
-            conn.held = conn.in_flight = 0
-            await self._room_changed()
+            self._release(conn)
             await self._finish_sending(conn)
-            sock.close()
+        finally:
+            self._forget(conn)
+
+    def _release(self, conn: _Conn) -> None:
+        """Drop what `conn` holds (records not run, a partial record) from the budget,
+        and wake a connection waiting for room (none of its calls runs any more)."""
+        conn.pending.clear()
+        if conn.held:
+            self._count(buffered_bytes=-conn.held)
+        conn.held = conn.in_flight = 0
+        if self._counters["paused_connections"]:
+            task = asyncio.create_task(self._room_changed())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _forget(self, conn: _Conn) -> None:
+        """Close `conn`'s socket (no thread sends on it any more) and forget it."""
+        conn.sock.close()
+        if self._connections.pop(conn, False) is not False:
+            self._count(connections=-1)
+        _resolve(conn.gone)
+        if not self._connections:
+            _resolve(self._all_gone)
 
     def _read_on(self, conn: _Conn) -> None:
         if not conn.reading:
@@ -700,11 +737,6 @@ class NfsServer:
         if conn.reading:
             asyncio.get_running_loop().remove_reader(conn.sock.fileno())
             conn.reading = False
-
-    def _end(self, conn: _Conn) -> None:
-        self._read_off(conn)
-        if conn.ended is not None and not conn.ended.done():
-            conn.ended.set_result(None)
 
     def _readable(self, conn: _Conn) -> None:
         """The loop's reader callback: read, cut records, hand them to the workers."""
@@ -739,7 +771,7 @@ class NfsServer:
             if parts is not None:
                 self._answered_here(conn, n, parts)
                 return
-        with self._stats_changed:
+        with self._stats_lock:
             self._count_locked({"received_bytes": n})
             if completed:  # a half-sent record is no activity
                 conn.last_active = time.monotonic()  # the loop's clock
@@ -757,7 +789,7 @@ class NfsServer:
         has the reply, and that call then finds the loop waiting for it, not still
         counting the last one.
         """
-        with self._stats_changed:
+        with self._stats_lock:
             self._counters["received_bytes"] += received
             if self._stats_waiters:
                 self._stats_changed.notify_all()
@@ -827,7 +859,7 @@ class NfsServer:
         """Wait until `done()` holds; it turns true only when a call of `conn` ends."""
         loop = asyncio.get_running_loop()
         while True:
-            with self._stats_changed:
+            with self._stats_lock:
                 if done():
                     return
                 waiting = conn.waiter = loop.create_future()
@@ -868,7 +900,7 @@ class NfsServer:
             except Exception:  # the transport's boundary: a bug must not end a worker
                 logger.exception("a call from %s failed in the transport", conn.context.peer)
             finally:
-                with self._stats_changed:
+                with self._stats_lock:
                     self._hold_locked(conn, -1, -len(record))
                     conn.last_active = time.monotonic()  # the loop's clock
                     wake = conn.waiter is not None or self._counters["paused_connections"] > 0
@@ -894,7 +926,7 @@ def _framed(parts: list[Part]) -> list[bytes | bytearray | memoryview | FileSlic
     if len(parts) == 1:
         only = parts[0]
         if type(only) is bytes and len(only) <= _SMALL_REPLY:
-            return [record_mark(len(only)) + only]
+            return [_LAST_MARK.pack(len(only) | LAST_FRAGMENT) + only]
     plain = [p for p in parts if not isinstance(p, FileSlice)]
     if len(plain) == len(parts):
         return [*encode_record_parts(plain)]

@@ -10,9 +10,7 @@ its replies holds no worker (another client is served meanwhile) and then gets e
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,12 +24,7 @@ from nfs.protocol.memfs import MemoryFs
 from nfs.protocol.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
 from nfs.protocol.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
 from nfs.protocol.sender import (
-    LOOPBACK_YOUNG_BYTES,
-    LOOPBACK_YOUNG_SNDBUF,
     ReplySender,
-    SendBufferGrowth,
-    loopback_send_buffer,
-    small_buffer_on_loopback,
     unpaced_on_loopback,
 )
 from nfs.protocol.server import NfsServer, build_dispatcher
@@ -343,53 +336,13 @@ def test_the_server_asks_for_no_pacing_on_its_loopback_connections() -> None:
         RpcClient("127.0.0.1", server.port) as c,
     ):
         c.null()
-        socks = [conn.sock for conn in server._connections.values()]
+        socks = [conn.sock for conn in server._connections]
         assert [_congestion(sock) for sock in socks] == [b"cubic"]
 
 
-def test_the_send_buffer_policy_follows_what_the_machine_allows() -> None:
-    """A connection starts with a small buffer only where it can grow back to what
-    autotuning reaches (tcp_wmem's maximum): a SO_SNDBUF locks the buffer."""
-    grows = loopback_send_buffer(tcp_wmem_max=4 << 20, wmem_max=4 << 20, euid=1000)
-    assert grows == SendBufferGrowth(LOOPBACK_YOUNG_BYTES, 2 << 20, socket.SO_SNDBUF)
-    forced = loopback_send_buffer(tcp_wmem_max=4 << 20, wmem_max=212_992, euid=0)
-    assert forced is not None
-    assert (forced.size, forced.option) == (2 << 20, getattr(socket, "SO_SNDBUFFORCE", 32))
-    assert loopback_send_buffer(tcp_wmem_max=4 << 20, wmem_max=212_992, euid=1000) is None
-    assert loopback_send_buffer(tcp_wmem_max=256 << 10, wmem_max=4 << 20, euid=0) is None
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux socket buffers")
-def test_root_without_the_right_to_force_keeps_autotuning(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Root in a container (no CAP_NET_ADMIN) cannot force the grown buffer: asked of a
-    socket, it keeps autotuning instead of a buffer locked small."""
-    import nfs.protocol.sender as sender
-
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr(
-        sender, "_proc_ints", lambda path: [4096, 16384, 4 << 20] if "tcp" in path else [212_992]
-    )
-    monkeypatch.setattr(sender, "_may_force", lambda size: False)
-    assert loopback_send_buffer() is None
-    monkeypatch.setattr(sender, "_may_force", lambda size: True)
-    forced = loopback_send_buffer()
-    assert forced is not None and forced.option == getattr(socket, "SO_SNDBUFFORCE", 32)
-
-
-def _sndbuf(sock: socket.socket) -> int:
-    return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux socket buffers")
-def test_a_young_loopback_connection_sends_through_a_small_buffer_then_grows(
-    tmp_path: Path,
-) -> None:
-    """The server's side of a new loopback connection gets a send buffer of a few
-    segments; once it has sent ``young_bytes`` (replies in memory and from files
-    alike), the sender asks for the grown size. A remote peer is left alone."""
-    growth = SendBufferGrowth(young_bytes=3 << 20, size=150_000, option=socket.SO_SNDBUF)
+def test_the_sender_sends_memory_and_file_slices_in_order(tmp_path: Path) -> None:
+    """Replies mixing buffers and `FileSlice` ranges (``sendfile``) go out whole and in
+    order through a real socket, each slice from its offset in the file."""
     data = tmp_path / "data"
     data.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -404,38 +357,20 @@ def test_a_young_loopback_connection_sends_through_a_small_buffer_then_grows(
         reader = threading.Thread(target=drain)
         reader.start()
         try:
-            assert small_buffer_on_loopback(served, host="192.0.2.1", growth=growth) is None
-            assert small_buffer_on_loopback(served, growth=growth) == growth
-            assert _sndbuf(served) == 2 * LOOPBACK_YOUNG_SNDBUF
             served.setblocking(False)
-            sender = ReplySender(
-                served, on_blocked=lambda: None, on_room=lambda: None, wait=30.0, growth=growth
-            )
+            sender = ReplySender(served, on_blocked=lambda: None, on_room=lambda: None, wait=30.0)
             with data.open("rb") as f:
                 view = memoryview(data.read_bytes())
                 assert sender.send([b"head", FileSlice(view, f, 0)])  # 1 MiB by sendfile
-                assert sender.send([view])  # 2 MiB
-                assert _sndbuf(served) == 2 * LOOPBACK_YOUNG_SNDBUF  # still young
-                assert sender.send([view[: 1 << 19], FileSlice(view[: 1 << 19], f, 0)])
-            assert _sndbuf(served) == 300_000  # grown: 150,000 doubled
+                assert sender.send([view])
+                half = 1 << 19
+                assert sender.send([view[:half], FileSlice(view[half:], f, half)])
         finally:
             served.close()
             reader.join(30)
             client.close()
-        assert len(got) == 4 + (3 << 20)
-
-
-@pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux socket option")
-def test_the_server_starts_its_loopback_connections_with_a_small_send_buffer() -> None:
-    if loopback_send_buffer() is None:
-        pytest.skip("this machine's loopback connections keep the kernel's autotuning")
-    with (
-        NfsServer(MemoryFs(root_mode=0o777), 0) as server,
-        RpcClient("127.0.0.1", server.port) as c,
-    ):
-        c.null()
-        socks = [conn.sock for conn in server._connections.values()]
-        assert [_sndbuf(sock) for sock in socks] == [2 * LOOPBACK_YOUNG_SNDBUF]
+        whole = bytes(view)
+        assert bytes(got) == b"head" + whole + whole + whole
 
 
 def test_other_sockets_keep_their_congestion_control() -> None:

@@ -176,6 +176,48 @@ def test_shutdown_closes_connections_and_then_the_vfs() -> None:
     c.close()
 
 
+def test_a_client_that_hangs_up_while_its_call_runs_is_closed_after_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's side of a connection whose client left stays open while a call of
+    it runs (a worker still sends on it), and is closed and counted out once it ends."""
+    fs = GatedFs()
+    with NfsServer(fs, 0) as server:
+        ended = threading.Event()
+        end = server._end
+
+        def spy(conn: object) -> None:
+            end(conn)  # type: ignore[arg-type]
+            ended.set()
+
+        monkeypatch.setattr(server, "_end", spy)
+        c = RpcClient("127.0.0.1", server.port)
+        fh = c.walk("/gated")
+        c.send_call(NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_READ, Read3Args(fh, 0, 10))
+        assert fs.entered.wait(30)
+        c.close()
+        assert ended.wait(30)  # the loop has seen the client leave
+        (conn,) = list(server._connections)
+        assert conn.sock.fileno() != -1
+        assert server.stats().connections == 1
+        fs.gate.set()
+        assert server.wait_stats(lambda s: s.connections == 0, 30) is not None
+        assert conn.sock.fileno() == -1
+        assert fs.events == ["read done"]
+
+
+def test_a_client_that_hangs_up_with_nothing_running_is_closed_at_once(
+    memfs: MemoryFs,
+) -> None:
+    with NfsServer(memfs, 0) as server:
+        with RpcClient("127.0.0.1", server.port) as c:
+            c.null()
+            (conn,) = list(server._connections)
+        assert server.wait_stats(lambda s: s.connections == 0, 30) is not None
+        assert conn.sock.fileno() == -1
+        assert not server._connections
+
+
 def test_portmapper_answers_on_the_same_port(memfs: MemoryFs) -> None:
     with NfsServer(memfs, 0, portmapper=True) as server, RpcClient("127.0.0.1", server.port) as c:
         reply = c.call(
