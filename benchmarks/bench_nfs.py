@@ -16,7 +16,8 @@ Workloads (medians over ``--runs``; libnfs' ``nfs-cat`` / ``nfs-cp`` unless note
    each server spends per read; and, in a second alternation with Ganesha, the same
    read from ``nfs_replay.py``, a server that replays our recorded replies with next to
    no work per call (the floor of a Python server on this transport: what is left
-   between it and posixlake is the per-call work of decoding, running and encoding);
+   between it and posixlake is our transport's own per-call work and that of decoding,
+   running and encoding the calls);
 2. cold read of the 100,000-row table: the first ``nfs-cat`` after an API write, so
    the new version is rendered (Ganesha: the same bytes, nothing to render);
 3. at each ``--rows`` size: read throughput, warm, ``nfs-cat > /dev/null`` (MB/s); the

@@ -10,8 +10,9 @@ a dict lookup and one blocking ``sendmsg``.
 
 What it measures: the cost of a Python server whose per-call work is next to nothing,
 over the same sockets, loop and client. The real server's time minus this one's is what
-decoding, running and encoding the calls costs (`bench_nfs.py`, workload 1). It is
-no NFS server: it knows no state, and a changed file would be served stale.
+its transport's own per-call work and decoding, running and encoding the calls cost
+(`bench_nfs.py`, workload 1). It is no NFS server: it knows no state, and a changed file
+would be served stale.
 
 Run:  python benchmarks/nfs_replay.py --upstream PORT
       (prints "PORT PID" once listening; after SIGUSR1 (recording done) a call still
