@@ -206,7 +206,7 @@ def test_a_client_that_hangs_up_while_its_call_runs_is_closed_after_the_call(
         assert fs.events == ["read done"]
 
 
-def test_a_client_that_hangs_up_with_nothing_running_is_closed_at_once(
+def test_a_client_that_hangs_up_with_nothing_running_is_closed_and_forgotten(
     memfs: MemoryFs,
 ) -> None:
     with NfsServer(memfs, 0) as server:
