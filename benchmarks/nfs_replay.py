@@ -30,9 +30,10 @@ import struct
 
 import uvloop
 
+from nfs.protocol.record import LAST_FRAGMENT, RecordReader, encode_record
+
 _MARK = struct.Struct(">I")
 _HEAD = struct.Struct(">IIIII")  # prog, vers, proc, credential flavor, credential length
-_LAST_FRAGMENT = 0x8000_0000
 
 Key = tuple[int, int, int, bytes]
 
@@ -46,26 +47,16 @@ def call_key(record: bytes) -> Key:
     return prog, vers, proc, record[at:]
 
 
-def _read_record(sock: socket.socket) -> bytes:
-    """One whole record from a blocking socket (its fragments joined)."""
-    parts: list[bytes] = []
+def _read_reply(sock: socket.socket) -> bytes:
+    """The one reply record a blocking upstream socket sends next (no record mark)."""
+    reader = RecordReader()
     while True:
-        mark = _MARK.unpack(_read_exactly(sock, 4))[0]
-        parts.append(_read_exactly(sock, mark & ~_LAST_FRAGMENT))
-        if mark & _LAST_FRAGMENT:
-            return b"".join(parts)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray(n)
-    view = memoryview(data)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if not k:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
             raise ConnectionError("the upstream server closed the connection")
-        got += k
-    return bytes(data)
+        records = reader.feed(chunk)
+        if records:
+            return records[0]
 
 
 class Replay:
@@ -86,8 +77,8 @@ class Replay:
         if not upstream:
             upstream.append(socket.create_connection(("127.0.0.1", self.upstream)))
         up = upstream[0]
-        up.sendall(_MARK.pack(len(record) | _LAST_FRAGMENT) + record)
-        full = _read_record(up)
+        up.sendall(encode_record(record))
+        full = _read_reply(up)
         if not self.recording:
             self.misses += 1
         self.replies[key] = full[4:]
@@ -121,13 +112,13 @@ async def serve(replay: Replay) -> None:
         at = 0
         while len(data) - at >= 4:
             mark = _MARK.unpack_from(data, at)[0]
-            size = mark & ~_LAST_FRAGMENT
+            size = mark & ~LAST_FRAGMENT
             if len(data) - at - 4 < size:
                 break
-            if not mark & _LAST_FRAGMENT:
+            if not mark & LAST_FRAGMENT:
                 raise ValueError("multi-fragment calls are not replayed")
             reply = replay.answer(data[at + 4 : at + 4 + size], upstream)
-            conn.sendmsg([_MARK.pack(len(reply) | _LAST_FRAGMENT), reply])  # blocking
+            conn.sendmsg([_MARK.pack(len(reply) | LAST_FRAGMENT), reply])  # blocking
             at += 4 + size
         held[0] = data[at:]
 
