@@ -114,7 +114,8 @@ class DuplicateRequestCache:
     ) -> None:
         if max_entries < 1 or max_bytes < 1 or max_age <= 0:
             raise ValueError("max_entries, max_bytes and max_age must be positive")
-        self._procedures = frozenset(procedures)
+        self.procedures: Final = frozenset(procedures)
+        """The (prog, vers, proc) of the procedures cached (`covers`)."""
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._max_age = max_age
@@ -130,7 +131,7 @@ class DuplicateRequestCache:
 
     def covers(self, prog: int, vers: int, proc: int) -> bool:
         """Return whether calls of this procedure are cached."""
-        return (prog, vers, proc) in self._procedures
+        return (prog, vers, proc) in self.procedures
 
     def __len__(self) -> int:
         """The number of entries (running and completed)."""

@@ -323,10 +323,9 @@ def reply_accepted(
     For SUCCESS the caller appends the procedure's results to the returned packer;
     PROG_MISMATCH carries `low` and `high`, the other stats carry nothing.
     """
-    p = Packer()
     if stat == AcceptStat.SUCCESS:
-        p.pack_struct(_SUCCESS_HEAD, xid, MsgType.REPLY, ReplyStat.MSG_ACCEPTED, 0, 0, 0)
-        return p
+        return _success(xid)
+    p = Packer()
     _reply_prefix(p, xid, ReplyStat.MSG_ACCEPTED)
     AUTH_NONE_BODY.pack(p)
     p.pack_uint(stat)
@@ -334,6 +333,11 @@ def reply_accepted(
         p.pack_uint(low)
         p.pack_uint(high)
     return p
+
+
+def _success(xid: int) -> Packer:
+    """A SUCCESS reply's packer, its head in (every call that ran: one frame, one pack)."""
+    return Packer(_SUCCESS_HEAD.pack(xid, MsgType.REPLY, 0, 0, 0, 0))
 
 
 def reply_rpc_mismatch(xid: int, low: int = RPC_VERSION, high: int = RPC_VERSION) -> Packer:
@@ -568,7 +572,7 @@ class Dispatcher:
         outcome: CallOutcome = "ok"
         try:
             result = call.procedure.run(call.args, call.ctx)
-            p = reply_accepted(call.xid)
+            p = _success(call.xid)
             result.pack(p)
         except RpcError as err:
             outcome = "rpc_error"
@@ -614,7 +618,7 @@ class Dispatcher:
         try:
             result = call.procedure.run_nowait(call.args, call.ctx)
             if result is not None:
-                p = reply_accepted(call.xid)
+                p = _success(call.xid)
                 result.pack(p)
                 if observer is not None:
                     observer.call_done(call.procedure.name, observer.clock() - started, "ok")
@@ -643,7 +647,6 @@ class Dispatcher:
         if head is not None:  # the common case: one struct for the header, no copies
             xid_raw, prog, vers, proc, cred_flavor, cred_body, args_at = head
             xid = Xid(xid_raw)
-            u = Unpacker(record, args_at)
         else:
             u = Unpacker(record)
             try:
@@ -663,6 +666,7 @@ class Dispatcher:
                 u.unpack_opaque(MAX_AUTH_BYTES)
             except XdrError:
                 return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
+            args_at = u.position
         try:
             credentials = Credentials.of(cred_flavor, cred_body)
             if self._credential_policy is not None:
@@ -682,9 +686,8 @@ class Dispatcher:
         if procedure is None:
             return reply_accepted(xid, AcceptStat.PROC_UNAVAIL).get_buffers()
 
-        args_at = u.position
         try:
-            args = procedure.decode(u)
+            args = procedure.decode(Unpacker(record, args_at))
         except XdrError as err:
             logger.debug("xid %#x %s: garbage args: %s", xid, procedure.name, err)
             return reply_accepted(xid, AcceptStat.GARBAGE_ARGS).get_buffers()
@@ -694,7 +697,7 @@ class Dispatcher:
         )
         key = None
         cache = self.reply_cache
-        if cache is not None and cache.covers(prog, vers, proc):
+        if cache is not None and (prog, vers, proc) in cache.procedures:
             key = RequestKey.of(peer, xid, prog, vers, proc, memoryview(record)[args_at:])
         return _Call(xid, procedure, args, ctx, key)
 

@@ -157,7 +157,11 @@ class Credentials:
             AuthError: as `from_auth`.
         """
         if flavor == AuthFlavor.AUTH_SYS:
-            return _auth_sys_credentials(body)
+            # the stamp (the first word) differs per client process and tells nothing of
+            # who calls: the rest is the cache's key, so a new process is no miss
+            if len(body) < 4:
+                raise AuthError(AuthStat.AUTH_BADCRED, "AUTH_SYS credential without its stamp")
+            return _auth_sys_credentials(body[4:])
         if flavor == AuthFlavor.AUTH_NONE:
             return _ANONYMOUS
         raise AuthError(AuthStat.AUTH_REJECTEDCRED, f"auth flavor {flavor} not supported")
@@ -178,9 +182,10 @@ _ANONYMOUS: Final = Credentials()
 
 
 @functools.lru_cache(maxsize=1024)
-def _auth_sys_credentials(body: bytes) -> Credentials:
-    """Decode an AUTH_SYS body (cached: a client sends the same one on every call)."""
-    u = Unpacker(body)
+def _auth_sys_credentials(unstamped: bytes) -> Credentials:
+    """Decode an AUTH_SYS body without its stamp (cached: a client sends the same one on
+    every call)."""
+    u = Unpacker(b"\0\0\0\0" + unstamped)
     try:
         parms = AuthSysParms.unpack(u)
         u.done()

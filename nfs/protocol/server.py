@@ -546,27 +546,31 @@ class NfsServer:
         handed: asyncio.Future[tuple[socket.socket | None, OSError | None]],
         accepted: list[int],
     ) -> None:
-        """The listener's reader callback: accept what is waiting and serve it; hand
+        """The listener's reader callback: accept a connection and serve it; hand
         `_accept_loop` a failure for lack of resources or a connection past the cap
-        (``accepted[0]`` counts the connections accepted)."""
-        loop = asyncio.get_running_loop()
-        while not handed.done():
-            try:
-                sock, address = listener.accept()
-            except (BlockingIOError, InterruptedError):
+        (``accepted[0]`` counts the connections accepted).
+
+        One accept per call: the loop watches the listener level-triggered, so it calls
+        again while connections wait, and a lone connect costs no second accept that
+        fails (an exception raised and caught per connection)."""
+        if handed.done():
+            return
+        try:
+            sock, address = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            self._count(accept_errors=1)
+            if err.errno not in _RESOURCE_ERRNOS:
+                logger.debug("accept failed: %s", err)
                 return
-            except OSError as err:
-                self._count(accept_errors=1)
-                if err.errno not in _RESOURCE_ERRNOS:
-                    logger.debug("accept failed: %s", err)
-                    continue
-                handed.set_result((None, err))
-                return
-            accepted[0] += 1
-            if len(self._connections) >= self._max_connections:
-                handed.set_result((sock, None))
-                return
-            self._start_connection(sock, loop, address)
+            handed.set_result((None, err))
+            return
+        accepted[0] += 1
+        if len(self._connections) >= self._max_connections:
+            handed.set_result((sock, None))
+            return
+        self._start_connection(sock, asyncio.get_running_loop(), address)
 
     def _start_connection(
         self, sock: socket.socket, loop: asyncio.AbstractEventLoop, address: object = None

@@ -132,9 +132,10 @@ class Packer:
 
     __slots__ = ("_chunks", "_cur")
 
-    def __init__(self) -> None:
+    def __init__(self, head: bytes = b"") -> None:
+        """Start empty, or with ``head`` (already encoded) in."""
         self._chunks: list[Part] = []
-        self._cur = bytearray()
+        self._cur = bytearray(head)
 
     # -- integers (RFC 4506 §4.1-4.5)
 
@@ -168,7 +169,9 @@ class Packer:
 
     def pack_enum(self, value: int) -> None:
         """Append an enum member as a signed 32-bit integer (§4.3)."""
-        self.pack_int(int(value))
+        if not -0x80000000 <= value <= 0x7FFFFFFF:
+            raise XdrError(f"int out of range: {value}")
+        self._cur += _I32.pack(value)
 
     # -- opaque data and strings (RFC 4506 §4.9-4.11)
 
@@ -230,6 +233,12 @@ class Packer:
         n = len(view)
         if n > (_MAX_U32 if max_size is None else max_size):
             raise XdrError(f"opaque too long: {n} > {max_size}")
+        if n < ZERO_COPY_THRESHOLD:  # a handle, a name: into the buffer, padded
+            self._cur += _U32.pack(n)
+            self._cur += view
+            if n & 3:
+                self._cur += _PAD[n & 3]
+            return
         self._cur += _U32.pack(n)
         self._append_data(view)
 
@@ -443,7 +452,7 @@ class Unpacker:
 
     def unpack_fopaque(self, size: int) -> bytes:
         """Read fixed-length opaque data of `size` bytes plus padding (§4.9)."""
-        pos = self._take(size + _pad_len(size))
+        pos = self._take((size + 3) & ~3)
         return bytes(self._data[pos : pos + size])
 
     def unpack_opaque(self, max_size: int | None = None) -> bytes:
@@ -452,10 +461,20 @@ class Unpacker:
         Raises:
             XdrError: if the length exceeds `max_size` or the data is short.
         """
-        n = self.unpack_uint()
+        # in line (a file handle or a name in nearly every call): the length, the bytes
+        data = self._data
+        start = self._pos + 4
+        if start > len(data):
+            self._take(4)  # raises
+        n: int = _U32.unpack_from(data, start - 4)[0]
         if max_size is not None and n > max_size:
             raise XdrError(f"opaque too long: {n} > {max_size}")
-        return self.unpack_fopaque(n)
+        end = start + ((n + 3) & ~3)
+        if end > len(data):
+            self._pos = start
+            self._take(end - start)  # raises
+        self._pos = end
+        return bytes(data[start : start + n])
 
     def unpack_string(self, max_size: int | None = None) -> str:
         """Read a string (§4.11) as UTF-8; invalid bytes become lone surrogates.

@@ -172,7 +172,7 @@ class Reads:
 
     def shadow(self, version: int) -> memoryview | None:
         """The bytes a writer wrote that became ``version``, if kept (and still that version)."""
-        if version > self._s.known_version:
+        if version > self._s.known_version or not self._s.shadows.holds_any():
             return None
         try:
             return self._s.shadows.get(version, self.stamp_of(version))

@@ -408,6 +408,11 @@ class Shadows:
                 out.append((int(version), int(stamp), path))
         return sorted(out)
 
+    def holds_any(self) -> bool:
+        """Whether any version has a shadow (kept or being written): most tables have
+        none, and a READ then asks no more."""
+        return bool(self._kept)
+
     def versions(self) -> list[tuple[int, int]]:
         """Return the (version, stamp) pairs with a shadow, oldest first."""
         with self._lock:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nfs.protocol import rpcauth
 from nfs.protocol.memfs import MemoryFs
 from nfs.protocol.mount import MOUNT_PROGRAM
 from nfs.protocol.nfs3 import NFS_PROGRAM
@@ -18,6 +19,7 @@ from nfs.protocol.portmap import PMAP_PROGRAM
 from nfs.protocol.rpc import (
     AUTH_NONE_BODY,
     AcceptStat,
+    AuthError,
     AuthFlavor,
     AuthStat,
     AuthSysParms,
@@ -75,6 +77,23 @@ def test_call_header_decodes_auth_sys_credentials() -> None:
     assert cred == Credentials(AuthFlavor.AUTH_SYS, 1000, 100, (4, 24), "host")
     assert cred.in_group(24) and not cred.in_group(5)
     assert args.unpack_uint() == 7
+
+
+def test_auth_sys_credentials_that_differ_in_the_stamp_alone_are_the_same_caller() -> None:
+    # a client process stamps its credential (libnfs: with the time); the stamp is no part
+    # of who calls, so a new process with the same identity is the same caller
+    other = AuthSysParms(stamp=0xDEADBEEF, machinename="host", uid=1000, gid=100, gids=(4, 24))
+    assert Credentials.from_auth(other.to_opaque()) == Credentials.from_auth(SYS)
+    # ... and its first call decodes nothing: the stamp is no part of the cache's key
+    misses = rpcauth._auth_sys_credentials.cache_info().misses
+    again = AuthSysParms(stamp=0xFEEDFACE, machinename="host", uid=1000, gid=100, gids=(4, 24))
+    Credentials.from_auth(again.to_opaque())
+    assert rpcauth._auth_sys_credentials.cache_info().misses == misses
+    changed = AuthSysParms(stamp=0xDEADBEEF, machinename="host", uid=1001, gid=100, gids=(4, 24))
+    assert Credentials.from_auth(changed.to_opaque()).uid == 1001
+    with pytest.raises(AuthError) as err:
+        Credentials.from_auth(OpaqueAuth(AuthFlavor.AUTH_SYS, b"\0\0\0"))
+    assert err.value.stat == AuthStat.AUTH_BADCRED
 
 
 def test_auth_none_is_nobody() -> None:

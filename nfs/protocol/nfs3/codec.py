@@ -147,14 +147,18 @@ def _compiled(cls: type[XdrStruct]) -> tuple[_Packer, _Unpacker]:
     names: dict[str, Any] = {"cls": cls}
     pack = ["def pack(self, p):", "    pass"]
     unpack = ["def unpack(u):", "    return cls("]
-    for i, (name, codec) in enumerate(_layout(cls)):
+    for i, ((name, codec), spec) in enumerate(zip(_layout(cls), cls.XDR, strict=True)):
         if codec.pack is _pack_wire:
             pack.append(f"    self.{name}.pack(p)")
         else:
             names[f"pack_{i}"] = codec.pack
             pack.append(f"    pack_{i}(p, self.{name})")
-        names[f"unpack_{i}"] = codec.unpack
-        unpack.append(f"        unpack_{i}(u),")
+        if isinstance(spec, Codec):
+            names[f"unpack_{i}"] = codec.unpack
+            unpack.append(f"        unpack_{i}(u),")
+        else:  # a nested wire type: its unpack as it is then (compiled and installed)
+            names[f"type_{i}"] = spec
+            unpack.append(f"        type_{i}.unpack(u),")
     unpack.append("    )")
     exec("\n".join(pack) + "\n" + "\n".join(unpack), names)  # our own field names only
     got = (names["pack"], names["unpack"])
@@ -169,12 +173,26 @@ class XdrStruct:
 
     def pack(self, p: Packer) -> None:
         """Append the fields in order."""
-        got = _COMPILED.get(type(self)) or _compiled(type(self))
+        cls = type(self)
+        got = _COMPILED.get(cls) or _compiled(cls)
+        _install(cls)
         got[0](self, p)
 
     @classmethod
     def unpack(cls, u: Unpacker) -> Self:
         """Read the fields in order (`XdrError` on short or bad input)."""
         got = _COMPILED.get(cls) or _compiled(cls)
+        _install(cls)
         value: Self = got[1](u)
         return value
+
+
+def _install(cls: type[XdrStruct]) -> None:
+    """Make `cls`'s compiled packer and unpacker its ``pack`` and ``unpack`` (no lookup and
+    no frame of `XdrStruct`'s per value, a handle in every call), unless the class
+    defines its own."""
+    pack, unpack = _COMPILED[cls]
+    if "pack" not in cls.__dict__:
+        setattr(cls, "pack", pack)  # noqa: B010 - a class attribute set after the fact
+    if "unpack" not in cls.__dict__:
+        setattr(cls, "unpack", staticmethod(unpack))  # noqa: B010

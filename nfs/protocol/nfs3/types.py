@@ -276,6 +276,22 @@ class Fattr3:
 
     def pack(self, p: Packer) -> None:
         """Append the attributes."""
+        p.pack_raw(self.wire())
+
+    def wire(self) -> bytes:
+        """The attributes as XDR: packed once per value (it is frozen; a server keeps the
+        attributes of an unchanged file and sends them in nearly every reply).
+
+        Raises:
+            XdrError: if a field does not fit its XDR type.
+        """
+        got: bytes | None = self.__dict__.get("_wire")
+        if got is None:
+            got = self.__dict__["_wire"] = self._pack_fields()
+        return got
+
+    def _pack_fields(self) -> bytes:
+        p = Packer()
         p.pack_struct(
             _FATTR3,
             self.type,
@@ -296,6 +312,7 @@ class Fattr3:
             self.ctime.seconds,
             self.ctime.nseconds,
         )
+        return p.get_buffer()
 
     @classmethod
     def unpack(cls, u: Unpacker) -> Fattr3:
@@ -335,6 +352,15 @@ class PostOpAttr(XdrStruct):
     attributes: Fattr3 | None = None
     XDR = (optional(Fattr3),)
 
+    def pack(self, p: Packer) -> None:
+        """Append attributes_follow and the attributes (by hand: in nearly every reply)."""
+        attributes = self.attributes
+        if attributes is None:
+            p.pack_raw(_FALSE)
+        else:
+            p.pack_raw(_TRUE)
+            p.pack_raw(attributes.wire())
+
     def xdr_size(self) -> int:
         """Return the encoded size in bytes."""
         return 4 + (FATTR3_SIZE if self.attributes is not None else 0)
@@ -342,6 +368,8 @@ class PostOpAttr(XdrStruct):
 
 NO_ATTR: Final = PostOpAttr()
 
+_FALSE: Final = b"\0\0\0\0"
+_TRUE: Final = b"\0\0\0\1"
 _WCC_ATTR: Final = struct.Struct(">QIIII")
 
 
