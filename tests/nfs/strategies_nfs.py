@@ -92,6 +92,18 @@ def res(cls: Any, ok: st.SearchStrategy[Any], fail: st.SearchStrategy[Any] | Non
     return ok_s | st.builds(cls, errors, resfail=fail)
 
 
+def _view(data: bytes) -> memoryview:
+    return memoryview(data)
+
+
+read3resok: Final = st.builds(
+    nfs3.Read3ResOk,
+    post_op_attr,
+    u32,
+    st.booleans(),
+    st.binary(max_size=100) | st.binary(max_size=100).map(_view),
+)
+
 WIRE_TYPES: Final[dict[type[Any], st.SearchStrategy[Any]]] = {
     # rpc
     rpc.OpaqueAuth: st.builds(rpc.OpaqueAuth, u32, st.binary(max_size=400)),
@@ -170,11 +182,8 @@ WIRE_TYPES: Final[dict[type[Any], st.SearchStrategy[Any]]] = {
     nfs3.Readlink3Res: res(
         nfs3.Readlink3Res, st.builds(nfs3.Readlink3ResOk, post_op_attr, paths), post_op_attr
     ),
-    nfs3.Read3Res: res(
-        nfs3.Read3Res,
-        st.builds(nfs3.Read3ResOk, post_op_attr, u32, st.booleans(), st.binary(max_size=100)),
-        post_op_attr,
-    ),
+    nfs3.Read3ResOk: read3resok,
+    nfs3.Read3Res: res(nfs3.Read3Res, read3resok, post_op_attr),
     nfs3.Write3Res: res(
         nfs3.Write3Res,
         st.builds(nfs3.Write3ResOk, wcc_data, u32, st.sampled_from(StableHow), verf8),

@@ -35,6 +35,8 @@ __all__ = [
     "UINT",
     "Codec",
     "XdrStruct",
+    "compiled_packer",
+    "direct_unpacker",
     "enum_of",
     "fopaque",
     "list_of",
@@ -185,6 +187,26 @@ class XdrStruct:
         _install(cls)
         value: Self = got[1](u)
         return value
+
+
+def compiled_packer(cls: type[XdrStruct]) -> Callable[[Any, Packer], None]:
+    """The packer `cls`'s field table makes (the one a hand-written ``pack`` must match)."""
+    return (_COMPILED.get(cls) or _compiled(cls))[0]
+
+
+def direct_unpacker(unpack: Callable[[Unpacker], T]) -> Callable[[Unpacker], T]:
+    """``unpack`` itself, or, for an `XdrStruct`'s inherited ``unpack`` (a bound method
+    taken before the class was compiled: a procedure's argument decoder), its compiled
+    unpacker (no lookup and no frame of `XdrStruct.unpack` per call)."""
+    cls = getattr(unpack, "__self__", None)
+    if (
+        isinstance(cls, type)
+        and issubclass(cls, XdrStruct)
+        and getattr(unpack, "__func__", None) is getattr(XdrStruct.unpack, "__func__", None)
+    ):
+        compiled: Callable[[Unpacker], T] = (_COMPILED.get(cls) or _compiled(cls))[1]
+        return compiled
+    return unpack
 
 
 def _install(cls: type[XdrStruct]) -> None:

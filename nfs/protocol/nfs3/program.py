@@ -15,6 +15,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from nfs.protocol.nfs3 import args as a
 from nfs.protocol.nfs3 import procedures as p
+from nfs.protocol.nfs3.codec import direct_unpacker
 from nfs.protocol.nfs3.service import Nfs3Service
 from nfs.protocol.nfs3.types import NFS_PROGRAM, NFS_V3, NfsProc3
 from nfs.protocol.rpc import CallContext, Packable, RpcProcedure, RpcProgram, Void
@@ -117,7 +118,7 @@ def _bind(service: Nfs3Service, proc: Procedure[Any, Any]) -> RpcProcedure[Any]:
     # (nfs.protocol.vfs.NowaitVfs): no calling() context, no wrapper frame
     return RpcProcedure(
         proc.name,
-        proc.decode,
+        direct_unpacker(proc.decode),
         bound,
         functools.partial(run_nowait, service) if run_nowait is not None else None,
     )

@@ -207,6 +207,9 @@ class Readlink3Res(XdrResult):
     ARMS = (Readlink3ResOk.unpack, PostOpAttr.unpack)
 
 
+_COUNT_EOF: Final = struct.Struct(">II")
+
+
 @dataclass(frozen=True)
 class Read3ResOk(XdrStruct):
     """READ3resok (RFC 1813 §3.3.6). `data` may be a memoryview, `Pieces` or a `FileSlice`
@@ -217,6 +220,12 @@ class Read3ResOk(XdrStruct):
     eof: bool
     data: bytes | memoryview | Pieces | FileSlice
     XDR = (PostOpAttr, UINT, BOOL, opaque())
+
+    def pack(self, p: Packer) -> None:
+        """Append the fields (by hand: every READ; `XDR` is the same layout)."""
+        self.file_attributes.pack(p)
+        p.pack_struct(_COUNT_EOF, self.count, 1 if self.eof else 0)
+        p.pack_opaque(self.data)
 
 
 @dataclass(frozen=True)

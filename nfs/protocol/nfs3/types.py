@@ -290,6 +290,13 @@ class Fattr3:
             got = self.__dict__["_wire"] = self._pack_fields()
         return got
 
+    def post_op_wire(self) -> bytes:
+        """These attributes as a post_op_attr (TRUE, then `wire`), packed once per value."""
+        got: bytes | None = self.__dict__.get("_post_op")
+        if got is None:
+            got = self.__dict__["_post_op"] = _TRUE + self.wire()
+        return got
+
     def _pack_fields(self) -> bytes:
         p = Packer()
         p.pack_struct(
@@ -355,11 +362,7 @@ class PostOpAttr(XdrStruct):
     def pack(self, p: Packer) -> None:
         """Append attributes_follow and the attributes (by hand: in nearly every reply)."""
         attributes = self.attributes
-        if attributes is None:
-            p.pack_raw(_FALSE)
-        else:
-            p.pack_raw(_TRUE)
-            p.pack_raw(attributes.wire())
+        p.pack_raw(_FALSE if attributes is None else attributes.post_op_wire())
 
     def xdr_size(self) -> int:
         """Return the encoded size in bytes."""
