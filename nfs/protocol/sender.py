@@ -34,7 +34,7 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from nfs.protocol.xdr import FileSlice
 
@@ -218,7 +218,11 @@ class ReplySender:
                         self._enqueue(buffers)
                     break
             else:  # the common case: nothing queued, the socket takes the whole reply
-                if self._send_whole(cast("Sequence[bytes | bytearray | memoryview]", buffers)):
+                if TYPE_CHECKING:  # no FileSlice in it
+                    plain = cast("Sequence[bytes | bytearray | memoryview]", buffers)
+                else:  # (no cast() call per reply)
+                    plain = buffers
+                if self._send_whole(plain):
                     return True
         if self._drain(self.wait if wait is None else wait):
             return True

@@ -793,17 +793,28 @@ class NfsServer:
         has the reply, and that call then finds the loop waiting for it, not still
         counting the last one.
         """
+        counters = self._counters
         with self._stats_lock:
-            self._counters["received_bytes"] += received
+            counters["received_bytes"] += received
+            conn.last_active = time.monotonic()  # the loop's clock
+            held = conn.records.pending + conn.in_flight  # a partial record read with it
+            if held != conn.held:
+                counters["buffered_bytes"] += held - conn.held
+                conn.held = held
             if self._stats_waiters:
                 self._stats_changed.notify_all()
-            conn.last_active = time.monotonic()  # the loop's clock
-            self._hold_locked(conn, 0, 0)  # a partial record read with it is held
             budget = (
-                conn.held < self.resources.max_connection_bytes
-                and self._counters["buffered_bytes"] < self.resources.max_buffered_bytes
+                held < self.resources.max_connection_bytes
+                and counters["buffered_bytes"] < self.resources.max_buffered_bytes
             )
-        sent = conn.sender.send(_framed(parts), wait=0.0)
+        only = parts[0] if len(parts) == 1 else None
+        if type(only) is bytes and len(only) <= _SMALL_REPLY:  # one buffer, its mark in front
+            framed: list[bytes | bytearray | memoryview | FileSlice] = [
+                _LAST_MARK.pack(len(only) | LAST_FRAGMENT) + only
+            ]
+        else:
+            framed = _framed(parts)
+        sent = conn.sender.send(framed, wait=0.0)
         if not (sent and budget) and not self._may_read(conn):
             self._pause_reading(conn)
 
