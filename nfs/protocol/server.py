@@ -82,6 +82,10 @@ _LAST_MARK: Final = struct.Struct(">I")
 """A record mark (`record_mark`), packed in line for a small reply."""
 _SMALL_REPLY: Final = 4096
 """A reply of at most this many bytes in one buffer is copied behind its record mark."""
+_LISTENER_OPTIONS_INHERITED: Final = sys.platform == "linux"
+"""Whether an accepted TCP socket has its listener's TCP_NODELAY and congestion control
+(Linux: the connection's socket is a copy of the listener's, and keeps a congestion
+control set on the listener with setsockopt)."""
 _RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _ACCEPT_BACKOFF_MIN: Final = 0.05
 _ACCEPT_BACKOFF_MAX: Final = 2.0
@@ -202,6 +206,8 @@ class NfsServer:
         self._max_record = max(DEFAULT_MAX_RECORD_SIZE, limits.wtmax + 64 * 1024)
         self.resources = resources
         self._max_connections = resources.connection_cap()
+        self._unpaced_listeners: set[socket.socket] = set()
+        """Listeners whose connections inherit their congestion control (`_listen`)."""
         if resources.max_connection_bytes < self._max_record + _READ_SIZE:
             raise ValueError(
                 f"max_connection_bytes must be at least {self._max_record + _READ_SIZE} "
@@ -447,9 +453,18 @@ class NfsServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
+            if _LISTENER_OPTIONS_INHERITED:
+                # what every connection needs, set once: Linux copies a listener's
+                # TCP_NODELAY, and a congestion control set on it, to each connection it
+                # accepts (no syscalls per connection); on loopback, every connection is
+                # from this machine (`unpaced_on_loopback`)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if unpaced_on_loopback(sock, host=str(address[0])) is not None:
+                    self._unpaced_listeners.add(sock)
             sock.listen(128)
             sock.setblocking(False)
         except OSError:
+            self._unpaced_listeners.discard(sock)
             sock.close()
             raise
         return sock
@@ -465,6 +480,7 @@ class NfsServer:
         except OSError as err:
             for s in listeners:
                 s.close()
+            self._unpaced_listeners.clear()
             self._startup_error = err
             self._started.set()
             return
@@ -480,6 +496,7 @@ class NfsServer:
         await asyncio.gather(*accepting, reaper, return_exceptions=True)
         for s in listeners:
             s.close()
+        self._unpaced_listeners.clear()
         for conn in list(self._connections):
             conn.close()  # its reader sees EOF: the connection is closed after its calls
         await self._room_changed()
@@ -538,7 +555,7 @@ class NfsServer:
                 logger.debug("connection refused: %d connections, all busy", self._max_connections)
                 sock.close()
                 continue
-            self._start_connection(sock, loop)
+            self._start_connection(sock, loop, unpaced=listener in self._unpaced_listeners)
 
     def _acceptable(
         self,
@@ -570,23 +587,31 @@ class NfsServer:
         if len(self._connections) >= self._max_connections:
             handed.set_result((sock, None))
             return
-        self._start_connection(sock, asyncio.get_running_loop(), address)
+        self._start_connection(
+            sock, asyncio.get_running_loop(), address, unpaced=listener in self._unpaced_listeners
+        )
 
     def _start_connection(
-        self, sock: socket.socket, loop: asyncio.AbstractEventLoop, address: object = None
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        address: object = None,
+        *,
+        unpaced: bool = False,
     ) -> None:
         """Serve an accepted connection: read it until it ends (`_end`).
 
         No task per connection: the loop's reader callback serves it, and `_end` closes
         it at once when nothing of it runs or waits to be sent (a task finishes the
-        others). ``address``: the peer's, as ``accept`` gave it (None: asked for).
+        others). ``address``: the peer's, as ``accept`` gave it (None: asked for);
+        ``unpaced``: it has its listener's TCP options (`_listen`).
         """
         stop = self._stop
         if stop is None or stop.is_set():
             sock.close()
             return
         try:
-            conn = self._connect(sock, loop, address)
+            conn = self._connect(sock, loop, address, unpaced=unpaced)
         except OSError as err:
             logger.debug("cannot set up a connection: %s", err)
             sock.close()
@@ -598,13 +623,19 @@ class NfsServer:
         self._readable(conn)
 
     def _connect(
-        self, sock: socket.socket, loop: asyncio.AbstractEventLoop, address: object = None
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        address: object = None,
+        *,
+        unpaced: bool = False,
     ) -> _Conn:
         """Set up an accepted connection: its record reader and its `ReplySender`.
 
         The socket is not handed to an asyncio transport: the loop reads it (a reader
         callback, `_readable`), worker threads send on it, and it is closed only once no
         call of the connection runs (so a worker never sends on a reused descriptor).
+        ``unpaced``: its listener's TCP options are its own already (`_listen`).
         """
         sock.setblocking(False)
         peer: tuple[str, int] | None = None
@@ -613,8 +644,10 @@ class NfsServer:
                 address = sock.getpeername()
         if isinstance(address, tuple):  # an IP connection: (host, port[, flow, scope])
             peer = (address[0], address[1])
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            unpaced_on_loopback(sock, host=peer[0])
+            if not _LISTENER_OPTIONS_INHERITED:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not unpaced:
+                unpaced_on_loopback(sock, host=peer[0])
         fd = sock.fileno()
 
         def writable() -> None:  # the loop sends while the client is slow to read

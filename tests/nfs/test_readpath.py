@@ -340,6 +340,26 @@ def test_the_server_asks_for_no_pacing_on_its_loopback_connections() -> None:
         assert [_congestion(sock) for sock in socks] == [b"cubic"]
 
 
+@pytest.mark.skipif(not hasattr(socket, "TCP_CONGESTION"), reason="Linux socket option")
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_every_connection_of_a_server_has_no_delay_and_no_pacing(host: str) -> None:
+    """Set once on a loopback listener (its connections inherit it), or per connection
+    from this machine on a wildcard one: TCP_NODELAY and cubic, whatever the default."""
+    with NfsServer(MemoryFs(root_mode=0o777), 0, host=host) as server:
+        clients = [RpcClient("127.0.0.1", server.port) for _ in range(3)]
+        try:
+            for c in clients:
+                c.null()
+            socks = [conn.sock for conn in server._connections]
+            assert [_congestion(sock) for sock in socks] == [b"cubic"] * 3
+            assert [sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in socks] == [
+                1
+            ] * 3
+        finally:
+            for c in clients:
+                c.close()
+
+
 def test_the_sender_sends_memory_and_file_slices_in_order(tmp_path: Path) -> None:
     """Replies mixing buffers and `FileSlice` ranges (``sendfile``) go out whole and in
     order through a real socket, each slice from its offset in the file."""
