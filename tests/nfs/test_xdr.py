@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import struct
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import nfs.protocol.nfs3  # noqa: F401 - loads every wire type
 from nfs.protocol.nfs3 import Ftype3, Nfsstat3
-from nfs.protocol.nfs3.codec import XdrStruct, compiled_packer
+from nfs.protocol.nfs3.codec import UINT, Codec, XdrStruct, compiled_packer
 from nfs.protocol.xdr import ZERO_COPY_THRESHOLD, Packer, Unpacker, XdrError
 from tests.nfs.strategies_nfs import WIRE_TYPES
 
@@ -74,12 +74,31 @@ def test_every_field_table_covers_its_dataclass(cls: type[XdrStruct]) -> None:
 
 
 def _packed_by_hand() -> list[type[XdrStruct]]:
+    generic = XdrStruct.__dict__["pack"]
     return [
         cls
         for cls in _structs()
-        if cls in WIRE_TYPES
-        and cls.__dict__.get("pack", compiled_packer(cls)) is not compiled_packer(cls)
+        if cls in WIRE_TYPES and cls.__dict__.get("pack") not in (generic, compiled_packer(cls))
     ]
+
+
+def test_a_subclass_of_a_compiled_struct_packs_by_its_own_fields() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Pair(XdrStruct):
+        a: int
+        b: int
+        XDR: ClassVar[tuple[Codec[int], ...]] = (UINT, UINT)
+
+    @dataclasses.dataclass(frozen=True)
+    class Triple(Pair):
+        c: int
+        XDR = (UINT, UINT, UINT)
+
+    assert roundtrip(Pair(1, 2)) == Pair(1, 2)  # Pair's compiled pack is installed now
+    p = Packer()
+    Triple(1, 2, 3).pack(p)
+    assert p.get_buffer() == struct.pack(">III", 1, 2, 3)
+    assert roundtrip(Triple(1, 2, 3)) == Triple(1, 2, 3)
 
 
 @pytest.mark.parametrize("cls", _packed_by_hand(), ids=lambda t: t.__name__)

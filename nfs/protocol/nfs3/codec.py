@@ -173,6 +173,15 @@ class XdrStruct:
 
     XDR: ClassVar[Sequence[Codec[Any] | type[Any]]] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass packs by its own field table: it starts with the generic ``pack``
+        and ``unpack`` (which `_install` replaces by its compiled ones), never a compiled
+        parent's."""
+        super().__init_subclass__(**kwargs)
+        for name in ("pack", "unpack"):
+            if name not in cls.__dict__:
+                setattr(cls, name, XdrStruct.__dict__[name])
+
     def pack(self, p: Packer) -> None:
         """Append the fields in order."""
         cls = type(self)
@@ -212,9 +221,9 @@ def direct_unpacker(unpack: Callable[[Unpacker], T]) -> Callable[[Unpacker], T]:
 def _install(cls: type[XdrStruct]) -> None:
     """Make `cls`'s compiled packer and unpacker its ``pack`` and ``unpack`` (no lookup and
     no frame of `XdrStruct`'s per value, a handle in every call), unless the class
-    defines its own."""
+    defines its own (`XdrStruct.__init_subclass__` gives each the generic ones)."""
     pack, unpack = _COMPILED[cls]
-    if "pack" not in cls.__dict__:
+    if cls.__dict__.get("pack") is XdrStruct.__dict__["pack"]:
         setattr(cls, "pack", pack)  # noqa: B010 - a class attribute set after the fact
-    if "unpack" not in cls.__dict__:
+    if cls.__dict__.get("unpack") is XdrStruct.__dict__["unpack"]:
         setattr(cls, "unpack", staticmethod(unpack))  # noqa: B010
