@@ -64,6 +64,7 @@ PROTOCOL: dict[str, set[str]] = {
     "protocol.nfs3.program": {
         "protocol.nfs3",
         "protocol.nfs3.args",
+        "protocol.nfs3.codec",  # the argument decoders, compiled at bind
         "protocol.nfs3.procedures",
         "protocol.nfs3.service",
         "protocol.nfs3.types",
