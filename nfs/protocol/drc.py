@@ -115,7 +115,7 @@ class DuplicateRequestCache:
         if max_entries < 1 or max_bytes < 1 or max_age <= 0:
             raise ValueError("max_entries, max_bytes and max_age must be positive")
         self.procedures: Final = frozenset(procedures)
-        """The (prog, vers, proc) of the procedures cached (`covers`)."""
+        """The (prog, vers, proc) of the procedures whose calls are cached."""
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._max_age = max_age
@@ -128,10 +128,6 @@ class DuplicateRequestCache:
         """Retransmissions answered from the cache."""
         self.drops = 0
         """Retransmissions dropped because the original call was running."""
-
-    def covers(self, prog: int, vers: int, proc: int) -> bool:
-        """Return whether calls of this procedure are cached."""
-        return (prog, vers, proc) in self.procedures
 
     def __len__(self) -> int:
         """The number of entries (running and completed)."""

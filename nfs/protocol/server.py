@@ -841,7 +841,7 @@ class NfsServer:
                 and counters["buffered_bytes"] < self.resources.max_buffered_bytes
             )
         only = parts[0] if len(parts) == 1 else None
-        if type(only) is bytes and len(only) <= _SMALL_REPLY:  # one buffer, its mark in front
+        if type(only) is bytes and len(only) <= _SMALL_REPLY:  # `_framed`'s first case, in line
             framed: list[bytes | bytearray | memoryview | FileSlice] = [
                 _LAST_MARK.pack(len(only) | LAST_FRAGMENT) + only
             ]
