@@ -782,6 +782,12 @@ class LakeFs:
         for fs in self.open_tables().values():
             fs.client_mounted(ctx)
 
+    def client_mounted_nowait(self, ctx: CallContext) -> bool:
+        """`client_mounted` if no open table needs to wait for it: True when every one
+        settled, False when one would wait (the full path settles the rest; settling a
+        table twice does nothing)."""
+        return all(fs.client_mounted_nowait(ctx) for fs in self.open_tables().values())
+
     def poll(self) -> None:
         """Apply the idle stagings of every open table (see `TableFs.poll`), and make the
         new tables whose data.csv writer is done."""

@@ -256,6 +256,12 @@ class NowaitVfs(Protocol):
         """True if `Vfs.commit` would do nothing now (it is then not run); else False."""
         ...
 
+    def client_mounted_nowait(self, ctx: CallContext) -> bool:
+        """`MountAware.client_mounted` if that needs no waiting: True when done (then it
+        is not run), False with no effect. A MountAware Vfs without it has its NULL
+        calls run on a worker."""
+        ...
+
     def read_nowait(
         self, fid: FileId, offset: int, count: int, ctx: CallContext
     ) -> tuple[bytes | memoryview | Pieces | FileSlice, bool, Fattr3] | None:

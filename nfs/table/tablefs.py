@@ -468,6 +468,11 @@ class TableFs:
         except Exception:  # a NULL never fails: the state stays as it was
             logger.exception("data.csv: settling what %s left failed", ctx.peer)
 
+    def client_mounted_nowait(self, ctx: CallContext) -> bool:
+        """`client_mounted` if that needs no waiting (see
+        `WriteRules.client_mounted_nowait`): True when done, False with no effect."""
+        return self._rules.client_mounted_nowait(ctx)
+
     @property
     def state_dir(self) -> Path:
         """Where the journal and the rest of the server's state live (the NFSv4 service

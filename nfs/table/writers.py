@@ -681,6 +681,16 @@ class ClientPages:
             for name in list(self._by_address.get(self._digest(peer_of(peer), 12), ())):
                 self._unlink(name)
 
+    def has_files_of(self, peer: str) -> bool:
+        """Whether `forget_client` of the address ``peer`` would remove a file (IO)."""
+        if not self._files:
+            return False
+        if self._by_address and self._digest(peer_of(peer), 12) in self._by_address:
+            return True
+        # the rest are named by the slot alone (every other name is in _by_address)
+        slots = [*self._pages.keys_of(peer), peer]
+        return any(self._legacy_path(slot).name in self._files for slot in slots)
+
     def forget(self, peer: str) -> None:
         """Forget ``peer``'s page."""
         self._pages.pop(peer)

@@ -600,32 +600,58 @@ class WriteRules:
         writes. A Linux client's reconnect sends no NULL and keeps all of it (its page
         cache survives the reconnect).
         """
-        peer = ctx.peer or ""
         with self._s.lock:
-            known = self._s.mounts.get(peer)
-            self._s.mounts.set(peer, ctx.connection)
-            if known == ctx.connection:
-                return
-            gone = [w for k, w in self._s.writers.items() if k.peer == peer]
-            for w in gone:
-                if self.complete(w):
-                    try:
-                        self.apply_writer(w)
-                    except NfsError as err:
-                        logger.warning(
-                            "data.csv: the edit of %s (a process now gone) was refused: %s",
-                            w.key,
-                            err,
-                        )
-                else:
-                    self.abandon_writer(w, "its client process is gone")
-            for key in self._s.failures.keys_of(peer):
-                self._s.failures.pop(key)
-            for slot in self._s.views.slots_of(peer):
-                self._s.views.forget(slot)
-            for slot in self._s.own.keys_of(peer):
-                self._s.own.pop(slot)
-            self._s.pages.forget_client(peer)
+            self._mounted_locked(ctx, nowait=False)
+
+    def client_mounted_nowait(self, ctx: CallContext) -> bool:
+        """`client_mounted` if that needs no waiting, for the event loop: True when done
+        (or nothing to do: this connection's mount was settled), False with no effect
+        when the table lock is held elsewhere, or when settling would apply a gone
+        process' edit or remove its page files (a commit, IO: a worker's)."""
+        if self._s.mounts.get(ctx.peer or "") == ctx.connection:
+            # a dict read without the lock: it is set as the settling begins under the
+            # lock, and every call that reads what the settling changes takes that lock
+            return True
+        lock = self._s.lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            return self._mounted_locked(ctx, nowait=True)
+        finally:
+            lock.release()
+
+    def _mounted_locked(self, ctx: CallContext, *, nowait: bool) -> bool:
+        """`client_mounted` under the table lock; with ``nowait``, nothing (False) when
+        it would commit or remove a file."""
+        peer = ctx.peer or ""
+        known = self._s.mounts.get(peer)
+        if known == ctx.connection:
+            self._s.mounts.set(peer, known)  # the most recent
+            return True
+        gone = [w for k, w in self._s.writers.items() if k.peer == peer]
+        if nowait and (gone or self._s.pages.has_files_of(peer)):
+            return False
+        self._s.mounts.set(peer, ctx.connection)
+        for w in gone:
+            if self.complete(w):
+                try:
+                    self.apply_writer(w)
+                except NfsError as err:
+                    logger.warning(
+                        "data.csv: the edit of %s (a process now gone) was refused: %s",
+                        w.key,
+                        err,
+                    )
+            else:
+                self.abandon_writer(w, "its client process is gone")
+        for key in self._s.failures.keys_of(peer):
+            self._s.failures.pop(key)
+        for slot in self._s.views.slots_of(peer):
+            self._s.views.forget(slot)
+        for slot in self._s.own.keys_of(peer):
+            self._s.own.pop(slot)
+        self._s.pages.forget_client(peer)
+        return True
 
     @staticmethod
     def complete(w: Writer) -> bool:

@@ -190,14 +190,20 @@ class _SocketTransport:
 class _DispatcherTransport:
     """Bytes in, bytes out through a `Dispatcher`, no socket (sans-IO pairing)."""
 
-    def __init__(self, dispatcher: Dispatcher, conn: ConnectionContext) -> None:
+    def __init__(self, dispatcher: Dispatcher, conn: ConnectionContext, nowait: bool) -> None:
         self._dispatcher = dispatcher
         self._conn = conn
+        self._nowait = nowait
         self._reader = RecordReader()
         self._out = bytearray()
 
     def sendall(self, data: bytes) -> None:
         for record in self._reader.feed(data):
+            if self._nowait:  # as the server's event loop answers a lone call
+                parts = self._dispatcher.handle_parts_nowait(record, self._conn)
+                if parts is not None:
+                    self._out += encode_record(b"".join(parts))
+                    continue
             reply = self._dispatcher.handle(record, self._conn)
             if reply is not None:
                 self._out += encode_record(reply)
@@ -276,14 +282,17 @@ class RpcClient:
         gids: Sequence[int] = (),
         auth: OpaqueAuth | None = None,
         peer: str = "127.0.0.1:700",
+        nowait: bool = False,
     ) -> RpcClient:
-        """Return a client wired straight into `dispatcher` (no socket, no thread)."""
+        """Return a client wired straight into `dispatcher` (no socket, no thread); with
+        ``nowait`` each call is answered as the server's event loop answers a lone call
+        (`Dispatcher.handle_parts_nowait` first, the full path when that gives None)."""
         return cls(
             uid=uid,
             gid=gid,
             gids=gids,
             auth=auth,
-            _transport=_DispatcherTransport(dispatcher, ConnectionContext(peer)),
+            _transport=_DispatcherTransport(dispatcher, ConnectionContext(peer), nowait),
         )
 
     def close(self) -> None:

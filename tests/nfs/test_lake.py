@@ -446,7 +446,10 @@ def test_a_client_mounting_at_an_address_settles_what_an_earlier_process_left_in
     lake.commit(csv, 0, 0, first)
     events = DatabaseOps.open(root / "ops/events", engine="local")
     before = events.version
-    lake.client_mounted(CallContext(cred=ROOT.cred, peer="127.0.0.1:700", connection=2))
+    second = CallContext(cred=ROOT.cred, peer="127.0.0.1:700", connection=2)
+    assert not lake.client_mounted_nowait(second)  # a commit: never on the event loop
+    assert DatabaseOps.open(root / "ops/events", engine="local").version == before
+    lake.client_mounted(second)
     events = DatabaseOps.open(root / "ops/events", engine="local")
     assert events.version == before + 1
     assert sorted(r["name"] for r in events.to_arrow().to_pylist()) == ["changed", "ops/events-0"]

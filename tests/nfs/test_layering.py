@@ -51,7 +51,12 @@ PROTOCOL: dict[str, set[str]] = {
     "protocol.nfs3": {"protocol.nfs3.args", "protocol.nfs3.results", "protocol.nfs3.types"},
     "protocol.vfs": {"protocol.nfs3.types", "protocol.rpc"},
     "protocol.nfs3.handles": {"protocol.nfs3.types", "protocol.vfs"},
-    "protocol.nfs3.service": {"protocol.nfs3.handles", "protocol.nfs3.types", "protocol.vfs"},
+    "protocol.nfs3.service": {
+        "protocol.nfs3.handles",
+        "protocol.nfs3.types",
+        "protocol.rpc",
+        "protocol.vfs",
+    },
     "protocol.nfs3.procedures": {
         "protocol.nfs3.args",
         "protocol.nfs3.handles",

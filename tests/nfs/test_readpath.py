@@ -21,8 +21,35 @@ import pytest
 
 import nfs.table.segstore
 from nfs.protocol.memfs import MemoryFs
-from nfs.protocol.nfs3 import NFS_PROGRAM, NFS_V3, NfsFh3, NfsProc3, Read3Args, Read3Res, StableHow
-from nfs.protocol.rpc import CallContext, CallHeader, ConnectionContext, Xid, encode_call
+from nfs.protocol.mount import MOUNT_PROGRAM, MOUNT_V3, DirPath, MountProc3
+from nfs.protocol.nfs3 import (
+    NFS_PROGRAM,
+    NFS_V3,
+    DirOpArgs3,
+    NfsFh3,
+    NfsProc3,
+    Read3Args,
+    Read3Res,
+    StableHow,
+)
+from nfs.protocol.nfs3.args import (
+    Access3Args,
+    Commit3Args,
+    Fsinfo3Args,
+    Getattr3Args,
+    Lookup3Args,
+    Pathconf3Args,
+)
+from nfs.protocol.nfs3.program import NFS3_PROCEDURES
+from nfs.protocol.rpc import (
+    VOID,
+    CallContext,
+    CallHeader,
+    ConnectionContext,
+    Packable,
+    Xid,
+    encode_call,
+)
 from nfs.protocol.sender import (
     ReplySender,
     unpaced_on_loopback,
@@ -511,19 +538,64 @@ def test_handle_parts_nowait_answers_as_handle_parts(table_fs: TableFs) -> None:
     assert memory.handle_parts_nowait(record, conn) is None
 
 
-def _holding(lock: threading.RLock) -> tuple[threading.Thread, threading.Event]:
-    """Hold ``lock`` in another thread until the returned event is set."""
+def _holding(
+    lock: threading.RLock, bound: float | None = None
+) -> tuple[threading.Thread, threading.Event]:
+    """Hold ``lock`` in another thread until the returned event is set, or for ``bound``
+    seconds (None: no bound; a call that waits for the lock is not answered before the
+    test lets go)."""
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         with lock:
             held.set()
-            release.wait(30)
+            release.wait(bound)
 
     t = threading.Thread(target=hold)
     t.start()
     assert held.wait(30)
     return t, release
+
+
+def test_no_call_answered_on_the_loop_waits_for_the_table_lock(table_fs: TableFs) -> None:
+    """Each procedure the event loop may answer (its ``run_nowait``), called while a
+    commit holds the table lock, returns (a reply, or None: the full path's) with the
+    lock still held. One that waited for the lock would return only once the holder gave
+    up (after 30 s), and the holder would be gone."""
+    dispatcher = build_dispatcher(table_fs)
+    client = RpcClient.over(dispatcher)
+    client.mount("/")
+    fh = client.walk("/data/data.csv")
+    client.attrs(fh)
+    assert client.root is not None
+    nfs3: dict[NfsProc3, Packable] = {
+        NfsProc3.NFSPROC3_NULL: VOID,  # a new connection's: a mount, settled under the lock
+        NfsProc3.NFSPROC3_GETATTR: Getattr3Args(fh),
+        NfsProc3.NFSPROC3_LOOKUP: Lookup3Args(DirOpArgs3(client.walk("/data"), "data.csv")),
+        NfsProc3.NFSPROC3_ACCESS: Access3Args(fh, 0x3F),
+        NfsProc3.NFSPROC3_READ: Read3Args(fh, 0, 100),
+        NfsProc3.NFSPROC3_FSINFO: Fsinfo3Args(client.root),
+        NfsProc3.NFSPROC3_PATHCONF: Pathconf3Args(fh),
+        NfsProc3.NFSPROC3_COMMIT: Commit3Args(fh),
+    }
+    assert set(nfs3) == {num for num, p in NFS3_PROCEDURES.items() if p.run_nowait}
+    calls: list[tuple[int, int, int, Packable]] = [
+        (NFS_PROGRAM, NFS_V3, num, args) for num, args in nfs3.items()
+    ]
+    calls += [
+        (MOUNT_PROGRAM, MOUNT_V3, MountProc3.MOUNTPROC3_NULL, VOID),
+        (MOUNT_PROGRAM, MOUNT_V3, MountProc3.MOUNTPROC3_MNT, DirPath("/")),
+    ]
+    t, release = _holding(table_fs._lock, bound=30)
+    try:
+        for xid, (prog, vers, proc, args) in enumerate(calls, 100):
+            header = CallHeader(Xid(xid), prog, vers, proc, client.cred)
+            record = bytes(encode_call(header, args).get_buffer())
+            dispatcher.handle_parts_nowait(record, ConnectionContext(f"127.0.0.1:{xid}"))
+            assert t.is_alive(), f"procedure {proc} of program {prog} waited for the lock"
+    finally:
+        release.set()
+        t.join(30)
 
 
 def test_read_nowait_never_waits_for_a_commit_in_progress(table_fs: TableFs) -> None:
@@ -544,24 +616,31 @@ def test_a_busy_table_does_not_stop_the_loop(
     served: tuple[NfsServer, TableFs, bytes],
 ) -> None:
     """While the table lock is held, a READ waits in a worker; other calls (another
-    client's) are still answered, and the READ is answered once the lock is free."""
+    client's) are still answered, and the READ is answered once the lock is free.
+
+    A new client's first NULL (its mount: what an earlier process at its address left is
+    settled under the table lock) waits in a worker too, never on the event loop."""
     server, fs, whole = served
     with (
         RpcClient("127.0.0.1", server.port, timeout=30) as reader,
         RpcClient("127.0.0.1", server.port, timeout=30) as other,
+        RpcClient("127.0.0.1", server.port, timeout=30) as newcomer,
     ):
         fh = reader.walk("/data/data.csv")
         reader.read(fh, 0, 10)
+        other.null()  # its mount, settled before the lock is taken
         t, release = _holding(fs._lock)
         try:
             xid = reader.send_call(
                 NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_READ, Read3Args(fh, 5, 100)
             )
+            mounting = newcomer.send_call(NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_NULL)
             for _ in range(3):
                 other.null()
                 other.mount_null()
         finally:
             release.set()
             t.join(30)
+        newcomer.wait_reply(mounting).result(lambda u: None)
         res = reader.wait_reply(xid).result(Read3Res.unpack)
         assert res.resok is not None and res.resok.data == whole[5:105]

@@ -116,6 +116,7 @@ __all__ = [
     "nfsproc3_mkdir",
     "nfsproc3_mknod",
     "nfsproc3_null",
+    "nfsproc3_null_nowait",
     "nfsproc3_pathconf",
     "nfsproc3_pathconf_nowait",
     "nfsproc3_read",
@@ -147,6 +148,17 @@ def nfsproc3_null(s: Nfs3Service, args: Void, ctx: CallContext) -> Void:
     hears of it (`nfs.protocol.vfs.MountAware`: a client pings when it mounts)."""
     if ctx.connection and s.mount_aware is not None:
         s.mount_aware.client_mounted(ctx)
+    return VOID
+
+
+def nfsproc3_null_nowait(s: Nfs3Service, args: Void, ctx: CallContext) -> Void | None:
+    """NULL on the event loop: None (the full path runs it) when the Vfs would wait to
+    hear of the mount (a MountAware Vfs settles what a gone process left under its
+    lock; `nfs.protocol.vfs.NowaitVfs.client_mounted_nowait`)."""
+    if ctx.connection and s.mount_aware is not None:
+        nowait = s.mount_aware_nowait
+        if nowait is None or not nowait(ctx):
+            return None
     return VOID
 
 

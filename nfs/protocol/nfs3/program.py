@@ -42,7 +42,7 @@ class Procedure(Generic[A, R]):
 
 NFS3_PROCEDURES: Final[dict[NfsProc3, Procedure[Any, Any]]] = {
     NfsProc3.NFSPROC3_NULL: Procedure(
-        "NFSPROC3_NULL", Void.unpack, p.nfsproc3_null, p.nfsproc3_null
+        "NFSPROC3_NULL", Void.unpack, p.nfsproc3_null, p.nfsproc3_null_nowait
     ),
     NfsProc3.NFSPROC3_GETATTR: Procedure(
         "NFSPROC3_GETATTR", a.Getattr3Args.unpack, p.nfsproc3_getattr, p.nfsproc3_getattr_nowait

@@ -8,6 +8,7 @@ and `nfs.protocol.nfs3.program.nfs3_program` serves them as RPC program 100003 v
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -21,6 +22,7 @@ from nfs.protocol.nfs3.types import (
     PreOpAttr,
     WccData,
 )
+from nfs.protocol.rpc import CallContext
 from nfs.protocol.vfs import FileId, MountAware, NfsError, Vfs
 
 __all__ = ["DEFAULT_LIMITS", "OK", "Nfs3Limits", "Nfs3Service", "nfs3_status"]
@@ -75,6 +77,10 @@ class Nfs3Service:
         self.mount_aware: MountAware | None = vfs if isinstance(vfs, MountAware) else None
         """The Vfs if it hears of mounts (an NFSv3 NULL); checked once here, since a
         runtime protocol check costs more than the rest of a NULL call."""
+        self.mount_aware_nowait: Callable[[CallContext], bool] | None = (
+            getattr(vfs, "client_mounted_nowait", None) if self.mount_aware else None
+        )
+        """Its ``client_mounted_nowait`` (`nfs.protocol.vfs.NowaitVfs`), if it has one."""
 
     # -- helpers shared by the procedures
 
