@@ -10,6 +10,7 @@ conftest loaded one (tests/conftest.py, if it exists, owns the global profile).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -24,6 +25,25 @@ from tests.nfs.rpcclient import RpcClient
 if getattr(settings, "_current_profile", "default") == "default":
     settings.register_profile("nfs", deadline=timedelta(milliseconds=500), max_examples=100)
     settings.load_profile("nfs")
+
+
+def holding(
+    lock: threading.RLock, bound: float | None = None
+) -> tuple[threading.Thread, threading.Event]:
+    """Hold ``lock`` in another thread (as a commit does) until the returned event is
+    set, or for ``bound`` seconds (None: no bound; a call that waits for the lock is not
+    answered before the test lets go)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(bound)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    return t, release
 
 
 class FakeClock:

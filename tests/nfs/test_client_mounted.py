@@ -14,7 +14,6 @@ new connection, and the address is chosen, so a reused port is certain.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from nfs.protocol.server import build_dispatcher
 from nfs.table.tablefs import TableFs
 from posixlake import DatabaseOps
 from posixlake.csvcodec import render_csv
-from tests.nfs.conftest import FakeClock
+from tests.nfs.conftest import FakeClock, holding
 from tests.nfs.rpcclient import RpcClient
 
 PORT = "127.0.0.1:700"
@@ -194,18 +193,10 @@ def mounting(peer: str, connection: int) -> CallContext:
 
 @contextmanager
 def table_busy(fs: TableFs) -> Iterator[None]:
-    """The table lock held by another thread (a commit) for the block."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with fs._lock:
-            held.set()
-            release.wait(30)  # bounded: a call that waits for the lock fails, never hangs
-
-    t = threading.Thread(target=hold)
-    t.start()
+    """The table lock held by another thread (a commit) for the block; bounded: a call
+    that waits for the lock fails, never hangs."""
+    t, release = holding(fs._lock, bound=30)
     try:
-        assert held.wait(30)
         yield
     finally:
         release.set()

@@ -59,7 +59,7 @@ from nfs.protocol.xdr import FileSlice
 from nfs.table.segments import SegmentedRendering
 from nfs.table.tablefs import DATA_CSV_ID, SCHEMA_ID, TableFs
 from posixlake import DatabaseOps
-from tests.nfs.conftest import FakeClock
+from tests.nfs.conftest import FakeClock, holding
 from tests.nfs.rpcclient import RpcClient
 
 SCHEMA = {"id": "Int64", "name": "String", "score": "Float64", "city": "String"}
@@ -538,25 +538,6 @@ def test_handle_parts_nowait_answers_as_handle_parts(table_fs: TableFs) -> None:
     assert memory.handle_parts_nowait(record, conn) is None
 
 
-def _holding(
-    lock: threading.RLock, bound: float | None = None
-) -> tuple[threading.Thread, threading.Event]:
-    """Hold ``lock`` in another thread until the returned event is set, or for ``bound``
-    seconds (None: no bound; a call that waits for the lock is not answered before the
-    test lets go)."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(bound)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    assert held.wait(30)
-    return t, release
-
-
 def test_no_call_answered_on_the_loop_waits_for_the_table_lock(table_fs: TableFs) -> None:
     """Each procedure the event loop may answer (its ``run_nowait``), called while a
     commit holds the table lock, returns (a reply, or None: the full path's) with the
@@ -586,7 +567,7 @@ def test_no_call_answered_on_the_loop_waits_for_the_table_lock(table_fs: TableFs
         (MOUNT_PROGRAM, MOUNT_V3, MountProc3.MOUNTPROC3_NULL, VOID),
         (MOUNT_PROGRAM, MOUNT_V3, MountProc3.MOUNTPROC3_MNT, DirPath("/")),
     ]
-    t, release = _holding(table_fs._lock, bound=30)
+    t, release = holding(table_fs._lock, bound=30)
     try:
         for xid, (prog, vers, proc, args) in enumerate(calls, 100):
             header = CallHeader(Xid(xid), prog, vers, proc, client.cred)
@@ -602,7 +583,7 @@ def test_read_nowait_never_waits_for_a_commit_in_progress(table_fs: TableFs) -> 
     ctx = CallContext.local(peer="10.0.0.1:800")
     table_fs.getattr(DATA_CSV_ID, ctx)
     assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is not None
-    t, release = _holding(table_fs._db._log.lock)  # as a commit through the handle does
+    t, release = holding(table_fs._db._log.lock)  # as a commit through the handle does
     try:
         assert table_fs._db.try_loaded_state() is None
         assert table_fs.read_nowait(DATA_CSV_ID, 0, 10, ctx) is None
@@ -629,7 +610,7 @@ def test_a_busy_table_does_not_stop_the_loop(
         fh = reader.walk("/data/data.csv")
         reader.read(fh, 0, 10)
         other.null()  # its mount, settled before the lock is taken
-        t, release = _holding(fs._lock)
+        t, release = holding(fs._lock)
         try:
             xid = reader.send_call(
                 NFS_PROGRAM, NFS_V3, NfsProc3.NFSPROC3_READ, Read3Args(fh, 5, 100)
